@@ -1,0 +1,189 @@
+// An asynchronous PostgreSQL connection on Asio.
+//
+// libpq runs in non-blocking mode and permanently in pipeline mode; the connection's socket
+// is awaited through asio::posix::stream_descriptor, so no call here blocks the thread that
+// runs the io_context (host names are resolved with Asio's resolver before libpq connects).
+// Every batch of statements ends with one Sync: a batch is one round trip and, unless an
+// explicit transaction is open, one implicit transaction.
+#pragma once
+
+#include <libpq-fe.h>
+
+#include <asio/awaitable.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "durable/pg/error.hpp"
+#include "durable/pg/result.hpp"
+#include "durable/pg/traits.hpp"
+
+namespace durable::pg {
+
+/// A statement and its bound parameters. `text` is SQL, or the name of a prepared statement.
+struct statement {
+  std::string text;
+  std::vector<param_value> params;
+  bool prepared = false;
+};
+
+/// A SQL statement with bound parameters ($1, $2, ...). Values are never spliced into text.
+template <class... Args>
+[[nodiscard]] statement sql(std::string text, const Args&... args) {
+  return statement{std::move(text), {to_param(args)...}, false};
+}
+
+/// A call of a prepared statement by name.
+template <class... Args>
+[[nodiscard]] statement prepared(std::string name, const Args&... args) {
+  return statement{std::move(name), {to_param(args)...}, true};
+}
+
+/// Statement texts a connection prepares on first use, by name (the prepare travels in the
+/// same round trip as the first execution).
+using statement_catalog = std::map<std::string, std::string, std::less<>>;
+
+struct notification {
+  std::string channel;
+  std::string payload;
+  int backend_pid = 0;
+};
+
+/// Counters a test or benchmark reads to prove how much I/O a piece of work cost.
+struct connection_stats {
+  std::uint64_t round_trips = 0;  ///< batches sent (each ends with one Sync)
+  std::uint64_t statements = 0;   ///< statements executed, prepares not counted
+};
+
+class transaction;
+
+class connection {
+public:
+  connection(const connection&) = delete;
+  connection& operator=(const connection&) = delete;
+  ~connection() {
+    if (socket_.is_open()) socket_.release();  // libpq owns the descriptor
+    if (conn_) PQfinish(conn_);
+  }
+
+  /// Connects with a conninfo string ("host=... dbname=...") or a URL
+  /// ("postgresql://user@host/db"); unset fields come from the PG* environment variables.
+  [[nodiscard]] static asio::awaitable<std::unique_ptr<connection>> connect(
+      std::string conninfo, std::shared_ptr<const statement_catalog> catalog = {});
+
+  /// Runs one statement in its own round trip.
+  template <class... Args>
+  [[nodiscard]] asio::awaitable<result> exec(std::string text, const Args&... args) {
+    return run(sql(std::move(text), args...));
+  }
+  [[nodiscard]] asio::awaitable<result> run(statement s);
+
+  /// Sends every statement, then one Sync, and reads every result: one round trip.
+  /// Outside a transaction the batch is atomic. Throws the first statement's error.
+  [[nodiscard]] asio::awaitable<std::vector<result>> run_batch(std::vector<statement> batch);
+
+  /// Prepares a statement on this connection now (run() prepares catalog entries lazily).
+  [[nodiscard]] asio::awaitable<void> prepare(std::string name, std::string text);
+
+  /// Starts a transaction. BEGIN travels with the transaction's first statement.
+  [[nodiscard]] transaction begin();
+
+  [[nodiscard]] asio::awaitable<void> listen(std::string_view channel);
+  [[nodiscard]] asio::awaitable<void> unlisten(std::string_view channel);
+  /// Waits for the next NOTIFY on a channel this connection listens to.
+  [[nodiscard]] asio::awaitable<notification> wait_notification();
+
+  /// False after the connection broke; a pool then replaces it.
+  [[nodiscard]] bool is_open() const noexcept {
+    return conn_ && !broken_ && PQstatus(conn_) == CONNECTION_OK;
+  }
+  [[nodiscard]] PGconn* native_handle() const noexcept { return conn_; }
+  [[nodiscard]] const connection_stats& stats() const noexcept { return stats_; }
+  [[nodiscard]] int backend_pid() const noexcept { return PQbackendPID(conn_); }
+  /// Whether a transaction is open (or was left open and awaits its lazy ROLLBACK).
+  [[nodiscard]] bool in_transaction() const noexcept {
+    return begin_pending_ || rollback_pending_ || PQtransactionStatus(conn_) != PQTRANS_IDLE;
+  }
+
+private:
+  friend class transaction;
+  explicit connection(asio::any_io_executor ex, PGconn* c,
+                      std::shared_ptr<const statement_catalog> catalog)
+      : conn_(c), socket_(ex), catalog_(std::move(catalog)) {}
+
+  asio::awaitable<std::vector<result>> run_internal(
+      std::vector<statement> batch, std::pair<std::string, std::string> explicit_prepare = {});
+  asio::awaitable<void> flush();
+  asio::awaitable<void> wait_readable();
+  asio::awaitable<PGresult*> next_result();
+  void send(const statement& s);
+  void send_prepare(const std::string& name, const std::string& text);
+  [[noreturn]] void fail_lost(std::string_view during);
+  std::string statement_label(const statement& s) const;
+  std::string quote_identifier(std::string_view id) const;
+
+  PGconn* conn_ = nullptr;
+  asio::posix::stream_descriptor socket_;
+  std::shared_ptr<const statement_catalog> catalog_;
+  std::vector<std::string> prepared_;
+  connection_stats stats_;
+  bool broken_ = false;
+  bool in_flight_ = false;
+  bool begin_pending_ = false;
+  bool rollback_pending_ = false;
+};
+
+/// A transaction on one connection. Commit or roll back explicitly; a transaction that goes
+/// out of scope unfinished is rolled back (the ROLLBACK travels with the connection's next
+/// statement, so a destructor never blocks).
+class transaction {
+public:
+  explicit transaction(connection& c) noexcept : conn_(&c) { c.begin_pending_ = true; }
+  transaction(transaction&& o) noexcept : conn_(std::exchange(o.conn_, nullptr)) {}
+  transaction& operator=(transaction&&) = delete;
+  ~transaction() { abandon(); }
+
+  template <class... Args>
+  [[nodiscard]] asio::awaitable<result> exec(std::string text, const Args&... args) {
+    return run(sql(std::move(text), args...));
+  }
+  [[nodiscard]] asio::awaitable<result> run(statement s) { return active().run(std::move(s)); }
+  [[nodiscard]] asio::awaitable<std::vector<result>> run_batch(std::vector<statement> batch) {
+    return active().run_batch(std::move(batch));
+  }
+
+  /// Runs `last` (e.g. a journal row) and COMMIT in one round trip; returns the results of
+  /// `last`. Throws if the transaction had failed (it is then rolled back).
+  [[nodiscard]] asio::awaitable<std::vector<result>> commit(std::vector<statement> last = {});
+  [[nodiscard]] asio::awaitable<void> rollback();
+
+  [[nodiscard]] connection& conn() { return active(); }
+
+private:
+  connection& active() {
+    if (!conn_) throw durable::error("transaction already committed or rolled back");
+    return *conn_;
+  }
+  void abandon() noexcept {
+    if (!conn_) return;
+    if (conn_->begin_pending_)
+      conn_->begin_pending_ = false;  // nothing was sent: nothing to roll back
+    else
+      conn_->rollback_pending_ = true;
+    conn_ = nullptr;
+  }
+  connection* conn_;
+};
+
+}  // namespace durable::pg
+
+#include "durable/pg/impl/connection.ipp"
