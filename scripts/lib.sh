@@ -1,0 +1,276 @@
+# shellcheck shell=bash
+# Shared helpers for scripts/test, scripts/demo and scripts/bench. Source it from the repo root:
+#
+#   cd "$(dirname "$0")/.." && source scripts/lib.sh
+#
+# Database selection (durable_start_db):
+#   * DURABLE_DATABASE_URL non-empty          -> use that server as is.
+#   * else any of PGHOST/PGPORT/PGDATABASE/PGUSER non-empty
+#                                             -> export DURABLE_DATABASE_URL="" so that libpq takes
+#                                                everything (and PGPASSWORD, PGPASSFILE, ...) from
+#                                                the environment.
+#   * else start a throwaway PostgreSQL 15 cluster under <build dir>/pg on 127.0.0.1, export
+#     DURABLE_DATABASE_URL=postgresql://durable:durable-test-pw@127.0.0.1:PORT/durable_test and
+#     DURABLE_TEST_RESTART_CMD (a shell command line that restarts it synchronously), and stop it
+#     again when the calling script exits, fails or is interrupted.
+#   With an external server DURABLE_TEST_RESTART_CMD is left alone: we never set it, so tests that
+#   restart the server are skipped unless the caller exported a command of their own.
+
+DURABLE_ROOT="$(pwd -P)"
+DURABLE_PG_BIN="${DURABLE_PG_BIN:-/usr/lib/postgresql/15/bin}"
+DURABLE_PG_USER="durable-pg"        # unprivileged system user that runs the server when we are root
+DURABLE_PG_PASSWORD="durable-test-pw"
+DURABLE_REQUIRED_PACKAGES=(g++ cmake git libpq-dev libasio-dev libfmt-dev nlohmann-json3-dev catch2
+                           libbenchmark-dev postgresql)
+DURABLE_JOBS="$(nproc 2>/dev/null || echo 2)"
+
+durable_log() { printf '[durable] %s\n' "$*" >&2; }
+durable_die() { printf '[durable] error: %s\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------------------------------------
+# Dependencies
+
+durable_pkg_installed() {
+  [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" == "install ok installed" ]]
+}
+
+durable_ensure_deps() {
+  local missing=() pkg
+  for pkg in "${DURABLE_REQUIRED_PACKAGES[@]}"; do
+    durable_pkg_installed "$pkg" || missing+=("$pkg")
+  done
+  # The `postgresql` meta package could point at another major version; we need 15's binaries.
+  if [[ ! -x "$DURABLE_PG_BIN/postgres" ]] && [[ "$DURABLE_PG_BIN" == /usr/lib/postgresql/15/bin ]]; then
+    missing+=(postgresql-15)
+  fi
+  ((${#missing[@]} == 0)) && return 0
+  if ((EUID != 0)); then
+    durable_log "missing Debian packages: ${missing[*]}"
+    printf 'sudo apt-get update && sudo apt-get install -y --no-install-recommends %s\n' "${missing[*]}" >&2
+    exit 1
+  fi
+  durable_log "installing missing Debian packages: ${missing[*]}"
+  local log
+  log="$(mktemp)"
+  if ! { apt-get update -q && DEBIAN_FRONTEND=noninteractive \
+           apt-get install -y -q --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    durable_die "apt-get install failed"
+  fi
+  rm -f "$log"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Build
+
+# durable_configure BUILD_DIR [cmake args...]: (re)configure the repo into BUILD_DIR, quietly.
+durable_configure() {
+  local dir="$1"
+  shift
+  local args=(-S "$DURABLE_ROOT" -B "$dir" --log-level=WARNING)
+  if [[ ! -f "$dir/CMakeCache.txt" ]] && command -v ninja >/dev/null 2>&1; then
+    args+=(-G Ninja)
+  fi
+  if command -v ccache >/dev/null 2>&1; then
+    args+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
+  cmake "${args[@]}" "$@" >/dev/null
+}
+
+# durable_build BUILD_DIR [cmake --build args...]
+durable_build() {
+  local dir="$1"
+  shift
+  cmake --build "$dir" -j "$DURABLE_JOBS" "$@"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Database
+
+DURABLE_PG_DIR=""       # cluster directory while we own a server, else empty
+DURABLE_PG_STARTED=0
+
+# Run a PostgreSQL server binary as the user that owns the cluster, from a directory it can read.
+durable_pg_as_owner() {
+  if ((EUID == 0)); then
+    (cd / && runuser -u "$DURABLE_PG_USER" -- "$@")
+  else
+    (cd / && "$@")
+  fi
+}
+
+durable_port_in_use() {
+  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+durable_find_free_port() {
+  local port=$((20000 + RANDOM % 20000)) i
+  for ((i = 0; i < 200; i++)); do
+    durable_port_in_use "$port" || { echo "$port"; return 0; }
+    port=$((port + 1 > 40000 ? 20000 : port + 1))
+  done
+  return 1
+}
+
+# Stop a server left behind by an earlier run that was killed before its trap could run.
+durable_stop_stale() {
+  local dir="$1"
+  [[ -f "$dir/data/postmaster.pid" ]] || return 0
+  if durable_pg_as_owner "$DURABLE_PG_BIN/pg_ctl" status -D "$dir/data" >/dev/null 2>&1; then
+    durable_log "stopping stale PostgreSQL server in $dir"
+    durable_pg_as_owner "$DURABLE_PG_BIN/pg_ctl" stop -D "$dir/data" -m immediate -w -s -t 30 \
+      >/dev/null 2>&1 || true
+  fi
+}
+
+durable_stop_db() {
+  ((DURABLE_PG_STARTED)) || return 0
+  DURABLE_PG_STARTED=0
+  if ! durable_pg_as_owner "$DURABLE_PG_BIN/pg_ctl" stop -D "$DURABLE_PG_DIR/data" -m fast -w -s \
+         -t 60 >/dev/null 2>&1; then
+    durable_pg_as_owner "$DURABLE_PG_BIN/pg_ctl" stop -D "$DURABLE_PG_DIR/data" -m immediate -w -s \
+      -t 30 >/dev/null 2>&1 || true
+  fi
+}
+
+durable__on_exit() { durable_stop_db; }
+durable__on_signal() {
+  trap - INT TERM
+  durable_stop_db
+  exit "$1"
+}
+
+# The cluster directory for BUILD_DIR. When root, the server runs as $DURABLE_PG_USER, which must be
+# able to reach the directory; if some parent is not searchable by others (a checkout under /root,
+# say), fall back to a fixed per-build-dir location under /tmp.
+durable_cluster_dir() {
+  local build_dir="$1" dir="$1/pg" parent
+  if ((EUID == 0)); then
+    parent="$(dirname "$dir")"
+    if ! runuser -u "$DURABLE_PG_USER" -- test -x "$parent" 2>/dev/null; then
+      dir="/tmp/durable-pg-$(printf '%s' "$build_dir" | md5sum | cut -c1-12)"
+    fi
+  fi
+  echo "$dir"
+}
+
+durable_ensure_pg_user() {
+  ((EUID == 0)) || return 0
+  id -u "$DURABLE_PG_USER" >/dev/null 2>&1 && return 0
+  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+    "$DURABLE_PG_USER"
+}
+
+# durable_start_db BUILD_DIR: see the header of this file.
+durable_start_db() {
+  local build_dir="$1"
+  if [[ -n "${DURABLE_DATABASE_URL:-}" ]]; then
+    durable_log "using the external database from DURABLE_DATABASE_URL"
+    export DURABLE_DATABASE_URL
+    return 0
+  fi
+  if [[ -n "${PGHOST:-}${PGPORT:-}${PGDATABASE:-}${PGUSER:-}" ]]; then
+    durable_log "using the external database from the PG* environment variables"
+    export DURABLE_DATABASE_URL=""
+    return 0
+  fi
+
+  mkdir -p "$build_dir"
+  build_dir="$(cd "$build_dir" && pwd -P)"
+  durable_ensure_pg_user
+  local dir
+  dir="$(durable_cluster_dir "$build_dir")"
+
+  # From here on the server, once started, is stopped however the script ends.
+  trap durable__on_exit EXIT
+  trap 'durable__on_signal 130' INT
+  trap 'durable__on_signal 143' TERM
+
+  durable_stop_stale "$dir"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  chmod 700 "$dir"
+  printf '%s\n' "$DURABLE_PG_PASSWORD" >"$dir/pwfile"
+  if ((EUID == 0)); then chown -R "$DURABLE_PG_USER": "$dir"; fi
+
+  if ! durable_pg_as_owner "$DURABLE_PG_BIN/initdb" -D "$dir/data" -U durable -E UTF8 --locale=C \
+         --auth-local=trust --auth-host=scram-sha-256 --pwfile="$dir/pwfile" --no-sync \
+         --no-instructions >"$dir/initdb.log" 2>&1; then
+    cat "$dir/initdb.log" >&2
+    durable_die "initdb failed"
+  fi
+  rm -f "$dir/pwfile"
+
+  # Unix socket in the cluster dir (trust auth, handy for debugging) unless its path is too long.
+  local sockdir="$dir"
+  if ((${#dir} > 90)); then sockdir=""; fi
+  cat >>"$dir/data/postgresql.conf" <<EOF
+
+# --- durable test cluster (scripts/lib.sh) ---
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$sockdir'
+max_connections = 200
+fsync = on
+include 'durable_port.conf'
+EOF
+
+  local attempt port=""
+  DURABLE_PG_DIR="$dir"
+  for attempt in 1 2 3 4 5; do
+    port="$(durable_find_free_port)" || durable_die "no free TCP port in 20000-40000"
+    echo "port = $port" >"$dir/data/durable_port.conf"
+    if ((EUID == 0)); then chown "$DURABLE_PG_USER": "$dir/data/durable_port.conf"; fi
+    DURABLE_PG_STARTED=1
+    if durable_pg_as_owner "$DURABLE_PG_BIN/pg_ctl" start -D "$dir/data" -l "$dir/server.log" -w \
+         -s -t 60 >/dev/null 2>&1; then
+      break
+    fi
+    DURABLE_PG_STARTED=0
+    durable_stop_stale "$dir"
+    if ((attempt == 5)); then
+      tail -n 20 "$dir/server.log" >&2 || true
+      durable_die "could not start PostgreSQL (log: $dir/server.log)"
+    fi
+    durable_log "PostgreSQL did not start on port $port, retrying"
+  done
+
+  export DURABLE_DATABASE_URL="postgresql://durable:${DURABLE_PG_PASSWORD}@127.0.0.1:${port}/durable_test"
+  if ! PGCONNECT_TIMEOUT=10 "$DURABLE_PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 \
+         "postgresql://durable:${DURABLE_PG_PASSWORD}@127.0.0.1:${port}/postgres" \
+         -c 'CREATE DATABASE durable_test' >/dev/null; then
+    durable_die "could not create database durable_test"
+  fi
+
+  local restart
+  restart="$(printf '%q ' "$DURABLE_PG_BIN/pg_ctl" restart -D "$dir/data" -l "$dir/server.log" \
+    -m fast -w -s -t 60)"
+  if ((EUID == 0)); then
+    restart="cd / && runuser -u $DURABLE_PG_USER -- ${restart% }"
+  else
+    restart="cd / && ${restart% }"
+  fi
+  export DURABLE_TEST_RESTART_CMD="$restart"
+  durable_log "PostgreSQL 15 on 127.0.0.1:$port (cluster $dir)"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Sanitizers
+
+# durable_sanitizer_env BUILD_DIR: export ASAN_OPTIONS / UBSAN_OPTIONS for the sanitized tests.
+# LeakSanitizer cannot run under ptrace (strace, gdb, some sandboxes); a tiny probe decides whether
+# leak detection stays on, so that such an environment does not fail every test at exit.
+durable_sanitizer_env() {
+  local dir="$1" detect_leaks=1
+  local probe="$dir/lsan-probe"
+  if [[ ! -x "$probe" ]]; then
+    printf 'int main() { return 0; }\n' >"$dir/lsan-probe.cpp"
+    "${CXX:-c++}" -fsanitize=address "$dir/lsan-probe.cpp" -o "$probe" 2>/dev/null || true
+  fi
+  if [[ -x "$probe" ]] && ! ASAN_OPTIONS=detect_leaks=1 "$probe" >/dev/null 2>&1; then
+    durable_log "LeakSanitizer does not work here (ptrace?); running with detect_leaks=0"
+    detect_leaks=0
+  fi
+  export ASAN_OPTIONS="detect_leaks=${detect_leaks}${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+}
