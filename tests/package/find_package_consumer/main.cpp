@@ -1,0 +1,19 @@
+// Package smoke test: the public header compiles and links through durable::durable, and the
+// codec works without a database.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <durable.hpp>
+
+int main() {
+  const std::string got = durable::encode(std::vector<int>{1, 2, 3}).dump();
+  const std::string want = "[1,2,3]";
+  std::printf("%s\n", got.c_str());
+  if (got != want) {
+    std::fprintf(stderr, "durable::encode(std::vector<int>{1, 2, 3}).dump() gave %s, expected %s\n",
+                 got.c_str(), want.c_str());
+    return 1;
+  }
+  return 0;
+}
