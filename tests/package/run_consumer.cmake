@@ -72,6 +72,20 @@ if(MODE STREQUAL "find_package")
   if(NOT at EQUAL 0)
     message(FATAL_ERROR "find_package(durable) used ${durable_dir}, not the install in ${prefix}")
   endif()
+  # SameMajorVersion: asking for the next major version must fail.
+  if(DURABLE_VERSION MATCHES "^([0-9]+)")
+    math(EXPR next_major "${CMAKE_MATCH_1} + 1")
+    execute_process(
+      COMMAND "${CMAKE_COMMAND}" -S "${CONSUMER_SOURCE_DIR}" -B "${WORK_DIR}/wrong-version-build"
+              ${common_args} "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+              -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF
+              "-DDURABLE_REQUIRED_VERSION=${next_major}.0"
+      RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+    if(rc EQUAL 0 OR NOT out MATCHES "compatible with requested version")
+      message(FATAL_ERROR
+              "find_package(durable ${next_major}.0) should reject version ${DURABLE_VERSION}:\n${out}")
+    endif()
+  endif()
 elseif(MODE STREQUAL "add_subdirectory")
   run("configure consumer"
       "${CMAKE_COMMAND}" -S "${CONSUMER_SOURCE_DIR}" -B "${consumer_build}" ${common_args}
