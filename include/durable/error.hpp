@@ -25,4 +25,100 @@ private:
   std::string type_;
 };
 
+/// Base of errors that concern one workflow; `workflow_id()` names it.
+class workflow_error : public error {
+public:
+  workflow_error(std::string workflow_id, const std::string& what)
+      : error(what), workflow_id_(std::move(workflow_id)) {}
+  [[nodiscard]] const std::string& workflow_id() const noexcept { return workflow_id_; }
+
+private:
+  std::string workflow_id_;
+};
+
+/// A step's function threw (after its retries). The error's type and message are
+/// journaled, so the same exception, with the same text, is raised on every replay.
+class step_failed : public workflow_error {
+public:
+  step_failed(std::string workflow_id, int seq, std::string step_name, std::string error_type,
+              std::string error_message)
+      : workflow_error(workflow_id, "workflow '" + workflow_id + "': step " + std::to_string(seq) +
+                                        " '" + step_name + "' failed: " + error_type + ": " +
+                                        error_message),
+        seq_(seq),
+        step_name_(std::move(step_name)),
+        error_type_(std::move(error_type)),
+        error_message_(std::move(error_message)) {}
+
+  [[nodiscard]] int seq() const noexcept { return seq_; }
+  [[nodiscard]] const std::string& step_name() const noexcept { return step_name_; }
+  /// The C++ type of the exception the step threw, e.g. "std::runtime_error".
+  [[nodiscard]] const std::string& error_type() const noexcept { return error_type_; }
+  /// Its what().
+  [[nodiscard]] const std::string& error_message() const noexcept { return error_message_; }
+
+private:
+  int seq_;
+  std::string step_name_, error_type_, error_message_;
+};
+
+/// Replay found the code asking for a different step than the journal holds at that
+/// position: the workflow's code changed while it was in flight (I5). The workflow is
+/// parked for an operator; it is not retried and never handed a wrong value.
+class nondeterminism_error : public workflow_error {
+public:
+  nondeterminism_error(std::string workflow_id, int seq, std::string journaled, std::string requested,
+                       const std::string& what)
+      : workflow_error(std::move(workflow_id), what),
+        seq_(seq),
+        journaled_(std::move(journaled)),
+        requested_(std::move(requested)) {}
+
+  [[nodiscard]] int seq() const noexcept { return seq_; }
+  /// The step the journal holds at seq() (name and kind), or empty if none.
+  [[nodiscard]] const std::string& journaled() const noexcept { return journaled_; }
+  /// The step the code asked for at seq(), or empty if the code ended before it.
+  [[nodiscard]] const std::string& requested() const noexcept { return requested_; }
+
+private:
+  int seq_;
+  std::string journaled_, requested_;
+};
+
+/// Another executor took this workflow over (its epoch moved on, I3). The coroutine that
+/// gets this must stop: the new owner continues the workflow, and nothing this one writes
+/// can reach the journal any more.
+class ownership_lost : public workflow_error {
+public:
+  using workflow_error::workflow_error;
+};
+
+/// start() found the workflow id in use with another workflow name or other inputs.
+class workflow_conflict : public workflow_error {
+public:
+  using workflow_error::workflow_error;
+};
+
+/// The awaited workflow ended in failure; carries the type and message of what it threw.
+class workflow_failed : public workflow_error {
+public:
+  workflow_failed(std::string workflow_id, std::string error_type, std::string error_message)
+      : workflow_error(workflow_id, "workflow '" + workflow_id + "' failed: " + error_type + ": " +
+                                        error_message),
+        error_type_(std::move(error_type)),
+        error_message_(std::move(error_message)) {}
+  [[nodiscard]] const std::string& error_type() const noexcept { return error_type_; }
+  [[nodiscard]] const std::string& error_message() const noexcept { return error_message_; }
+
+private:
+  std::string error_type_, error_message_;
+};
+
+/// The awaited workflow is parked for an operator (nondeterminism, undecodable journal);
+/// `what()` gives the reason recorded in workflows.status_reason.
+class workflow_parked : public workflow_error {
+public:
+  using workflow_error::workflow_error;
+};
+
 }  // namespace durable

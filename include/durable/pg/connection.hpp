@@ -104,7 +104,7 @@ public:
 
   /// False after the connection broke; a pool then replaces it.
   [[nodiscard]] bool is_open() const noexcept {
-    return conn_ && !broken_ && PQstatus(conn_) == CONNECTION_OK;
+    return conn_ && !broken_ && !in_flight_ && PQstatus(conn_) == CONNECTION_OK;
   }
   [[nodiscard]] PGconn* native_handle() const noexcept { return conn_; }
   [[nodiscard]] const connection_stats& stats() const noexcept { return stats_; }

@@ -13,63 +13,88 @@
 
 namespace durable::pg {
 
+namespace detail {
+struct pool_state {
+  pool_state(asio::any_io_executor ex, std::string ci, std::size_t size,
+             std::shared_ptr<const statement_catalog> cat)
+      : conninfo(std::move(ci)), catalog(std::move(cat)), slots(size), free(ex, size) {}
+
+  std::string conninfo;
+  std::shared_ptr<const statement_catalog> catalog;
+  std::vector<std::unique_ptr<connection>> slots;
+  asio::experimental::channel<void(asio::error_code, std::size_t)> free;
+  connection_stats retired;
+
+  void retire(std::size_t i) {
+    retired.round_trips += slots[i]->stats().round_trips;
+    retired.statements += slots[i]->stats().statements;
+    slots[i].reset();
+  }
+  void release(std::size_t i) noexcept {
+    if (slots[i] && !slots[i]->is_open()) retire(i);
+    (void)free.try_send(asio::error_code{}, i);
+  }
+};
+}  // namespace detail
+
+/// A bounded pool of connections, used from one thread (or strand) at a time.
 class pool {
 public:
-  /// A connection on loan; returns to the pool when destroyed. Must not outlive the pool.
+  /// A connection on loan; returns to the pool when destroyed. It keeps the pool's state
+  /// alive, so coroutine frames destroyed late (with their io_context) stay safe.
   class lease {
   public:
-    lease(lease&& o) noexcept : pool_(std::exchange(o.pool_, nullptr)), index_(o.index_) {}
+    lease(lease&& o) noexcept : state_(std::move(o.state_)), index_(o.index_) {}
     lease& operator=(lease&&) = delete;
     ~lease() {
-      if (pool_) pool_->release(index_);
+      if (state_) state_->release(index_);
     }
-    connection& operator*() const noexcept { return *pool_->slots_[index_]; }
-    connection* operator->() const noexcept { return pool_->slots_[index_].get(); }
+    connection& operator*() const noexcept { return *state_->slots[index_]; }
+    connection* operator->() const noexcept { return state_->slots[index_].get(); }
 
   private:
     friend class pool;
-    lease(pool* p, std::size_t i) noexcept : pool_(p), index_(i) {}
-    pool* pool_;
+    lease(std::shared_ptr<detail::pool_state> s, std::size_t i) noexcept
+        : state_(std::move(s)), index_(i) {}
+    std::shared_ptr<detail::pool_state> state_;
     std::size_t index_;
   };
 
   /// `size` connections at most, opened lazily with `conninfo`; `catalog` names the
   /// statements each connection prepares on first use.
   pool(asio::any_io_executor ex, std::string conninfo, std::size_t size,
-       std::shared_ptr<const statement_catalog> catalog = {})
-      : conninfo_(std::move(conninfo)),
-        catalog_(std::move(catalog)),
-        slots_(size),
-        free_(ex, size) {
+       std::shared_ptr<const statement_catalog> catalog = {}) {
     if (size == 0) throw durable::error("a connection pool needs at least one connection");
-    for (std::size_t i = 0; i < size; ++i) (void)free_.try_send(asio::error_code{}, i);
+    state_ = std::make_shared<detail::pool_state>(ex, std::move(conninfo), size, std::move(catalog));
+    for (std::size_t i = 0; i < size; ++i) (void)state_->free.try_send(asio::error_code{}, i);
   }
   pool(const pool&) = delete;
   pool& operator=(const pool&) = delete;
 
   /// Waits until a connection is free, connecting it if needed.
   [[nodiscard]] asio::awaitable<lease> acquire() {
-    const std::size_t i = co_await free_.async_receive(asio::use_awaitable);
-    std::unique_ptr<connection>& slot = slots_[i];
-    if (slot && !alive(*slot)) retire(i);
+    auto state = state_;
+    const std::size_t i = co_await state->free.async_receive(asio::use_awaitable);
+    std::unique_ptr<connection>& slot = state->slots[i];
+    if (slot && !alive(*slot)) state->retire(i);
     if (!slot) {
       try {
-        slot = co_await connection::connect(conninfo_, catalog_);
+        slot = co_await connection::connect(state->conninfo, state->catalog);
       } catch (...) {
-        (void)free_.try_send(asio::error_code{}, i);
+        (void)state->free.try_send(asio::error_code{}, i);
         throw;
       }
     }
-    co_return lease(this, i);
+    co_return lease(std::move(state), i);
   }
 
-  [[nodiscard]] std::size_t size() const noexcept { return slots_.size(); }
-  [[nodiscard]] const std::string& conninfo() const noexcept { return conninfo_; }
+  [[nodiscard]] std::size_t size() const noexcept { return state_->slots.size(); }
+  [[nodiscard]] const std::string& conninfo() const noexcept { return state_->conninfo; }
 
   /// Statements and round trips of every connection this pool has had.
   [[nodiscard]] connection_stats stats() const noexcept {
-    connection_stats s = retired_;
-    for (const auto& c : slots_)
+    connection_stats s = state_->retired;
+    for (const auto& c : state_->slots)
       if (c) {
         s.round_trips += c->stats().round_trips;
         s.statements += c->stats().statements;
@@ -84,24 +109,10 @@ private:
     if (!c.is_open()) return false;
     pollfd p{PQsocket(c.native_handle()), POLLIN, 0};
     if (::poll(&p, 1, 0) <= 0) return true;
-    return PQconsumeInput(c.native_handle()) == 1 && c.is_open() &&
-           PQstatus(c.native_handle()) == CONNECTION_OK;
-  }
-  void retire(std::size_t i) {
-    retired_.round_trips += slots_[i]->stats().round_trips;
-    retired_.statements += slots_[i]->stats().statements;
-    slots_[i].reset();
-  }
-  void release(std::size_t i) noexcept {
-    if (slots_[i] && !slots_[i]->is_open()) retire(i);
-    (void)free_.try_send(asio::error_code{}, i);
+    return PQconsumeInput(c.native_handle()) == 1 && c.is_open();
   }
 
-  std::string conninfo_;
-  std::shared_ptr<const statement_catalog> catalog_;
-  std::vector<std::unique_ptr<connection>> slots_;
-  asio::experimental::channel<void(asio::error_code, std::size_t)> free_;
-  connection_stats retired_;
+  std::shared_ptr<detail::pool_state> state_;
 };
 
 }  // namespace durable::pg

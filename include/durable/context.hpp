@@ -1,0 +1,312 @@
+// What a workflow sees: journaled steps, transactional steps, and journaled inputs from the
+// outside world (time, randomness, ids).
+#pragma once
+
+#include <algorithm>
+#include <asio/awaitable.hpp>
+#include <chrono>
+#include <concepts>
+#include <cstdint>
+#include <functional>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <variant>
+
+#include "durable/codec.hpp"
+#include "durable/detail/run_state.hpp"
+#include "durable/error.hpp"
+#include "durable/pg/connection.hpp"
+
+namespace durable {
+
+/// Retry policy of a step: attempts within one run, with exponential backoff. The journal
+/// records only the final outcome and the number of attempts.
+struct retry {
+  int max_attempts = 1;
+  std::chrono::milliseconds initial{100};
+  double factor = 2.0;
+  std::chrono::milliseconds max{std::chrono::seconds(30)};
+
+  [[nodiscard]] std::chrono::milliseconds delay(int attempt) const {
+    double d = double(initial.count());
+    for (int i = 1; i < attempt; ++i) d *= factor;
+    return std::chrono::milliseconds(std::int64_t(std::min(d, double(max.count()))));
+  }
+};
+
+/// Passed to a step's function if it accepts one.
+struct step_info {
+  int seq;
+  const std::string& name;
+  int attempt;                  ///< 1 on the first attempt
+  std::string idempotency_key;  ///< "<workflow id>:<seq>": stable across retries and replays
+};
+
+namespace detail {
+template <class T>
+struct awaitable_value {
+  static constexpr bool is_awaitable = false;
+  using type = T;
+};
+template <class T, class E>
+struct awaitable_value<asio::awaitable<T, E>> {
+  static constexpr bool is_awaitable = true;
+  using type = T;
+};
+
+template <class F>
+auto call_step(F& fn, const step_info& info) {
+  if constexpr (std::is_invocable_v<F&, const step_info&>)
+    return std::invoke(fn, info);
+  else
+    return std::invoke(fn);
+}
+
+template <class F>
+using step_return_t = decltype(call_step(std::declval<F&>(), std::declval<const step_info&>()));
+
+template <class F>
+using step_value_t = typename awaitable_value<step_return_t<F>>::type;
+
+/// void results travel as monostate inside the replay core.
+template <class T>
+using stored_t = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
+
+template <class T>
+T decode_journaled(run_state& s, int seq, const journal_entry& e) {
+  if constexpr (std::is_void_v<T>) {
+    return;
+  } else {
+    try {
+      return durable::decode<T>(nlohmann::json::parse(e.output));
+    } catch (const std::exception& x) {
+      s.park_reason = "workflow '" + s.id + "' (" + s.name + "): the journaled output of step " +
+                      std::to_string(seq) + " '" + e.name + "' no longer decodes as " +
+                      std::string(type_name<T>()) + ": " + x.what() +
+                      ". The step's result type changed while the workflow was in flight; it is "
+                      "parked until code that reads the old value is deployed";
+      throw codec_error(std::string(type_name<T>()), *s.park_reason);
+    }
+  }
+}
+
+template <class T>
+T replay_value(run_state& s, int seq, const journal_entry& e) {
+  if (s.counters) ++s.counters->steps_replayed;
+  if (e.failed) {
+    auto j = nlohmann::json::parse(e.error, nullptr, false);
+    std::string type = j.is_object() ? j.value("type", "unknown") : "unknown";
+    std::string message = j.is_object() ? j.value("message", "") : e.error;
+    throw step_failed(s.id, seq, e.name, std::move(type), std::move(message));
+  }
+  return decode_journaled<T>(s, seq, e);
+}
+
+inline void require_live(run_state& s, int seq, const std::string& name) {
+  if (!s.pool)
+    throw error("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
+                "' has no journal row, and this replay has no database to run it against");
+}
+}  // namespace detail
+
+class context {
+public:
+  explicit context(detail::run_state& s) noexcept : s_(&s) {}
+  context(const context&) = delete;
+  context& operator=(const context&) = delete;
+
+  [[nodiscard]] const std::string& workflow_id() const noexcept { return s_->id; }
+  [[nodiscard]] const std::string& workflow_name() const noexcept { return s_->name; }
+
+  /// The idempotency key of the step running now: "<workflow id>:<step number>", the same on
+  /// every retry and replay. Hand it to external APIs so a repeated call is harmless. With
+  /// concurrent steps, take the key from the step_info the step function can accept.
+  [[nodiscard]] std::string idempotency_key() const {
+    if (s_->current_seq < 0)
+      throw error("workflow '" + s_->id + "': idempotency_key() called outside a step");
+    return s_->key(s_->current_seq);
+  }
+
+  /// True while the next step will come from the journal.
+  [[nodiscard]] bool replaying() const noexcept {
+    return std::size_t(s_->next_seq) < s_->journal.size() && s_->journal[std::size_t(s_->next_seq)];
+  }
+
+  /// Runs `fn` once and journals its result before the workflow continues; on replay returns
+  /// the journaled result without calling `fn`. `fn` returns a value, void, or an
+  /// asio::awaitable of either, and may take a `const step_info&`. If it throws (after
+  /// `policy`'s retries), the error is journaled and raised as step_failed, now and on every
+  /// replay. The step's number is taken here, when the step is issued (I4).
+  template <class F>
+  [[nodiscard]] asio::awaitable<detail::step_value_t<std::decay_t<F>>> step(std::string name, F&& fn,
+                                                                          retry policy = {}) {
+    using T = detail::step_value_t<std::decay_t<F>>;
+    return run_step<T>(s_->next_seq++, std::move(name), "step", std::forward<F>(fn), policy);
+  }
+
+  /// Runs `fn(tx)` in a database transaction that commits together with the step's journal
+  /// row: exactly once. `fn` returns asio::awaitable<T> and issues its SQL through `tx`.
+  template <class F>
+  [[nodiscard]] auto transaction(std::string name, F&& fn, retry policy = {})
+      -> asio::awaitable<typename detail::awaitable_value<std::invoke_result_t<F&, pg::transaction&>>::type> {
+    using T = typename detail::awaitable_value<std::invoke_result_t<F&, pg::transaction&>>::type;
+    return run_transaction<T>(s_->next_seq++, std::move(name), std::forward<F>(fn), policy);
+  }
+
+  /// The wall-clock time, journaled (I6): a replay sees the time of the first run.
+  [[nodiscard]] asio::awaitable<std::chrono::system_clock::time_point> now() {
+    return now_impl(s_->next_seq++);
+  }
+
+  /// 64 random bits, journaled (I6).
+  [[nodiscard]] asio::awaitable<std::uint64_t> random() {
+    return run_step<std::uint64_t>(s_->next_seq++, "random", "random", [] { return random_u64(); }, {});
+  }
+
+  /// A random (version 4) UUID, journaled (I6).
+  [[nodiscard]] asio::awaitable<std::string> uuid() {
+    return run_step<std::string>(s_->next_seq++, "uuid", "uuid", [] { return make_uuid(); }, {});
+  }
+
+private:
+  static std::uint64_t random_u64() {
+    thread_local std::mt19937_64 gen{std::random_device{}()};
+    return gen();
+  }
+  static std::string make_uuid() {
+    std::uint64_t hi = random_u64(), lo = random_u64();
+    hi = (hi & 0xffffffffffff0fffull) | 0x0000000000004000ull;  // version 4
+    lo = (lo & 0x3fffffffffffffffull) | 0x8000000000000000ull;  // variant 10
+    char buf[37];
+    std::snprintf(buf, sizeof buf, "%08x-%04x-%04x-%04x-%012llx", unsigned(hi >> 32),
+                  unsigned((hi >> 16) & 0xffff), unsigned(hi & 0xffff), unsigned(lo >> 48),
+                  static_cast<unsigned long long>(lo & 0xffffffffffffull));
+    return buf;
+  }
+
+  asio::awaitable<std::chrono::system_clock::time_point> now_impl(int seq) {
+    using namespace std::chrono;
+    const auto us = co_await run_step<std::int64_t>(seq, "now", "now", [] {
+      return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+    }, {});
+    co_return system_clock::time_point(duration_cast<system_clock::duration>(microseconds(us)));
+  }
+
+  template <class T, class F>
+  asio::awaitable<T> run_step(int seq, std::string name, std::string kind, F fn, retry policy) {
+    detail::run_state& s = *s_;
+    if (const detail::journal_entry* e = detail::replay_entry(s, seq, name, kind))
+      co_return detail::replay_value<T>(s, seq, *e);
+    detail::require_live(s, seq, name);
+
+    const double started = detail::unix_seconds();
+    std::optional<detail::stored_t<T>> value;
+    detail::captured_error failure;
+    int attempt = 0;
+    for (;;) {
+      ++attempt;
+      s.current_seq = seq;
+      const step_info info{seq, name, attempt, s.key(seq)};
+      try {
+        if constexpr (detail::awaitable_value<detail::step_return_t<F>>::is_awaitable) {
+          if constexpr (std::is_void_v<T>) {
+            co_await detail::call_step(fn, info);
+            value.emplace();
+          } else {
+            value.emplace(co_await detail::call_step(fn, info));
+          }
+        } else {
+          if constexpr (std::is_void_v<T>) {
+            detail::call_step(fn, info);
+            value.emplace();
+          } else {
+            value.emplace(detail::call_step(fn, info));
+          }
+        }
+      } catch (...) {
+        failure = detail::capture(std::current_exception());
+      }
+      if (value || attempt >= std::max(policy.max_attempts, 1)) break;
+      co_await detail::sleep_for(policy.delay(attempt));
+    }
+
+    if (!value) {
+      co_await detail::append(s, seq, name, kind, std::nullopt, failure.to_json(), attempt, started);
+      throw step_failed(s.id, seq, name, failure.type, failure.message);
+    }
+    std::optional<std::string> output;
+    if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
+    co_await detail::append(s, seq, name, kind, output, std::nullopt, attempt, started);
+    if constexpr (!std::is_void_v<T>) co_return std::move(*value);
+  }
+
+  template <class T, class F>
+  asio::awaitable<T> run_transaction(int seq, std::string name, F fn, retry policy) {
+    detail::run_state& s = *s_;
+    const std::string kind = "transaction";
+    if (const detail::journal_entry* e = detail::replay_entry(s, seq, name, kind))
+      co_return detail::replay_value<T>(s, seq, *e);
+    detail::require_live(s, seq, name);
+
+    const double started = detail::unix_seconds();
+    detail::captured_error failure;
+    for (int attempt = 1;; ++attempt) {
+      s.current_seq = seq;
+      std::optional<detail::stored_t<T>> value;
+      {  // the connection goes back to the pool before a failure is journaled
+      auto conn = co_await s.pool->acquire();
+      std::optional<pg::transaction> tx;
+      tx.emplace(conn->begin());
+      try {
+        if constexpr (std::is_void_v<T>) {
+          co_await fn(*tx);
+          value.emplace();
+        } else {
+          value.emplace(co_await fn(*tx));
+        }
+      } catch (...) {
+        failure = detail::capture(std::current_exception());
+      }
+      if (value) {
+        std::optional<std::string> output;
+        if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
+        try {
+          // The journal row rides in the same round trip as COMMIT, inside the transaction:
+          // the user's writes and the row commit together or not at all.
+          std::vector<pg::statement> row;
+          row.push_back(s.st->step_append(s.id, s.epoch, seq, name, kind, std::string("succeeded"), output,
+                                          std::optional<std::string>(), attempt, started));
+          co_await tx->commit(std::move(row));
+        } catch (const pg::sql_error& e) {
+          if (e.sqlstate() == ownership_lost_sqlstate)
+            throw ownership_lost(s.id, "workflow '" + s.id + "': transaction step " + std::to_string(seq) +
+                                           " '" + name + "' rolled back because another executor took "
+                                           "the workflow over; this run stops");
+          failure = detail::capture(std::current_exception());
+          value.reset();
+        } catch (const pg::connection_error&) {
+          s.io_failed = true;
+          throw;
+        }
+        if (value) {
+          if (s.counters) ++s.counters->steps_executed;
+          if constexpr (!std::is_void_v<T>) co_return std::move(*value);
+          else co_return;
+        }
+      }
+      tx.reset();  // rolls back with the connection's next statement
+      }
+      if (attempt >= std::max(policy.max_attempts, 1)) {
+        co_await detail::append(s, seq, name, kind, std::nullopt, failure.to_json(), attempt, started);
+        throw step_failed(s.id, seq, name, failure.type, failure.message);
+      }
+      co_await detail::sleep_for(policy.delay(attempt));
+    }
+  }
+
+  detail::run_state* s_;
+};
+
+}  // namespace durable

@@ -1,0 +1,344 @@
+// Implementation of durable/engine.hpp; included at its end.
+#pragma once
+
+namespace durable {
+namespace detail {
+
+inline std::string default_executor_id() {
+  if (const char* e = std::getenv("DURABLE_EXECUTOR_ID"); e && *e) return e;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || !*host) return "executor";
+  return host;
+}
+
+template <class... Args>
+std::string signature_of() {
+  std::string s = "(";
+  ((s += (s.size() > 1 ? ", " : "") + std::string(type_name<std::decay_t<Args>>())), ...);
+  return s + ")";
+}
+
+template <class R, class... Args>
+asio::awaitable<std::optional<std::string>> invoke_workflow(asio::awaitable<R> (*fn)(context&, Args...),
+                                                            context& ctx, nlohmann::json inputs) {
+  std::tuple<std::decay_t<Args>...> args;
+  try {
+    args = durable::decode<std::tuple<std::decay_t<Args>...>>(inputs);
+  } catch (const codec_error& e) {
+    throw workflow_parked(ctx.workflow_id(),
+                          "workflow '" + ctx.workflow_id() + "' (" + ctx.workflow_name() +
+                              "): its journaled inputs no longer decode as " + signature_of<Args...>() +
+                              ": " + e.what() +
+                              "; the workflow's parameters changed while it was in flight");
+  }
+  auto call = [&](auto&... a) { return fn(ctx, a...); };
+  if constexpr (std::is_void_v<R>) {
+    co_await std::apply(call, args);
+    co_return std::nullopt;
+  } else {
+    R r = co_await std::apply(call, args);
+    co_return durable::encode<R>(r).dump();
+  }
+}
+
+inline std::string truncate(std::string s, std::size_t n = 200) {
+  if (s.size() > n) s = s.substr(0, n) + "...";
+  return s;
+}
+
+}  // namespace detail
+
+inline engine::engine(asio::any_io_executor ex, engine_options options) {
+  if (options.executor_id.empty()) options.executor_id = detail::default_executor_id();
+  s_ = std::make_shared<detail::engine_state>(ex, std::move(options));
+}
+
+template <class R, class... Args>
+void engine::register_workflow(std::string name, asio::awaitable<R> (*fn)(context&, Args...)) {
+  using inputs_t = std::tuple<std::decay_t<Args>...>;
+  if (name.empty()) throw error("register_workflow: the workflow name must not be empty");
+  if (!fn) throw error("register_workflow('" + name + "'): the function pointer is null");
+  detail::registered_workflow w;
+  w.name = name;
+  w.signature = detail::signature_of<Args...>();
+  w.check_inputs = [](const nlohmann::json& j) { (void)durable::decode<inputs_t>(j); };
+  w.invoke = [fn](context& ctx, const nlohmann::json& j) { return detail::invoke_workflow(fn, ctx, j); };
+  if (!s_->registry.emplace(name, std::move(w)).second)
+    throw error("register_workflow: a workflow named '" + name + "' is already registered");
+}
+
+inline asio::awaitable<int> engine::migrate() {
+  auto c = co_await s_->pool.acquire();
+  co_return co_await s_->st.migrate(*c);
+}
+
+inline asio::awaitable<std::size_t> engine::open() {
+  if (s_->options.migrate) (void)co_await migrate();
+  {
+    auto c = co_await s_->pool.acquire();
+    co_await c->run(s_->st.executor_upsert(s_->options.executor_id, detail::default_executor_id(),
+                                           int(::getpid()), s_->options.app_version));
+  }
+  co_return co_await recover_pending();
+}
+
+inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, std::string id,
+                                                              nlohmann::json inputs) {
+  auto s = s_;
+  auto it = s->registry.find(name);
+  if (it == s->registry.end())
+    throw error("start('" + name + "', '" + id + "'): no workflow named '" + name +
+                "' is registered with this engine; call register_workflow first");
+  if (id.empty()) throw error("start('" + name + "'): the workflow id must not be empty");
+  try {
+    it->second.check_inputs(inputs);
+  } catch (const codec_error& e) {
+    throw error("start('" + name + "', '" + id + "'): workflow '" + name + "' takes " + it->second.signature +
+                " but was given arguments that do not convert: " + e.what());
+  }
+  const std::string inputs_text = inputs.dump();
+  std::string existing_name, existing_inputs;
+  {
+    auto c = co_await s->pool.acquire();
+    auto r = co_await c->run(
+        s->st.workflow_insert(id, name, inputs_text, s->options.executor_id, s->options.app_version));
+    if (!r.empty() && r[0].get<bool>(0)) {
+      auto run = std::make_shared<detail::run_state>();
+      run->id = id;
+      run->name = name;
+      run->epoch = 1;
+      launch(s, std::move(run), std::move(inputs));
+      co_return workflow_handle(s, std::move(id));
+    }
+    if (!r.empty()) {
+      existing_name = r[0].get<std::string>(1);
+      existing_inputs = r[0].get<std::string>(2);
+    } else {  // a concurrent start committed after this statement's snapshot
+      auto g = co_await c->run(s->st.workflow_get(id));
+      if (g.empty()) throw error("start('" + name + "', '" + id + "'): the workflow vanished while starting");
+      existing_name = g[0].get<std::string>(0);
+      existing_inputs = g[0].get<std::string>(3);
+    }
+  }
+  if (existing_name != name)
+    throw workflow_conflict(id, "workflow id '" + id + "' is already used by a workflow named '" + existing_name +
+                                    "', so it cannot start '" + name + "'; choose another id");
+  if (nlohmann::json::parse(existing_inputs) != inputs)
+    throw workflow_conflict(id, "workflow id '" + id + "' (" + name + ") already exists with other inputs " +
+                                    detail::truncate(existing_inputs) + " than " +
+                                    detail::truncate(inputs_text) +
+                                    "; the id is the idempotency key, so use a new id for new inputs");
+  co_return workflow_handle(s, std::move(id));
+}
+
+inline void engine::launch(std::shared_ptr<detail::engine_state> s, std::shared_ptr<detail::run_state> run,
+                           nlohmann::json inputs) {
+  run->pool = &s->pool;
+  run->st = &s->st;
+  run->counters = &s->counters;
+  auto done = std::make_shared<asio::steady_timer>(s->ex, asio::steady_timer::time_point::max());
+  if (auto old = s->running.find(run->id); old != s->running.end()) old->second.done->cancel();
+  s->running[run->id] = {done};
+  asio::co_spawn(s->ex, execute(s, std::move(run), std::move(inputs)), asio::detached);
+}
+
+inline asio::awaitable<void> engine::execute(std::shared_ptr<detail::engine_state> s,
+                                             std::shared_ptr<detail::run_state> run, nlohmann::json inputs) {
+  enum class outcome { succeeded, failed, parked, lost, retry };
+  outcome kind = outcome::failed;
+  std::optional<std::string> output, error_json, reason;
+  auto park_nondeterminism = [&](const nondeterminism_error& e) {
+    kind = outcome::parked;
+    reason = e.what();
+    error_json = nlohmann::json{{"type", "durable::nondeterminism_error"},
+                                {"message", e.what()},
+                                {"seq", e.seq()},
+                                {"journaled", e.journaled()},
+                                {"requested", e.requested()}}
+                     .dump();
+  };
+  try {
+    context ctx(*run);
+    output = co_await s->registry.at(run->name).invoke(ctx, inputs);
+    detail::check_fully_replayed(*run);
+    kind = outcome::succeeded;
+  } catch (const ownership_lost&) {
+    kind = outcome::lost;
+  } catch (const nondeterminism_error& e) {
+    park_nondeterminism(e);
+  } catch (const workflow_parked& e) {
+    kind = outcome::parked;
+    reason = e.what();
+    error_json = nlohmann::json{{"type", "durable::workflow_parked"}, {"message", e.what()}}.dump();
+  } catch (...) {
+    kind = outcome::failed;
+    error_json = detail::capture(std::current_exception()).to_json();
+  }
+  // What the run learned overrides what the workflow's code did with the exception.
+  if (kind != outcome::lost) {
+    if (run->io_failed) {
+      kind = outcome::retry;
+    } else if (run->nondeterminism) {
+      park_nondeterminism(*run->nondeterminism);
+    } else if (run->park_reason) {
+      kind = outcome::parked;
+      reason = run->park_reason;
+      error_json = nlohmann::json{{"type", "durable::codec_error"}, {"message", *run->park_reason}}.dump();
+    }
+  }
+  if (kind != outcome::lost && kind != outcome::retry) {
+    static constexpr const char* names[] = {"succeeded", "failed", "parked"};
+    try {
+      // GCC 12 mishandles temporaries of a conditional inside a co_await expression, so
+      // statements are built into locals first (here and elsewhere).
+      std::optional<std::string> final_output;
+      if (kind == outcome::succeeded) final_output = output.value_or("null");
+      pg::statement finish = s->st.workflow_finish(run->id, run->epoch, std::string(names[int(kind)]),
+                                                   final_output, error_json, reason);
+      auto c = co_await s->pool.acquire();
+      auto r = co_await c->run(std::move(finish));
+      if (r.affected() == 0) kind = outcome::lost;  // I3: a newer epoch owns it now
+    } catch (const std::exception&) {
+      kind = outcome::retry;
+    }
+  }
+  if (auto it = s->running.find(run->id); it != s->running.end()) {
+    it->second.done->cancel();
+    s->running.erase(it);
+  }
+  if (kind == outcome::retry) {
+    // The outcome of our last write is unknown: claim again (new epoch) and replay.
+    const std::string id = run->id;
+    auto delay = s->options.io_retry_delay;
+    for (;;) {
+      co_await detail::sleep_for(delay);
+      try {
+        (void)co_await claim_and_run(s, id);
+        co_return;
+      } catch (const std::exception&) {
+        delay = std::min(delay * 2, std::chrono::milliseconds(30000));
+      }
+    }
+  }
+}
+
+inline asio::awaitable<bool> engine::claim_and_run(std::shared_ptr<detail::engine_state> s, std::string id) {
+  std::vector<pg::result> r;
+  {
+    auto c = co_await s->pool.acquire();
+    // Claim and load travel in one round trip and one implicit transaction (I1). Loading
+    // after the claim means a previous owner's in-flight row is either visible here or
+    // rejected by the fence.
+    std::vector<pg::statement> batch;
+    batch.push_back(s->st.workflow_claim(id, s->options.executor_id));
+    batch.push_back(s->st.journal_load(id));
+    r = co_await c->run_batch(std::move(batch));
+  }
+  ++s->counters.journal_loads;
+  if (r[0].empty()) co_return false;
+  auto run = std::make_shared<detail::run_state>();
+  run->id = id;
+  run->name = r[0][0].get<std::string>(0);
+  auto inputs = nlohmann::json::parse(r[0][0].get<std::string>(1));
+  run->epoch = r[0][0].get<std::int64_t>(2);
+  if (!s->registry.contains(run->name))
+    throw error("recover('" + id + "'): workflow '" + run->name + "' is not registered with this engine");
+  run->journal.reserve(std::size_t(r[1].rows()));
+  for (const pg::row row : r[1]) {
+    detail::journal_entry e;
+    e.name = row.get<std::string>(1);
+    e.kind = row.get<std::string>(2);
+    e.failed = row.text(3) == "failed";
+    if (!row.is_null(4)) e.output = row.text(4);
+    if (!row.is_null(5)) e.error = row.text(5);
+    run->add_entry(row.get<int>(0), std::move(e));
+  }
+  launch(s, std::move(run), std::move(inputs));
+  co_return true;
+}
+
+inline asio::awaitable<bool> engine::recover(std::string workflow_id) {
+  auto s = s_;
+  if (s->running.contains(workflow_id)) co_return true;
+  std::string name;
+  {
+    auto c = co_await s->pool.acquire();
+    auto r = co_await c->run(s->st.workflow_get(workflow_id));
+    if (r.empty()) co_return false;
+    name = r[0].get<std::string>(0);
+  }
+  if (!s->registry.contains(name))
+    throw error("recover('" + workflow_id + "'): workflow '" + name +
+                "' is not registered with this engine; register it before recovering");
+  co_return co_await claim_and_run(s, std::move(workflow_id));
+}
+
+inline asio::awaitable<std::size_t> engine::recover_pending() {
+  auto s = s_;
+  std::vector<std::string> ids;
+  {
+    auto c = co_await s->pool.acquire();
+    auto r = co_await c->run(s->st.workflows_owned(s->options.executor_id));
+    for (const pg::row row : r)
+      if (s->registry.contains(row.text(1)) && !s->running.contains(row.text(0)))
+        ids.push_back(row.get<std::string>(0));
+  }
+  std::size_t n = 0;
+  for (auto& id : ids)
+    if (co_await claim_and_run(s, std::move(id))) ++n;
+  co_return n;
+}
+
+inline engine_stats engine::stats() const {
+  const auto p = s_->pool.stats();
+  return {p.round_trips, p.statements, s_->counters.journal_loads, s_->counters.steps_replayed,
+          s_->counters.steps_executed};
+}
+
+inline asio::awaitable<workflow_status> workflow_handle::status() const {
+  auto c = co_await s_->pool.acquire();
+  auto r = co_await c->run(s_->st.workflow_get(id_));
+  if (r.empty()) throw error("workflow '" + id_ + "' does not exist");
+  co_return workflow_status{r[0].get<std::string>(1), r[0].get<std::optional<std::string>>(2),
+                            r[0].get<std::int64_t>(7), r[0].get<int>(8),
+                            r[0].get<std::optional<std::string>>(6)};
+}
+
+inline asio::awaitable<std::string> workflow_handle::wait_output() const {
+  auto s = s_;
+  for (int round = 0;; ++round) {
+    std::string status;
+    std::optional<std::string> reason, output, err;
+    {
+      auto c = co_await s->pool.acquire();
+      auto r = co_await c->run(s->st.workflow_get(id_));
+      if (r.empty()) throw error("workflow '" + id_ + "' does not exist");
+      status = r[0].get<std::string>(1);
+      reason = r[0].get<std::optional<std::string>>(2);
+      output = r[0].get<std::optional<std::string>>(4);
+      err = r[0].get<std::optional<std::string>>(5);
+    }
+    if (status == "succeeded") co_return output.value_or("null");
+    if (status == "failed" || status == "parked" || status == "cancelled") {
+      auto j = nlohmann::json::parse(err.value_or("{}"), nullptr, false);
+      if (!j.is_object()) j = nlohmann::json::object();
+      const std::string type = j.value("type", "unknown");
+      const std::string message = j.value("message", reason.value_or(""));
+      if (status == "parked" && type == "durable::nondeterminism_error")
+        throw nondeterminism_error(id_, j.value("seq", -1), j.value("journaled", ""), j.value("requested", ""),
+                                   message);
+      if (status == "parked") throw workflow_parked(id_, reason.value_or(message));
+      if (status == "cancelled") throw workflow_failed(id_, "durable::cancelled", reason.value_or("cancelled"));
+      throw workflow_failed(id_, type, message);
+    }
+    if (auto it = s->running.find(id_); it != s->running.end()) {
+      auto done = it->second.done;
+      asio::error_code ec;
+      co_await done->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    } else {
+      co_await detail::sleep_for(std::chrono::milliseconds(std::min(10 << std::min(round, 6), 500)));
+    }
+  }
+}
+
+}  // namespace durable

@@ -1,0 +1,308 @@
+// The store: the schema, its migrations, and every SQL statement the library runs.
+// Nothing outside this file writes SQL text. Statements are named, prepared on each
+// connection on first use, and take every value as a bound parameter; the only text that
+// varies is the schema name, which is quoted as an identifier once, here.
+#pragma once
+
+#include <asio/awaitable.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "durable/error.hpp"
+#include "durable/pg/connection.hpp"
+
+namespace durable {
+
+/// The database holds a schema version newer than this library knows.
+class schema_too_new : public error {
+public:
+  using error::error;
+};
+
+namespace detail {
+
+/// Quotes an SQL identifier ("a""b"); used for the schema name only.
+inline std::string quote_identifier(std::string_view id) {
+  if (id.empty() || id.size() > 63 || id.find('\0') != std::string_view::npos)
+    throw error("invalid schema name '" + std::string(id) +
+                "': it must have 1 to 63 bytes and no NUL character");
+  std::string q = "\"";
+  for (char c : id) {
+    if (c == '"') q += '"';
+    q += c;
+  }
+  return q + '"';
+}
+
+/// Replaces every "{s}" in a statement template with the quoted schema name.
+inline std::string with_schema(std::string_view text, const std::string& schema) {
+  std::string out;
+  out.reserve(text.size() + 64);
+  for (std::size_t i = 0; i < text.size();) {
+    if (text.compare(i, 3, "{s}") == 0) {
+      out += schema;
+      i += 3;
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
+/// 64-bit FNV-1a; keys the migration advisory lock per schema.
+inline std::int64_t fnv1a(std::string_view s) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return static_cast<std::int64_t>(h);
+}
+
+struct migration {
+  int version;
+  const char* description;
+  std::vector<const char*> statements;
+};
+
+// Versioned, append-only: a released migration is never edited, only followed by another.
+inline const std::vector<migration>& migrations() {
+  static const std::vector<migration> all = {
+      {1,
+       "workflows, steps, executors",
+       {
+           R"(CREATE TABLE {s}.executors (
+  id           text PRIMARY KEY,
+  host         text NOT NULL,
+  pid          integer NOT NULL,
+  app_version  text NOT NULL DEFAULT '',
+  started_at   timestamptz NOT NULL DEFAULT now(),
+  heartbeat_at timestamptz NOT NULL DEFAULT now()
+))",
+           R"(CREATE TABLE {s}.workflows (
+  id            text PRIMARY KEY,
+  name          text NOT NULL,
+  status        text NOT NULL CHECK (status IN
+                  ('pending', 'running', 'sleeping', 'succeeded', 'failed', 'parked', 'cancelled')),
+  status_reason text,
+  inputs        jsonb NOT NULL,
+  output        jsonb,
+  error         jsonb,
+  queue         text,
+  priority      integer NOT NULL DEFAULT 0,
+  dedup_key     text,
+  executor_id   text,
+  epoch         bigint NOT NULL DEFAULT 0,
+  attempts      integer NOT NULL DEFAULT 0,
+  created_at    timestamptz NOT NULL DEFAULT now(),
+  started_at    timestamptz,
+  updated_at    timestamptz NOT NULL DEFAULT now(),
+  completed_at  timestamptz,
+  wake_at       timestamptz,
+  deadline      timestamptz,
+  parent_id     text,
+  app_version   text NOT NULL DEFAULT ''
+))",
+           R"(CREATE INDEX workflows_open_by_executor ON {s}.workflows (executor_id)
+  WHERE status IN ('pending', 'running', 'sleeping'))",
+           R"(CREATE TABLE {s}.steps (
+  workflow_id  text NOT NULL,
+  seq          integer NOT NULL,
+  name         text NOT NULL,
+  kind         text NOT NULL,
+  status       text NOT NULL CHECK (status IN ('succeeded', 'failed')),
+  output       jsonb,
+  error        jsonb,
+  attempts     integer NOT NULL DEFAULT 1,
+  epoch        bigint NOT NULL,
+  started_at   timestamptz,
+  completed_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (workflow_id, seq)
+))",
+           // I3: the fence and the write are one statement. FOR SHARE makes a takeover
+           // (which bumps the epoch) wait for this row's commit, and makes this call wait
+           // for a takeover in progress and then see its new epoch.
+           R"(CREATE FUNCTION {s}.append_step(
+    p_workflow_id text, p_epoch bigint, p_seq integer, p_name text, p_kind text,
+    p_status text, p_output jsonb, p_error jsonb, p_attempts integer, p_started_at timestamptz)
+  RETURNS void LANGUAGE plpgsql AS $fn$
+DECLARE
+  current_epoch bigint;
+BEGIN
+  SELECT epoch INTO current_epoch FROM {s}.workflows WHERE id = p_workflow_id FOR SHARE;
+  IF current_epoch IS DISTINCT FROM p_epoch THEN
+    RAISE EXCEPTION 'workflow % is owned under epoch %, not %', p_workflow_id,
+      coalesce(current_epoch::text, '(no such workflow)'), p_epoch
+      USING ERRCODE = 'DU001';
+  END IF;
+  INSERT INTO {s}.steps (workflow_id, seq, name, kind, status, output, error, attempts, epoch,
+                         started_at)
+  VALUES (p_workflow_id, p_seq, p_name, p_kind, p_status, p_output, p_error, p_attempts, p_epoch,
+          p_started_at);
+END
+$fn$)",
+       }},
+  };
+  return all;
+}
+
+}  // namespace detail
+
+/// SQLSTATE raised by the journal fence when the caller's epoch is stale.
+inline constexpr std::string_view ownership_lost_sqlstate = "DU001";
+
+/// Names, texts and builders of every statement the library runs.
+class store {
+public:
+  explicit store(std::string schema = "durable")
+      : schema_name_(std::move(schema)), schema_(detail::quote_identifier(schema_name_)) {
+    auto cat = std::make_shared<pg::statement_catalog>();
+    for (const auto& [name, text] : texts()) (*cat)[prefix() + name] = detail::with_schema(text, schema_);
+    catalog_ = std::move(cat);
+  }
+
+  [[nodiscard]] const std::string& schema() const noexcept { return schema_name_; }
+  [[nodiscard]] std::shared_ptr<const pg::statement_catalog> catalog() const { return catalog_; }
+  /// The newest schema version this library knows.
+  [[nodiscard]] static int latest_version() { return detail::migrations().back().version; }
+
+  /// Creates or upgrades the schema. Safe to run from many processes at once: an advisory
+  /// lock per schema serializes them, and each migration commits with its version row.
+  /// Returns the number of migrations applied. Throws schema_too_new if the database is
+  /// ahead of this library.
+  [[nodiscard]] asio::awaitable<int> migrate(pg::connection& c) const;
+
+  /// The schema version in the database (0 when the schema does not exist).
+  [[nodiscard]] asio::awaitable<int> version(pg::connection& c) const;
+
+  // ---- statements ---------------------------------------------------------------------
+  // Each returns a prepared-statement call with its parameters bound.
+
+  /// Inserts a workflow that starts running here at once, unless its id exists. Returns one
+  /// row (created, name, inputs, status); no row when a concurrent insert won the race.
+  template <class... A>
+  [[nodiscard]] pg::statement workflow_insert(const A&... a) const { return call("workflow_insert", a...); }
+  template <class... A>
+  [[nodiscard]] pg::statement workflow_get(const A&... a) const { return call("workflow_get", a...); }
+  template <class... A>
+  [[nodiscard]] pg::statement workflow_claim(const A&... a) const { return call("workflow_claim", a...); }
+  template <class... A>
+  [[nodiscard]] pg::statement workflow_finish(const A&... a) const { return call("workflow_finish", a...); }
+  template <class... A>
+  [[nodiscard]] pg::statement workflows_owned(const A&... a) const { return call("workflows_owned", a...); }
+  template <class... A>
+  [[nodiscard]] pg::statement journal_load(const A&... a) const { return call("journal_load", a...); }
+  template <class... A>
+  [[nodiscard]] pg::statement step_append(const A&... a) const { return call("step_append", a...); }
+  template <class... A>
+  [[nodiscard]] pg::statement executor_upsert(const A&... a) const { return call("executor_upsert", a...); }
+
+private:
+  static std::string prefix() { return "durable_"; }
+
+  /// DDL and bookkeeping text with the schema filled in and no parameters.
+  pg::statement plain(std::string_view text) const {
+    return pg::statement{detail::with_schema(text, schema_), {}, false};
+  }
+
+  template <class... A>
+  pg::statement call(const char* name, const A&... a) const {
+    return pg::prepared(prefix() + name, a...);
+  }
+
+  static const std::vector<std::pair<const char*, const char*>>& texts() {
+    static const std::vector<std::pair<const char*, const char*>> all = {
+        // $1 id, $2 name, $3 inputs, $4 executor_id, $5 app_version
+        {"workflow_insert", R"(WITH ins AS (
+  INSERT INTO {s}.workflows (id, name, status, inputs, executor_id, epoch, attempts, started_at,
+                             app_version)
+  VALUES ($1, $2, 'running', $3::jsonb, $4, 1, 1, now(), $5)
+  ON CONFLICT (id) DO NOTHING
+  RETURNING id)
+SELECT true, NULL::text, NULL::text, NULL::text FROM ins
+UNION ALL
+SELECT false, w.name, w.inputs::text, w.status FROM {s}.workflows w
+ WHERE w.id = $1 AND NOT EXISTS (SELECT 1 FROM ins))"},
+        // $1 id
+        {"workflow_get", R"(SELECT name, status, status_reason, inputs::text, output::text, error::text,
+       executor_id, epoch, attempts
+  FROM {s}.workflows WHERE id = $1)"},
+        // $1 id, $2 executor_id. A new epoch fences out any previous owner (I3).
+        {"workflow_claim", R"(UPDATE {s}.workflows
+   SET status = 'running', executor_id = $2, epoch = epoch + 1, attempts = attempts + 1,
+       started_at = coalesce(started_at, now()), updated_at = now()
+ WHERE id = $1 AND status IN ('pending', 'running')
+RETURNING name, inputs::text, epoch)"},
+        // $1 id, $2 epoch, $3 status, $4 output, $5 error, $6 status_reason
+        {"workflow_finish", R"(UPDATE {s}.workflows
+   SET status = $3, output = $4::jsonb, error = $5::jsonb, status_reason = $6, updated_at = now(),
+       completed_at = CASE WHEN $3 IN ('succeeded', 'failed', 'cancelled') THEN now() END
+ WHERE id = $1 AND epoch = $2)"},
+        // $1 executor_id
+        {"workflows_owned", R"(SELECT id, name FROM {s}.workflows
+ WHERE executor_id = $1 AND status IN ('pending', 'running') ORDER BY created_at)"},
+        // $1 id. I1: the whole journal in one query.
+        {"journal_load", R"(SELECT seq, name, kind, status, output::text, error::text
+  FROM {s}.steps WHERE workflow_id = $1 ORDER BY seq)"},
+        // $1 id, $2 epoch, $3 seq, $4 name, $5 kind, $6 status, $7 output, $8 error,
+        // $9 attempts, $10 started_at (epoch seconds)
+        {"step_append", R"(SELECT {s}.append_step($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9,
+                        to_timestamp($10::double precision)))"},
+        // $1 id, $2 host, $3 pid, $4 app_version
+        {"executor_upsert", R"(INSERT INTO {s}.executors (id, host, pid, app_version)
+VALUES ($1, $2, $3, $4)
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+  app_version = excluded.app_version, started_at = now(), heartbeat_at = now())"},
+    };
+    return all;
+  }
+
+  std::string schema_name_;
+  std::string schema_;
+  std::shared_ptr<const pg::statement_catalog> catalog_;
+};
+
+inline asio::awaitable<int> store::version(pg::connection& c) const {
+  auto r = co_await c.run(pg::sql(
+      "SELECT CASE WHEN to_regclass($1) IS NULL THEN 0 ELSE 1 END", schema_ + ".schema_migrations"));
+  if (r[0].get<int>(0) == 0) co_return 0;
+  auto v = co_await c.run(plain("SELECT coalesce(max(version), 0) FROM {s}.schema_migrations"));
+  co_return v[0].get<int>(0);
+}
+
+inline asio::awaitable<int> store::migrate(pg::connection& c) const {
+  auto tx = c.begin();
+  // The lock comes first: even CREATE SCHEMA IF NOT EXISTS races between sessions.
+  co_await tx.run(pg::sql("SELECT pg_advisory_xact_lock($1)", detail::fnv1a("durable.migrate:" + schema_name_)));
+  std::vector<pg::statement> bootstrap;
+  bootstrap.push_back(plain("CREATE SCHEMA IF NOT EXISTS {s}"));
+  bootstrap.push_back(plain(R"(CREATE TABLE IF NOT EXISTS {s}.schema_migrations (
+  version     integer PRIMARY KEY,
+  description text NOT NULL,
+  applied_at  timestamptz NOT NULL DEFAULT now()
+))"));
+  co_await tx.run_batch(std::move(bootstrap));
+  auto r = co_await tx.run(plain("SELECT coalesce(max(version), 0) FROM {s}.schema_migrations"));
+  const int current = r[0].get<int>(0);
+  if (current > latest_version())
+    throw schema_too_new("the database schema '" + schema_name_ + "' is at version " +
+                         std::to_string(current) + " but this build of durable knows versions up to " +
+                         std::to_string(latest_version()) +
+                         "; upgrade the library in this application, or use another schema");
+  int applied = 0;
+  for (const auto& m : detail::migrations()) {
+    if (m.version <= current) continue;
+    std::vector<pg::statement> batch;
+    for (const char* text : m.statements)
+      batch.push_back(plain(text));
+    batch.push_back(pg::sql(
+        detail::with_schema("INSERT INTO {s}.schema_migrations (version, description) VALUES ($1, $2)", schema_),
+        m.version, std::string(m.description)));
+    co_await tx.run_batch(std::move(batch));
+    ++applied;
+  }
+  co_await tx.commit();
+  co_return applied;
+}
+
+}  // namespace durable
