@@ -81,8 +81,8 @@ inline std::string describe(const nlohmann::json& j) {
   std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (constexpr std::size_t max = 80; text.size() > max) {
     std::size_t cut = max;
-    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80)
-      --cut;  // keep UTF-8 whole
+    // Don't cut inside a UTF-8 sequence: back up over continuation bytes.
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
     text.resize(cut);
     text += "...";
   }
@@ -112,9 +112,10 @@ template <class T>
 void check_journal_string(std::string_view s) {
   for (std::size_t i = 0; i < s.size();) {
     const auto c = static_cast<unsigned char>(s[i]);
-    if (c == 0)
+    if (c == 0) {
       fail_encode<T>("string contains a NUL character at byte " + std::to_string(i) +
                      ", which PostgreSQL jsonb cannot store");
+    }
     if (c < 0x80) {
       ++i;
       continue;
@@ -138,9 +139,10 @@ void check_journal_string(std::string_view s) {
       const auto b = static_cast<unsigned char>(s[i + k]);
       ok = k == 1 ? (b >= lo && b <= hi) : (b >= 0x80 && b <= 0xBF);
     }
-    if (!ok)
+    if (!ok) {
       fail_encode<T>("string is not valid UTF-8 at byte " + std::to_string(i) +
                      " (journal binary data as std::vector<std::uint8_t>)");
+    }
     i += len;
   }
 }
@@ -194,10 +196,9 @@ T decode_key(const nlohmann::json& j, const std::string& key) {
   try {
     return decode_as<T>(j);
   } catch (const decode_error& e) {
-    throw e.nested_in(
-        type_name<Outer>(),
-        "[" + nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
-            "]");
+    const auto quoted =
+        nlohmann::json(key).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    throw e.nested_in(type_name<Outer>(), "[" + quoted + "]");
   }
 }
 
@@ -274,21 +275,28 @@ struct array_codec {
 template <class Tuple, class... Ts>
 struct tuple_codec {
   static nlohmann::json encode(const Tuple& t) {
-    auto out = nlohmann::json::array();
-    [&]<std::size_t... I>(std::index_sequence<I...>) {
-      (out.push_back(codec_for<Ts>::encode(std::get<I>(t))), ...);
-    }
-    (std::index_sequence_for<Ts...>{});
-    return out;
+    return encode_elements(t, std::index_sequence_for<Ts...>{});
   }
 
   static Tuple decode(const nlohmann::json& j) {
     if (!j.is_array() || j.size() != sizeof...(Ts)) fail_decode<Tuple>(elements(sizeof...(Ts)), j);
+    return decode_elements(j, std::index_sequence_for<Ts...>{});
+  }
+
+private:
+  template <std::size_t... I>
+  static nlohmann::json encode_elements([[maybe_unused]] const Tuple& t,
+                                        std::index_sequence<I...>) {
+    auto out = nlohmann::json::array();
+    (out.push_back(codec_for<Ts>::encode(std::get<I>(t))), ...);
+    return out;
+  }
+
+  template <std::size_t... I>
+  static Tuple decode_elements([[maybe_unused]] const nlohmann::json& j,
+                               std::index_sequence<I...>) {
     // Braced initialization evaluates left to right, so errors report the first bad element.
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return Tuple{decode_index<Tuple, Ts>(j[I], I)...};
-    }
-    (std::index_sequence_for<Ts...>{});
+    return Tuple{decode_index<Tuple, Ts>(j[I], I)...};
   }
 };
 
@@ -426,9 +434,8 @@ struct codec<T> {
     if (j.is_number()) {
       const double d = j.get<double>();
       if constexpr (std::is_same_v<T, float>) {
-        // Converting an out-of-range double to float is undefined behaviour. Up to half an ulp
-        // above FLT_MAX still rounds to it (the shortest text of FLT_MAX, 3.4028235e+38, is such a
-        // value).
+        // Converting an out-of-range double to float is undefined behaviour. Values up to half
+        // an ulp above FLT_MAX round to it; the shortest text of FLT_MAX (3.4028235e+38) is one.
         constexpr float max = std::numeric_limits<float>::max();
         if (std::abs(d) >= 0x1.ffffffp127) detail::fail_decode<T>("a number in float range", j);
         if (std::abs(d) > max) return d > 0 ? max : -max;
@@ -485,8 +492,8 @@ struct codec<std::optional<T>> {
     try {
       return detail::decode_as<T>(j);
     } catch (const detail::decode_error& e) {
-      throw e.nested_in(detail::type_name<std::optional<T>>(),
-                        "");  // "... optional<int> ...: int: ..."
+      // No path segment: "cannot decode std::optional<int> from JSON: int: expected ..."
+      throw e.nested_in(detail::type_name<std::optional<T>>(), "");
     }
   }
 };
@@ -521,24 +528,28 @@ struct codec<std::unordered_set<T, H, E, A>> : detail::array_codec<std::unordere
 
 template <class T, std::size_t N>
 struct codec<std::array<T, N>> {
-  static nlohmann::json encode(const std::array<T, N>& a) {
-    return detail::array_codec<std::array<T, N>>::encode(a);
-  }
-  static std::array<T, N> decode(const nlohmann::json& j) {
-    using array = std::array<T, N>;
+  using array = std::array<T, N>;
+
+  static nlohmann::json encode(const array& a) { return detail::array_codec<array>::encode(a); }
+
+  static array decode(const nlohmann::json& j) {
     if (!j.is_array() || j.size() != N) detail::fail_decode<array>(detail::elements(N), j);
     if constexpr (std::is_default_constructible_v<T>) {
       array out{};  // a loop rather than a pack keeps large arrays cheap to compile
       for (std::size_t i = 0; i < N; ++i) out[i] = detail::decode_index<array, T>(j[i], i);
       return out;
     } else {
-      return [&]<std::size_t... I>(std::index_sequence<I...>) {
-        return array{detail::decode_index<array, T>(j[I], I)...};
-      }
-      (std::make_index_sequence<N>{});
+      return decode_elements(j, std::make_index_sequence<N>{});
     }
   }
+
+private:
+  template <std::size_t... I>
+  static array decode_elements(const nlohmann::json& j, std::index_sequence<I...>) {
+    return array{detail::decode_index<array, T>(j[I], I)...};
+  }
 };
+
 template <class A, class B>
 struct codec<std::pair<A, B>> : detail::tuple_codec<std::pair<A, B>, A, B> {};
 template <class... Ts>

@@ -8,9 +8,9 @@
 
 namespace durable::detail {
 
-// The signature embeds T's spelling: GCC/Clang "... [with T = X]" / "... [T = X]", MSVC
-// "raw_type_name<X>(void)". Returning const char* (not string_view) keeps GCC from appending a ";
-// std::string_view = ..." clause.
+// The signature embeds T's spelling: "... [with T = X]" (GCC), "... [T = X]" (Clang) or
+// "...raw_type_name_signature<X>(void)" (MSVC). The return type is const char*, not string_view,
+// because GCC would append a "; std::string_view = ..." clause for the latter.
 template <class T>
 constexpr const char* raw_type_name_signature() noexcept {
 #if defined(_MSC_VER) && !defined(__clang__)
@@ -25,12 +25,12 @@ template <class T>
 constexpr std::string_view raw_type_name() noexcept {
   const std::string_view sig = raw_type_name_signature<T>();
 #if defined(_MSC_VER) && !defined(__clang__)
-  const auto begin = sig.find("raw_type_name_signature<") + 24;
-  const auto end = sig.rfind(">(void)");
+  constexpr std::string_view open = "raw_type_name_signature<", close = ">(void)";
 #else
-  const auto begin = sig.find("T = ") + 4;
-  const auto end = sig.rfind(']');
+  constexpr std::string_view open = "T = ", close = "]";
 #endif
+  const auto begin = sig.find(open) + open.size();
+  const auto end = sig.rfind(close);
   return sig.substr(begin, end - begin);
 }
 
@@ -61,10 +61,9 @@ inline void replace_all(std::string& s, std::string_view from, std::string_view 
 inline void erase_args(std::string& s, std::string_view prefix) {
   for (auto pos = s.find(prefix); pos != std::string::npos; pos = s.find(prefix, pos)) {
     std::size_t i = pos + prefix.size();
-    for (int depth = 1; i < s.size() && depth > 0; ++i)
+    for (int depth = 1; i < s.size() && depth > 0; ++i) {
       depth += s[i] == '<' ? 1 : s[i] == '>' ? -1 : 0;
-    if (i + 1 < s.size() && s[i] == ' ' && s[i + 1] == '>')
-      ++i;  // the space GCC puts before a closing '>'
+    }
     s.erase(pos, i - pos);
   }
 }
@@ -78,15 +77,18 @@ inline std::string prettify(std::string_view raw) {
   // Inline ABI namespaces are noise to a reader.
   replace_all(s, "std::__cxx11::", "std::");
   replace_all(s, "std::__1::", "std::");
+  constexpr std::string_view nlohmann_ns = "nlohmann::";  // then e.g. "json_abi_v3_11_2::"
   for (auto pos = s.find("nlohmann::json_abi"); pos != std::string::npos;
        pos = s.find("nlohmann::json_abi")) {
-    s.erase(pos + 10, s.find("::", pos + 10) + 2 - (pos + 10));
+    const auto abi = pos + nlohmann_ns.size();
+    s.erase(abi, s.find("::", abi) + 2 - abi);
   }
   // Arguments that are (almost always) the defaults.
   for (std::string_view arg : {", std::allocator<", ", std::char_traits<", ", std::less<",
                                ", std::hash<", ", std::equal_to<", ", std::default_delete<"}) {
     erase_args(s, arg);
   }
+  replace_all(s, " >", ">");  // GCC's pre-C++11 "> >", and what erase_args left behind
   replace_all(s, "std::basic_string<char>", "std::string");
   replace_all(s, "std::basic_string_view<char>", "std::string_view");
   replace_all(s, "nlohmann::basic_json<>", "nlohmann::json");
@@ -97,7 +99,6 @@ inline std::string prettify(std::string_view raw) {
   replace_all(s, "long int", "long");
   replace_all(s, "short unsigned int", "unsigned short");
   replace_all(s, "short int", "short");
-  replace_all(s, " >", ">");  // GCC's pre-C++11 "> >"
   return s;
 }
 
