@@ -188,9 +188,10 @@ private:
 
   asio::awaitable<std::chrono::system_clock::time_point> now_impl(int seq) {
     using namespace std::chrono;
-    const auto us = co_await run_step<std::int64_t>(seq, "now", "now", [] {
+    auto step = run_step<std::int64_t>(seq, "now", "now", [] {
       return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
     }, {});
+    const auto us = co_await std::move(step);
     co_return system_clock::time_point(duration_cast<system_clock::duration>(microseconds(us)));
   }
 

@@ -169,7 +169,7 @@ public:
 
   /// Claims workflow `workflow_id` for this executor (fencing out a previous owner) and
   /// resumes it by replay. Returns false if it is finished, parked or unknown here.
-  [[nodiscard]] asio::awaitable<bool> recover(std::string workflow_id);
+  [[nodiscard]] asio::awaitable<bool> recover(std::string workflow_id) { return recover_impl(std::move(workflow_id)); }
 
   /// Resumes every unfinished workflow this executor owns. Returns how many.
   [[nodiscard]] asio::awaitable<std::size_t> recover_pending();
@@ -184,6 +184,7 @@ public:
   [[nodiscard]] std::size_t running() const noexcept { return s_->running.size(); }
 
 private:
+  asio::awaitable<bool> recover_impl(std::string workflow_id);
   asio::awaitable<workflow_handle> start_encoded(std::string name, std::string id, nlohmann::json inputs);
   static void launch(std::shared_ptr<detail::engine_state> s, std::shared_ptr<detail::run_state> run,
                      nlohmann::json inputs);

@@ -263,17 +263,20 @@ ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
 };
 
 inline asio::awaitable<int> store::version(pg::connection& c) const {
-  auto r = co_await c.run(pg::sql(
-      "SELECT CASE WHEN to_regclass($1) IS NULL THEN 0 ELSE 1 END", schema_ + ".schema_migrations"));
+  pg::statement exists = pg::sql("SELECT CASE WHEN to_regclass($1) IS NULL THEN 0 ELSE 1 END",
+                                 schema_ + ".schema_migrations");
+  auto r = co_await c.run(std::move(exists));
   if (r[0].get<int>(0) == 0) co_return 0;
-  auto v = co_await c.run(plain("SELECT coalesce(max(version), 0) FROM {s}.schema_migrations"));
+  pg::statement max_version = plain("SELECT coalesce(max(version), 0) FROM {s}.schema_migrations");
+  auto v = co_await c.run(std::move(max_version));
   co_return v[0].get<int>(0);
 }
 
 inline asio::awaitable<int> store::migrate(pg::connection& c) const {
   auto tx = c.begin();
   // The lock comes first: even CREATE SCHEMA IF NOT EXISTS races between sessions.
-  co_await tx.run(pg::sql("SELECT pg_advisory_xact_lock($1)", detail::fnv1a("durable.migrate:" + schema_name_)));
+  pg::statement lock = pg::sql("SELECT pg_advisory_xact_lock($1)", detail::fnv1a("durable.migrate:" + schema_name_));
+  co_await tx.run(std::move(lock));
   std::vector<pg::statement> bootstrap;
   bootstrap.push_back(plain("CREATE SCHEMA IF NOT EXISTS {s}"));
   bootstrap.push_back(plain(R"(CREATE TABLE IF NOT EXISTS {s}.schema_migrations (
@@ -282,7 +285,8 @@ inline asio::awaitable<int> store::migrate(pg::connection& c) const {
   applied_at  timestamptz NOT NULL DEFAULT now()
 ))"));
   co_await tx.run_batch(std::move(bootstrap));
-  auto r = co_await tx.run(plain("SELECT coalesce(max(version), 0) FROM {s}.schema_migrations"));
+  pg::statement max_version = plain("SELECT coalesce(max(version), 0) FROM {s}.schema_migrations");
+  auto r = co_await tx.run(std::move(max_version));
   const int current = r[0].get<int>(0);
   if (current > latest_version())
     throw schema_too_new("the database schema '" + schema_name_ + "' is at version " +

@@ -257,7 +257,7 @@ inline asio::awaitable<bool> engine::claim_and_run(std::shared_ptr<detail::engin
   co_return true;
 }
 
-inline asio::awaitable<bool> engine::recover(std::string workflow_id) {
+inline asio::awaitable<bool> engine::recover_impl(std::string workflow_id) {
   auto s = s_;
   if (s->running.contains(workflow_id)) co_return true;
   std::string name;

@@ -78,21 +78,25 @@ public:
   /// Connects with a conninfo string ("host=... dbname=...") or a URL
   /// ("postgresql://user@host/db"); unset fields come from the PG* environment variables.
   [[nodiscard]] static asio::awaitable<std::unique_ptr<connection>> connect(
-      std::string conninfo, std::shared_ptr<const statement_catalog> catalog = {});
+      std::string conninfo, std::shared_ptr<const statement_catalog> catalog = {}) {
+    return connect_impl(std::move(conninfo), std::move(catalog));
+  }
 
   /// Runs one statement in its own round trip.
   template <class... Args>
   [[nodiscard]] asio::awaitable<result> exec(std::string text, const Args&... args) {
     return run(sql(std::move(text), args...));
   }
-  [[nodiscard]] asio::awaitable<result> run(statement s);
+  [[nodiscard]] asio::awaitable<result> run(statement s) { return run_one(std::move(s)); }
 
   /// Sends every statement, then one Sync, and reads every result: one round trip.
   /// Outside a transaction the batch is atomic. Throws the first statement's error.
   [[nodiscard]] asio::awaitable<std::vector<result>> run_batch(std::vector<statement> batch);
 
   /// Prepares a statement on this connection now (run() prepares catalog entries lazily).
-  [[nodiscard]] asio::awaitable<void> prepare(std::string name, std::string text);
+  [[nodiscard]] asio::awaitable<void> prepare(std::string name, std::string text) {
+    return prepare_impl(std::move(name), std::move(text));
+  }
 
   /// Starts a transaction. BEGIN travels with the transaction's first statement.
   [[nodiscard]] transaction begin();
@@ -115,6 +119,14 @@ public:
   }
 
 private:
+  // Public entry points that take class types by value are plain functions forwarding to
+  // these coroutines: GCC 12 miscompiles a prvalue argument passed straight to a coroutine
+  // inside a co_await expression (the parameter copy is not move-constructed).
+  static asio::awaitable<std::unique_ptr<connection>> connect_impl(
+      std::string conninfo, std::shared_ptr<const statement_catalog> catalog);
+  asio::awaitable<result> run_one(statement s);
+  asio::awaitable<void> prepare_impl(std::string name, std::string text);
+
   friend class transaction;
   explicit connection(asio::any_io_executor ex, PGconn* c,
                       std::shared_ptr<const statement_catalog> catalog)
@@ -163,12 +175,15 @@ public:
 
   /// Runs `last` (e.g. a journal row) and COMMIT in one round trip; returns the results of
   /// `last`. Throws if the transaction had failed (it is then rolled back).
-  [[nodiscard]] asio::awaitable<std::vector<result>> commit(std::vector<statement> last = {});
+  [[nodiscard]] asio::awaitable<std::vector<result>> commit(std::vector<statement> last = {}) {
+    return commit_impl(std::move(last));
+  }
   [[nodiscard]] asio::awaitable<void> rollback();
 
   [[nodiscard]] connection& conn() { return active(); }
 
 private:
+  asio::awaitable<std::vector<result>> commit_impl(std::vector<statement> last);
   connection& active() {
     if (!conn_) throw durable::error("transaction already committed or rolled back");
     return *conn_;

@@ -107,9 +107,14 @@ private:
   // an error or closed it (a restart, a terminated backend). Costs one poll(2), no I/O.
   static bool alive(connection& c) {
     if (!c.is_open()) return false;
-    pollfd p{PQsocket(c.native_handle()), POLLIN, 0};
-    if (::poll(&p, 1, 0) <= 0) return true;
-    return PQconsumeInput(c.native_handle()) == 1 && c.is_open();
+    // A server going down sends a FATAL message and then closes: the first read returns the
+    // message, a second one sees the end of the stream and marks the connection bad.
+    for (int i = 0; i < 3; ++i) {
+      pollfd p{PQsocket(c.native_handle()), POLLIN, 0};
+      if (::poll(&p, 1, 0) <= 0) break;
+      if (PQconsumeInput(c.native_handle()) != 1) return false;
+    }
+    return c.is_open();
   }
 
   std::shared_ptr<detail::pool_state> state_;

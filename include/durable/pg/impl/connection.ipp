@@ -73,7 +73,7 @@ inline std::string env_or(const char* name, std::string fallback = {}) {
 
 }  // namespace detail
 
-inline asio::awaitable<std::unique_ptr<connection>> connection::connect(
+inline asio::awaitable<std::unique_ptr<connection>> connection::connect_impl(
     std::string conninfo, std::shared_ptr<const statement_catalog> catalog) {
   auto ex = co_await asio::this_coro::executor;
   auto opts = detail::parse_conninfo(conninfo);
@@ -153,6 +153,8 @@ inline asio::awaitable<std::unique_ptr<connection>> connection::connect(
   }
   if (c->socket_.is_open()) c->socket_.release();
   c->socket_.assign(PQsocket(raw));
+  // Notices (e.g. "already exists, skipping") are not errors; a library must not print them.
+  PQsetNoticeProcessor(raw, [](void*, const char*) {}, nullptr);
   if (PQsetnonblocking(raw, 1) != 0 || PQenterPipelineMode(raw) != 1)
     throw connection_error("could not switch the PostgreSQL connection to non-blocking "
                            "pipeline mode: " +
@@ -160,7 +162,7 @@ inline asio::awaitable<std::unique_ptr<connection>> connection::connect(
   co_return c;
 }
 
-inline asio::awaitable<result> connection::run(statement s) {
+inline asio::awaitable<result> connection::run_one(statement s) {
   std::vector<statement> batch;
   batch.push_back(std::move(s));
   auto results = co_await run_internal(std::move(batch));
@@ -171,9 +173,11 @@ inline asio::awaitable<std::vector<result>> connection::run_batch(std::vector<st
   return run_internal(std::move(batch));
 }
 
-inline asio::awaitable<void> connection::prepare(std::string name, std::string text) {
+inline asio::awaitable<void> connection::prepare_impl(std::string name, std::string text) {
   if (std::find(prepared_.begin(), prepared_.end(), name) != prepared_.end()) co_return;
-  co_await run_internal({}, {std::move(name), std::move(text)});
+  std::pair<std::string, std::string> p(std::move(name), std::move(text));
+  std::vector<statement> none;
+  co_await run_internal(std::move(none), std::move(p));
 }
 
 inline transaction connection::begin() {
@@ -192,11 +196,13 @@ inline std::string connection::quote_identifier(std::string_view id) const {
 
 inline asio::awaitable<void> connection::listen(std::string_view channel) {
   // LISTEN takes an identifier, not a value: it is quoted by libpq, never spliced raw.
-  co_await run(statement{"LISTEN " + quote_identifier(channel), {}, false});
+  statement s{"LISTEN " + quote_identifier(channel), {}, false};
+  co_await run(std::move(s));
 }
 
 inline asio::awaitable<void> connection::unlisten(std::string_view channel) {
-  co_await run(statement{"UNLISTEN " + quote_identifier(channel), {}, false});
+  statement s{"UNLISTEN " + quote_identifier(channel), {}, false};
+  co_await run(std::move(s));
 }
 
 inline asio::awaitable<notification> connection::wait_notification() {
@@ -379,7 +385,7 @@ inline asio::awaitable<std::vector<result>> connection::run_internal(
   co_return out;
 }
 
-inline asio::awaitable<std::vector<result>> transaction::commit(std::vector<statement> last) {
+inline asio::awaitable<std::vector<result>> transaction::commit_impl(std::vector<statement> last) {
   connection& c = active();
   if (c.begin_pending_ && last.empty()) {  // nothing was ever sent
     c.begin_pending_ = false;
@@ -405,7 +411,8 @@ inline asio::awaitable<void> transaction::rollback() {
     c.begin_pending_ = false;
     co_return;
   }
-  co_await c.run(statement{"ROLLBACK", {}, false});
+  statement s{"ROLLBACK", {}, false};
+  co_await c.run(std::move(s));
 }
 
 }  // namespace durable::pg

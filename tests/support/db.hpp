@@ -1,0 +1,71 @@
+// Test fixtures: the database to use, fresh schemas, and running a coroutine to completion.
+#pragma once
+
+#include <unistd.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <atomic>
+#include <cstdlib>
+#include <exception>
+#include <optional>
+#include <string>
+#include <type_traits>
+
+namespace test {
+
+/// The server under test: $DURABLE_DATABASE_URL (scripts/test sets it), else libpq's PG*
+/// environment.
+inline std::string conninfo() {
+  const char* url = std::getenv("DURABLE_DATABASE_URL");
+  return url ? url : "";
+}
+
+/// A schema name no other test (or process) uses.
+inline std::string fresh_schema(const std::string& tag) {
+  static std::atomic<int> counter{0};
+  return "t_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+}
+
+/// Runs `a` on a new io_context until it completes; rethrows its exception.
+template <class T>
+T run(asio::awaitable<T> a) {
+  asio::io_context io;
+  std::exception_ptr error;
+  std::optional<std::conditional_t<std::is_void_v<T>, int, T>> value;
+  if constexpr (std::is_void_v<T>) {
+    asio::co_spawn(io, std::move(a), [&](std::exception_ptr e) {
+      error = e;
+      value.emplace(0);
+    });
+  } else {
+    asio::co_spawn(io, std::move(a), [&](std::exception_ptr e, T v) {
+      error = e;
+      if (!e) value.emplace(std::move(v));
+    });
+  }
+  io.run();
+  if (error) std::rethrow_exception(error);
+  if constexpr (!std::is_void_v<T>) return std::move(*value);
+}
+
+/// The message of the E that awaiting `a` throws, or nullopt if it completes. (Catch's
+/// assertion macros must not contain co_await: GCC 12 miscompiles that.)
+template <class E, class T>
+asio::awaitable<std::optional<std::string>> error_of_impl(asio::awaitable<T> a) {
+  try {
+    co_await std::move(a);
+  } catch (const E& e) {
+    co_return std::string(e.what());
+  }
+  co_return std::nullopt;
+}
+
+// A plain function, not a coroutine: GCC 12 mishandles a prvalue passed straight to a
+// coroutine inside co_await.
+template <class E = std::exception, class T>
+asio::awaitable<std::optional<std::string>> error_of(asio::awaitable<T> a) {
+  return error_of_impl<E>(std::move(a));
+}
+
+}  // namespace test
