@@ -27,7 +27,8 @@ inline std::string fresh_schema(const std::string& tag) {
   return "t_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
 }
 
-/// Runs `a` on a new io_context until it completes; rethrows its exception.
+/// Runs `a` on a new io_context until it completes, then abandons whatever else is still
+/// pending there (as a process that exits would); rethrows `a`'s exception.
 template <class T>
 T run(asio::awaitable<T> a) {
   asio::io_context io;
@@ -37,11 +38,13 @@ T run(asio::awaitable<T> a) {
     asio::co_spawn(io, std::move(a), [&](std::exception_ptr e) {
       error = e;
       value.emplace(0);
+      io.stop();
     });
   } else {
     asio::co_spawn(io, std::move(a), [&](std::exception_ptr e, T v) {
       error = e;
       if (!e) value.emplace(std::move(v));
+      io.stop();
     });
   }
   io.run();

@@ -1,0 +1,74 @@
+// Workflows under test and the probes they report to. A "crash" is simulated in-process by
+// abandoning the io_context while a workflow waits outside any step; the next engine (a new
+// io_context, the same executor id) sees exactly what a new process would see in the database.
+#pragma once
+
+#include <asio/steady_timer.hpp>
+#include <durable.hpp>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "support/db.hpp"
+
+namespace test {
+
+struct probe_state {
+  std::map<std::string, int> calls;  // real executions per step name
+  std::vector<std::string> seen;     // values a workflow observed, in order
+  std::string hang_before;           // name of the step before which the workflow stalls
+  int version = 1;                   // which shape of a changing workflow runs
+
+  void reset() { *this = probe_state{}; }
+};
+inline probe_state probe;
+
+/// Stalls (outside any step) while the probe says so, like a process that stops here.
+/// Clearing probe.hang_before lets it go on.
+inline asio::awaitable<void> maybe_hang(std::string before) {
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  while (probe.hang_before == before) {
+    t.expires_after(std::chrono::milliseconds(2));
+    co_await t.async_wait(asio::use_awaitable);
+  }
+}
+
+inline durable::engine_options options(const std::string& schema, const std::string& executor = "exec-a") {
+  durable::engine_options o;
+  o.conninfo = conninfo();
+  o.schema = schema;
+  o.executor_id = executor;
+  o.pool_size = 4;
+  return o;
+}
+
+/// Journal rows of a workflow, read by the test itself.
+inline asio::awaitable<long> journal_rows(durable::engine& eng, const std::string& id) {
+  auto c = co_await eng.pool().acquire();
+  auto r = co_await c->exec("SELECT count(*) FROM " + durable::detail::quote_identifier(eng.schema().schema()) +
+                                ".steps WHERE workflow_id = $1",
+                            id);
+  co_return r[0].get<long>(0);
+}
+
+inline asio::awaitable<void> sleep_ms(int ms) {
+  asio::steady_timer t(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
+  co_await t.async_wait(asio::use_awaitable);
+}
+
+/// Waits until the workflow has `n` journal rows (the in-process stand-in for "the process
+/// got this far").
+inline asio::awaitable<void> wait_rows(durable::engine& eng, const std::string& id, long n) {
+  for (int i = 0; i < 10000; ++i) {
+    if (co_await journal_rows(eng, id) >= n) co_return;
+    co_await sleep_ms(2);
+  }
+  throw std::runtime_error("workflow " + id + " never reached " + std::to_string(n) + " journal rows");
+}
+
+/// Waits (without database I/O) until this engine runs no workflow.
+inline asio::awaitable<void> wait_idle(durable::engine& eng) {
+  while (eng.running() > 0) co_await sleep_ms(1);
+}
+
+}  // namespace test
