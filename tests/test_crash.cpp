@@ -1,0 +1,193 @@
+// Crash tests: a child process runs 20-step workflows whose steps record a side effect, and is
+// killed with SIGKILL at random points (between steps and inside them), at least 50 times;
+// each time a new process resumes. Afterwards every workflow has the right output, every
+// side effect happened once (plus at most one re-execution per workflow per kill that found it
+// in flight), and no journal row was ever updated or deleted.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <map>
+#include <random>
+#include <set>
+
+#include "support/workflows.hpp"
+
+using namespace durable;
+
+namespace {
+
+constexpr int steps_per_workflow = 20;
+constexpr int workflows_per_round = 8;
+constexpr int min_kills = 50;
+
+engine* g_engine = nullptr;
+std::string g_effects;  // quoted table name
+
+asio::awaitable<long> crash_wf(context& ctx, int k) {
+  long sum = 0;
+  for (int i = 0; i < steps_per_workflow; ++i) {
+    sum += co_await ctx.step("step-" + std::to_string(i), [&ctx, i, k]() -> asio::awaitable<long> {
+      {  // the external side effect, committed on its own before the journal row
+        auto c = co_await g_engine->pool().acquire();
+        co_await c->exec("INSERT INTO " + g_effects + " (workflow_id, seq, pid) VALUES ($1, $2, $3)",
+                         ctx.workflow_id(), i, int(::getpid()));
+      }
+      // Linger inside the step now and then, so that kills land between effect and journal.
+      thread_local std::minstd_rand rng{std::random_device{}()};
+      if (const int ms = int(rng() % 4); ms > 0) co_await test::sleep_ms(ms);
+      co_return long(i) * k;
+    });
+  }
+  co_return sum;
+}
+
+std::string wid(int round, int w) { return "crash-" + std::to_string(round) + "-" + std::to_string(w); }
+
+/// The child: resume whatever the previous process left, start this round's workflows
+/// (idempotent), wait for all of them. Never returns.
+[[noreturn]] void child(const std::string& schema, int round) {
+  int code = 1;
+  try {
+    test::run([&]() -> asio::awaitable<void> {
+      engine eng(co_await asio::this_coro::executor, test::options(schema, "crash-exec"));
+      g_engine = &eng;
+      eng.register_workflow("crash", &crash_wf);
+      (void)co_await eng.open();
+      std::vector<workflow_handle> hs;
+      for (int w = 0; w < workflows_per_round; ++w) hs.push_back(co_await eng.start("crash", wid(round, w), w + 1));
+      for (auto& h : hs) (void)co_await h.result<long>();
+      code = 0;
+    }());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "crash child: %s\n", e.what());
+  }
+  ::_exit(code);
+}
+
+}  // namespace
+
+TEST_CASE("workflows survive 50+ SIGKILLs with every effect once and no journal row rewritten", "[crash][process]") {
+  const std::string schema = test::fresh_schema("crash");
+  g_effects = detail::quote_identifier(schema) + ".effects";
+  const std::string steps = detail::quote_identifier(schema) + ".steps";
+  const std::string audit = detail::quote_identifier(schema) + ".journal_audit";
+
+  // Schema, the effects table, and a trigger that records any UPDATE or DELETE of a journal row.
+  test::run([&]() -> asio::awaitable<void> {
+    engine eng(co_await asio::this_coro::executor, test::options(schema, "setup"));
+    co_await eng.migrate();
+    auto c = co_await eng.pool().acquire();
+    co_await c->exec("CREATE TABLE " + g_effects + " (workflow_id text, seq int, pid int)");
+    co_await c->exec("CREATE TABLE " + audit + " (op text, workflow_id text, seq int)");
+    co_await c->exec("CREATE FUNCTION " + detail::quote_identifier(schema) +
+                     ".audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                     "INSERT INTO " + audit + " VALUES (TG_OP, OLD.workflow_id, OLD.seq); RETURN NULL; END $$");
+    co_await c->exec("CREATE TRIGGER journal_audit AFTER UPDATE OR DELETE ON " + steps +
+                     " FOR EACH ROW EXECUTE FUNCTION " + detail::quote_identifier(schema) + ".audit()");
+  }());
+
+  std::minstd_rand rng(std::random_device{}());
+  int kills = 0, kills_with_progress = 0, rounds = 0;
+  std::map<std::string, int> kills_in_flight;  // per workflow: kills that found it unfinished
+  for (int round = 0; kills < min_kills; ++round, ++rounds) {
+    REQUIRE(round < 200);
+    for (int attempt = 0;; ++attempt) {
+      REQUIRE(attempt < 500);
+      const pid_t pid = ::fork();
+      REQUIRE(pid >= 0);
+      if (pid == 0) child(schema, round);
+      // Kill after a random delay; a child that finishes first ends the round.
+      const int delay_ms = 3 + int(rng() % 70);
+      int status = 0;
+      bool exited = false;
+      for (int waited = 0; waited < delay_ms * 10; ++waited) {
+        if (::waitpid(pid, &status, WNOHANG) == pid) {
+          exited = true;
+          break;
+        }
+        ::usleep(100);
+      }
+      if (exited) {
+        REQUIRE(WIFEXITED(status));
+        REQUIRE(WEXITSTATUS(status) == 0);
+        break;
+      }
+      ::kill(pid, SIGKILL);
+      REQUIRE(::waitpid(pid, &status, 0) == pid);
+      if (WIFEXITED(status)) {  // it finished just before the signal
+        REQUIRE(WEXITSTATUS(status) == 0);
+        break;
+      }
+      REQUIRE(WIFSIGNALED(status));
+      ++kills;
+      // Which workflows were in flight at this kill (started, not finished)?
+      test::run([&]() -> asio::awaitable<void> {
+        auto c = co_await pg::connection::connect(test::conninfo());
+        auto r = co_await c->exec("SELECT id, (SELECT count(*) FROM " + steps + " s WHERE s.workflow_id = w.id) FROM " +
+                                  detail::quote_identifier(schema) + ".workflows w WHERE status <> 'succeeded'");
+        bool progress = false;
+        for (const pg::row row : r) {
+          ++kills_in_flight[row.get<std::string>(0)];
+          progress = progress || row.get<long>(1) > 0;
+        }
+        if (progress) ++kills_with_progress;
+      }());
+    }
+  }
+  INFO("kills: " << kills << " (" << kills_with_progress << " with journal progress), rounds: " << rounds);
+  CHECK(kills >= min_kills);
+  CHECK(kills_with_progress >= min_kills / 2);
+
+  test::run([&]() -> asio::awaitable<void> {
+    auto c = co_await pg::connection::connect(test::conninfo());
+    const std::string wf = detail::quote_identifier(schema) + ".workflows";
+    // Every workflow finished with the right output.
+    auto r = co_await c->exec("SELECT id, status, output::text FROM " + wf + " ORDER BY id");
+    CHECK(r.rows() == rounds * workflows_per_round);
+    for (const pg::row row : r) {
+      const std::string id = row.get<std::string>(0);
+      const int k = std::stoi(id.substr(id.rfind('-') + 1)) + 1;
+      INFO("workflow " << id);
+      CHECK(row.get<std::string>(1) == "succeeded");
+      CHECK(row.get<std::string>(2) == std::to_string(190L * k));
+    }
+    // Exactly one journal row per step, each with the right output.
+    auto j = co_await c->exec("SELECT workflow_id, count(*), count(DISTINCT seq), min(seq), max(seq), "
+                              "bool_and(output::text = (seq * (split_part(workflow_id, '-', 3)::int + 1))::text) "
+                              "FROM " + steps + " GROUP BY workflow_id");
+    CHECK(j.rows() == rounds * workflows_per_round);
+    for (const pg::row row : j) {
+      INFO("workflow " << row.get<std::string>(0));
+      CHECK(row.get<int>(1) == steps_per_workflow);
+      CHECK(row.get<int>(2) == steps_per_workflow);
+      CHECK(row.get<int>(3) == 0);
+      CHECK(row.get<int>(4) == steps_per_workflow - 1);
+      CHECK(row.get<bool>(5));
+    }
+    // No journal row was ever updated or deleted.
+    auto a = co_await c->exec("SELECT count(*) FROM " + audit);
+    CHECK(a[0].get<int>(0) == 0);
+    // Every step's effect happened; repeats only from a new process, and per workflow no more
+    // than the kills that caught it in flight.
+    auto e = co_await c->exec("SELECT workflow_id, seq, count(*), count(DISTINCT pid) FROM " + g_effects +
+                              " GROUP BY workflow_id, seq");
+    CHECK(e.rows() == rounds * workflows_per_round * steps_per_workflow);
+    std::map<std::string, int> repeats;
+    int total_repeats = 0;
+    for (const pg::row row : e) {
+      const auto id = row.get<std::string>(0);
+      const int n = row.get<int>(2);
+      CHECK(n == row.get<int>(3));  // never twice in one process
+      repeats[id] += n - 1;
+      total_repeats += n - 1;
+    }
+    for (const auto& [id, n] : repeats) {
+      INFO("workflow " << id << " repeated " << n << " effects, in flight at " << kills_in_flight[id] << " kills");
+      CHECK(n <= kills_in_flight[id]);
+    }
+    WARN("crash test: " << kills << " kills (" << kills_with_progress << " with progress), " << rounds
+                        << " rounds, " << total_repeats << " re-executed steps");
+  }());
+}
