@@ -31,8 +31,9 @@ asio::awaitable<long> crash_wf(context& ctx, int k) {
     sum += co_await ctx.step("step-" + std::to_string(i), [&ctx, i, k]() -> asio::awaitable<long> {
       {  // the external side effect, committed on its own before the journal row
         auto c = co_await g_engine->pool().acquire();
-        co_await c->exec("INSERT INTO " + g_effects + " (workflow_id, seq, pid) VALUES ($1, $2, $3)",
-                         ctx.workflow_id(), i, int(::getpid()));
+        co_await c->exec(
+            "INSERT INTO " + g_effects + " (workflow_id, seq, pid) VALUES ($1, $2, $3)",
+            ctx.workflow_id(), i, int(::getpid()));
       }
       // Linger inside the step now and then, so that kills land between effect and journal.
       thread_local std::minstd_rand rng{std::random_device{}()};
@@ -43,7 +44,9 @@ asio::awaitable<long> crash_wf(context& ctx, int k) {
   co_return sum;
 }
 
-std::string wid(int round, int w) { return "crash-" + std::to_string(round) + "-" + std::to_string(w); }
+std::string wid(int round, int w) {
+  return "crash-" + std::to_string(round) + "-" + std::to_string(w);
+}
 
 /// The child: resume whatever the previous process left, start this round's workflows
 /// (idempotent), wait for all of them. Never returns.
@@ -56,7 +59,8 @@ std::string wid(int round, int w) { return "crash-" + std::to_string(round) + "-
       eng.register_workflow("crash", &crash_wf);
       (void)co_await eng.open();
       std::vector<workflow_handle> hs;
-      for (int w = 0; w < workflows_per_round; ++w) hs.push_back(co_await eng.start("crash", wid(round, w), w + 1));
+      for (int w = 0; w < workflows_per_round; ++w)
+        hs.push_back(co_await eng.start("crash", wid(round, w), w + 1));
       for (auto& h : hs) (void)co_await h.result<long>();
       code = 0;
     }());
@@ -68,7 +72,8 @@ std::string wid(int round, int w) { return "crash-" + std::to_string(round) + "-
 
 }  // namespace
 
-TEST_CASE("workflows survive 50+ SIGKILLs with every effect once and no journal row rewritten", "[crash][process]") {
+TEST_CASE("workflows survive 50+ SIGKILLs with every effect once and no journal row rewritten",
+          "[crash][process]") {
   const std::string schema = test::fresh_schema("crash");
   g_effects = detail::quote_identifier(schema) + ".effects";
   const std::string steps = detail::quote_identifier(schema) + ".steps";
@@ -83,9 +88,11 @@ TEST_CASE("workflows survive 50+ SIGKILLs with every effect once and no journal 
     co_await c->exec("CREATE TABLE " + audit + " (op text, workflow_id text, seq int)");
     co_await c->exec("CREATE FUNCTION " + detail::quote_identifier(schema) +
                      ".audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                     "INSERT INTO " + audit + " VALUES (TG_OP, OLD.workflow_id, OLD.seq); RETURN NULL; END $$");
+                     "INSERT INTO " +
+                     audit + " VALUES (TG_OP, OLD.workflow_id, OLD.seq); RETURN NULL; END $$");
     co_await c->exec("CREATE TRIGGER journal_audit AFTER UPDATE OR DELETE ON " + steps +
-                     " FOR EACH ROW EXECUTE FUNCTION " + detail::quote_identifier(schema) + ".audit()");
+                     " FOR EACH ROW EXECUTE FUNCTION " + detail::quote_identifier(schema) +
+                     ".audit()");
   }());
 
   std::minstd_rand rng(std::random_device{}());
@@ -125,8 +132,9 @@ TEST_CASE("workflows survive 50+ SIGKILLs with every effect once and no journal 
       // Which workflows were in flight at this kill (started, not finished)?
       test::run([&]() -> asio::awaitable<void> {
         auto c = co_await pg::connection::connect(test::conninfo());
-        auto r = co_await c->exec("SELECT id, (SELECT count(*) FROM " + steps + " s WHERE s.workflow_id = w.id) FROM " +
-                                  detail::quote_identifier(schema) + ".workflows w WHERE status <> 'succeeded'");
+        auto r = co_await c->exec(
+            "SELECT id, (SELECT count(*) FROM " + steps + " s WHERE s.workflow_id = w.id) FROM " +
+            detail::quote_identifier(schema) + ".workflows w WHERE status <> 'succeeded'");
         bool progress = false;
         for (const pg::row row : r) {
           ++kills_in_flight[row.get<std::string>(0)];
@@ -136,7 +144,8 @@ TEST_CASE("workflows survive 50+ SIGKILLs with every effect once and no journal 
       }());
     }
   }
-  INFO("kills: " << kills << " (" << kills_with_progress << " with journal progress), rounds: " << rounds);
+  INFO("kills: " << kills << " (" << kills_with_progress
+                 << " with journal progress), rounds: " << rounds);
   CHECK(kills >= min_kills);
   CHECK(kills_with_progress >= min_kills / 2);
 
@@ -154,9 +163,11 @@ TEST_CASE("workflows survive 50+ SIGKILLs with every effect once and no journal 
       CHECK(row.get<std::string>(2) == std::to_string(190L * k));
     }
     // Exactly one journal row per step, each with the right output.
-    auto j = co_await c->exec("SELECT workflow_id, count(*), count(DISTINCT seq), min(seq), max(seq), "
-                              "bool_and(output::text = (seq * (split_part(workflow_id, '-', 3)::int + 1))::text) "
-                              "FROM " + steps + " GROUP BY workflow_id");
+    auto j = co_await c->exec(
+        "SELECT workflow_id, count(*), count(DISTINCT seq), min(seq), max(seq), "
+        "bool_and(output::text = (seq * (split_part(workflow_id, '-', 3)::int + 1))::text) "
+        "FROM " +
+        steps + " GROUP BY workflow_id");
     CHECK(j.rows() == rounds * workflows_per_round);
     for (const pg::row row : j) {
       INFO("workflow " << row.get<std::string>(0));
@@ -171,8 +182,8 @@ TEST_CASE("workflows survive 50+ SIGKILLs with every effect once and no journal 
     CHECK(a[0].get<int>(0) == 0);
     // Every step's effect happened; repeats only from a new process, and per workflow no more
     // than the kills that caught it in flight.
-    auto e = co_await c->exec("SELECT workflow_id, seq, count(*), count(DISTINCT pid) FROM " + g_effects +
-                              " GROUP BY workflow_id, seq");
+    auto e = co_await c->exec("SELECT workflow_id, seq, count(*), count(DISTINCT pid) FROM " +
+                              g_effects + " GROUP BY workflow_id, seq");
     CHECK(e.rows() == rounds * workflows_per_round * steps_per_workflow);
     std::map<std::string, int> repeats;
     int total_repeats = 0;
@@ -184,10 +195,11 @@ TEST_CASE("workflows survive 50+ SIGKILLs with every effect once and no journal 
       total_repeats += n - 1;
     }
     for (const auto& [id, n] : repeats) {
-      INFO("workflow " << id << " repeated " << n << " effects, in flight at " << kills_in_flight[id] << " kills");
+      INFO("workflow " << id << " repeated " << n << " effects, in flight at "
+                       << kills_in_flight[id] << " kills");
       CHECK(n <= kills_in_flight[id]);
     }
-    WARN("crash test: " << kills << " kills (" << kills_with_progress << " with progress), " << rounds
-                        << " rounds, " << total_repeats << " re-executed steps");
+    WARN("crash test: " << kills << " kills (" << kills_with_progress << " with progress), "
+                        << rounds << " rounds, " << total_repeats << " re-executed steps");
   }());
 }

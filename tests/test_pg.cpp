@@ -30,7 +30,8 @@ asio::awaitable<std::unique_ptr<pg::connection>> connect() {
 
 std::string connect_error(const std::string& conninfo) {
   try {
-    test::run([&]() -> asio::awaitable<void> { (void)co_await pg::connection::connect(conninfo); }());
+    test::run(
+        [&]() -> asio::awaitable<void> { (void)co_await pg::connection::connect(conninfo); }());
   } catch (const pg::connection_error& e) {
     return e.what();
   }
@@ -89,12 +90,15 @@ TEST_CASE("parameters and results round trip for every supported type", "[pg][ty
     pg::bytea bytes;
     for (int i = 0; i < 256; ++i) bytes.push_back(std::byte(i));
     auto r = co_await c->exec(
-        "SELECT $1::bool, $2::bool, $3::int2, $4::int4, $5::int8, $6::int8, $7::float4, $8::float8, "
-        "$9::float8, $10::float8, $11::text, $12::text, $13::bytea, $14::int4, $15::text, $16::int8",
-        true, false, std::int16_t(-32768), std::int32_t(2147483647), std::numeric_limits<std::int64_t>::min(),
-        std::numeric_limits<std::int64_t>::max(), 1.5f, 0.1, std::numeric_limits<double>::quiet_NaN(),
-        -std::numeric_limits<double>::infinity(), text, std::string_view(""), bytes, std::optional<int>(),
-        std::nullopt, std::optional<std::int64_t>(42));
+        "SELECT $1::bool, $2::bool, $3::int2, $4::int4, $5::int8, $6::int8, $7::float4, "
+        "$8::float8, "
+        "$9::float8, $10::float8, $11::text, $12::text, $13::bytea, $14::int4, $15::text, "
+        "$16::int8",
+        true, false, std::int16_t(-32768), std::int32_t(2147483647),
+        std::numeric_limits<std::int64_t>::min(), std::numeric_limits<std::int64_t>::max(), 1.5f,
+        0.1, std::numeric_limits<double>::quiet_NaN(), -std::numeric_limits<double>::infinity(),
+        text, std::string_view(""), bytes, std::optional<int>(), std::nullopt,
+        std::optional<std::int64_t>(42));
     REQUIRE(r.rows() == 1);
     auto row = r[0];
     CHECK(row.get<bool>(0) == true);
@@ -119,7 +123,8 @@ TEST_CASE("parameters and results round trip for every supported type", "[pg][ty
     CHECK((a && !b && i16 == -32768));
 
     // Reading a NULL or a value of the wrong type says which column and row.
-    CHECK_THROWS_WITH(row.get<int>(13), Catch::Contains("is NULL") && Catch::Contains("std::optional"));
+    CHECK_THROWS_WITH(row.get<int>(13),
+                      Catch::Contains("is NULL") && Catch::Contains("std::optional"));
     CHECK_THROWS_AS(row.get<int>(10), pg::conversion_error);
     CHECK_THROWS_AS(row.get<std::int16_t>(5), pg::conversion_error);  // out of range
     CHECK_THROWS_AS(r.get<int>(1, 0), pg::conversion_error);          // no such row
@@ -159,7 +164,8 @@ TEST_CASE("a pipeline of 1000 statements is one round trip", "[pg][pipeline]") {
     co_await c->exec("CREATE TEMP TABLE p (i int PRIMARY KEY, s text)");
     std::vector<pg::statement> batch;
     for (int i = 0; i < 1000; ++i)
-      batch.push_back(pg::sql("INSERT INTO p VALUES ($1, $2) RETURNING i * 2", i, std::string(200, 'x')));
+      batch.push_back(
+          pg::sql("INSERT INTO p VALUES ($1, $2) RETURNING i * 2", i, std::string(200, 'x')));
     const auto before = c->stats();
     auto results = co_await c->run_batch(std::move(batch));
     CHECK(c->stats().round_trips - before.round_trips == 1);
@@ -186,7 +192,8 @@ TEST_CASE("a pipeline larger than the socket buffers does not deadlock", "[pg][p
     auto c = co_await connect();
     std::vector<pg::statement> batch;
     const std::string big(64 * 1024, 'b');
-    for (int i = 0; i < 200; ++i) batch.push_back(pg::sql("SELECT $1::text", big));  // ~13 MB each way
+    for (int i = 0; i < 200; ++i)
+      batch.push_back(pg::sql("SELECT $1::text", big));  // ~13 MB each way
     auto results = co_await c->run_batch(std::move(batch));
     REQUIRE(results.size() == 200);
     CHECK(results[199][0].text(0).size() == big.size());
@@ -208,7 +215,7 @@ TEST_CASE("transactions commit, roll back, and roll back when abandoned", "[pg][
       auto tx = c->begin();
       co_await tx.exec("INSERT INTO " + table + " VALUES ($1)", 1);
       n = co_await count();
-    CHECK(n == 0);  // not visible before commit
+      CHECK(n == 0);  // not visible before commit
       co_await tx.commit();
     }
     n = co_await count();
@@ -254,20 +261,24 @@ TEST_CASE("an exhausted pool makes the next caller wait, then proceed", "[pg][po
     auto first = std::make_unique<pg::pool::lease>(co_await pool.acquire());
     events.push_back("first acquired");
     bool second_done = false;
-    asio::co_spawn(co_await asio::this_coro::executor, [&]() -> asio::awaitable<void> {
-      auto l = co_await pool.acquire();
-      events.push_back("second acquired");
-      auto r = co_await l->exec("SELECT 7");
-      CHECK(r[0].get<int>(0) == 7);
-      second_done = true;
-    }, asio::detached);
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [&]() -> asio::awaitable<void> {
+          auto l = co_await pool.acquire();
+          events.push_back("second acquired");
+          auto r = co_await l->exec("SELECT 7");
+          CHECK(r[0].get<int>(0) == 7);
+          second_done = true;
+        },
+        asio::detached);
     // While the only connection is out, the second caller waits (it does not fail).
     for (int i = 0; i < 5; ++i) co_await (*first)->exec("SELECT pg_sleep(0.01)");
     CHECK(events.size() == 1);
     first.reset();
     events.push_back("first released");
     while (!second_done) co_await sleep_for(1ms);
-    CHECK(events == std::vector<std::string>{"first acquired", "first released", "second acquired"});
+    CHECK(events ==
+          std::vector<std::string>{"first acquired", "first released", "second acquired"});
   }());
 }
 
@@ -295,9 +306,10 @@ TEST_CASE("LISTEN/NOTIFY wakes an awaiting coroutine", "[pg][notify]") {
     const std::string channel = test::fresh_schema("chan");
     co_await listener->listen(channel);
     std::optional<pg::notification> got;
-    asio::co_spawn(co_await asio::this_coro::executor, [&]() -> asio::awaitable<void> {
-      got = co_await listener->wait_notification();
-    }, asio::detached);
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [&]() -> asio::awaitable<void> { got = co_await listener->wait_notification(); },
+        asio::detached);
     co_await sleep_for(5ms);
     CHECK(!got);
     co_await sender->exec("SELECT pg_notify($1, $2)", channel, std::string("hello"));
@@ -315,15 +327,18 @@ TEST_CASE("the event loop stays free while a query runs", "[pg][nonblocking]") {
     auto ex = co_await asio::this_coro::executor;
     int ticks = 0;
     bool done = false, stopped = false;
-    asio::co_spawn(ex, [&]() -> asio::awaitable<void> {
-      asio::steady_timer t(co_await asio::this_coro::executor);
-      while (!done) {
-        t.expires_after(1ms);
-        co_await t.async_wait(asio::use_awaitable);
-        ++ticks;
-      }
-      stopped = true;
-    }, asio::detached);
+    asio::co_spawn(
+        ex,
+        [&]() -> asio::awaitable<void> {
+          asio::steady_timer t(co_await asio::this_coro::executor);
+          while (!done) {
+            t.expires_after(1ms);
+            co_await t.async_wait(asio::use_awaitable);
+            ++ticks;
+          }
+          stopped = true;
+        },
+        asio::detached);
     auto c = co_await connect();  // connecting does not block the loop either
     const int ticks_before = ticks;
     co_await c->exec("SELECT pg_sleep(0.2)");
@@ -344,11 +359,14 @@ TEST_CASE("a terminated backend is reported and replaced by the pool", "[pg][poo
     {
       auto l = co_await pool.acquire();
       pid = l->backend_pid();
-      asio::co_spawn(co_await asio::this_coro::executor, [&, pid]() -> asio::awaitable<void> {
-        co_await sleep_for(50ms);
-        co_await killer->exec("SELECT pg_terminate_backend($1)", pid);
-        killed = true;
-      }, asio::detached);
+      asio::co_spawn(
+          co_await asio::this_coro::executor,
+          [&, pid]() -> asio::awaitable<void> {
+            co_await sleep_for(50ms);
+            co_await killer->exec("SELECT pg_terminate_backend($1)", pid);
+            killed = true;
+          },
+          asio::detached);
       auto lost = co_await test::error_of<pg::connection_lost>(l->exec("SELECT pg_sleep(10)"));
       CHECK(lost);
       CHECK(!l->is_open());
@@ -377,14 +395,17 @@ TEST_CASE("the server restarted under a live pool", "[pg][pool][failure][restart
     }
     auto busy = co_await pool.acquire();
     pid_t child = -1;
-    asio::co_spawn(co_await asio::this_coro::executor, [&]() -> asio::awaitable<void> {
-      co_await sleep_for(100ms);
-      child = ::fork();
-      if (child == 0) {
-        ::execl("/bin/sh", "sh", "-c", restart, static_cast<char*>(nullptr));
-        ::_exit(127);
-      }
-    }, asio::detached);
+    asio::co_spawn(
+        co_await asio::this_coro::executor,
+        [&]() -> asio::awaitable<void> {
+          co_await sleep_for(100ms);
+          child = ::fork();
+          if (child == 0) {
+            ::execl("/bin/sh", "sh", "-c", restart, static_cast<char*>(nullptr));
+            ::_exit(127);
+          }
+        },
+        asio::detached);
     try {
       co_await busy->exec("SELECT pg_sleep(30)");
       FAIL("the in-flight query survived a server restart");
@@ -410,7 +431,8 @@ TEST_CASE("the server restarted under a live pool", "[pg][pool][failure][restart
 
 // ---- schema migrations ----------------------------------------------------------------------
 
-TEST_CASE("four processes migrating one empty schema at once end with one correct schema", "[pg][migrate]") {
+TEST_CASE("four processes migrating one empty schema at once end with one correct schema",
+          "[pg][migrate]") {
   const std::string schema = test::fresh_schema("mig");
   int go[2];
   REQUIRE(::pipe(go) == 0);
@@ -448,12 +470,13 @@ TEST_CASE("four processes migrating one empty schema at once end with one correc
   }
   test::run([&]() -> asio::awaitable<void> {
     auto c = co_await connect();
-    auto r = co_await c->exec(
-        "SELECT version FROM " + detail::quote_identifier(schema) + ".schema_migrations ORDER BY version");
+    auto r = co_await c->exec("SELECT version FROM " + detail::quote_identifier(schema) +
+                              ".schema_migrations ORDER BY version");
     REQUIRE(r.rows() == store::latest_version());
     for (int i = 0; i < r.rows(); ++i) CHECK(r[i].get<int>(0) == i + 1);
     auto t = co_await c->exec(
-        "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = ANY($2)",
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name = "
+        "ANY($2)",
         schema, std::string("{workflows,steps,executors,schema_migrations}"));
     CHECK(t[0].get<int>(0) == 4);
     // Running it again is a no-op.
@@ -477,7 +500,8 @@ TEST_CASE("a schema newer than the library is refused with a clear error", "[pg]
       co_await st.migrate(*c);
       FAIL("migrate accepted a newer schema");
     } catch (const schema_too_new& e) {
-      CHECK_THAT(std::string(e.what()), Catch::Contains("version 999") && Catch::Contains("upgrade"));
+      CHECK_THAT(std::string(e.what()),
+                 Catch::Contains("version 999") && Catch::Contains("upgrade"));
     }
     co_await c->exec("DROP SCHEMA " + detail::quote_identifier(schema) + " CASCADE");
   }());

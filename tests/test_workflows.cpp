@@ -38,11 +38,21 @@ asio::awaitable<int> counter_wf(context& ctx, int n) {
 asio::awaitable<std::string> shape_wf(context& ctx) {
   std::vector<std::string> names;
   switch (probe.version) {
-    case 1: names = {"a", "b", "c"}; break;
-    case 2: names = {"a", "x", "c"}; break;       // b renamed
-    case 3: names = {"a", "new", "b", "c"}; break;  // a step inserted
-    case 4: names = {"a", "c"}; break;              // b removed
-    case 5: names = {"a"}; break;                   // b and c removed
+    case 1:
+      names = {"a", "b", "c"};
+      break;
+    case 2:
+      names = {"a", "x", "c"};
+      break;  // b renamed
+    case 3:
+      names = {"a", "new", "b", "c"};
+      break;  // a step inserted
+    case 4:
+      names = {"a", "c"};
+      break;  // b removed
+    case 5:
+      names = {"a"};
+      break;  // b and c removed
   }
   std::string out;
   for (const auto& n : names) {
@@ -223,8 +233,8 @@ asio::awaitable<workflow_row> row_of(engine& eng, const std::string& id) {
                                 q(eng.schema().schema()) + ".workflows WHERE id = $1",
                             id);
   co_return workflow_row{r[0].get<std::string>(0), r[0].get<std::optional<std::string>>(1),
-                         r[0].get<std::optional<std::string>>(2), r[0].get<std::optional<std::string>>(3),
-                         r[0].get<long>(4)};
+                         r[0].get<std::optional<std::string>>(2),
+                         r[0].get<std::optional<std::string>>(3), r[0].get<long>(4)};
 }
 
 }  // namespace
@@ -241,7 +251,8 @@ TEST_CASE("a workflow journals each step and its outcome, visible in SQL", "[wor
     CHECK(row.output == "10");
     auto c = co_await eng.pool().acquire();
     auto steps = co_await c->exec("SELECT seq, name, kind, status, output::text FROM " + q(schema) +
-                                  ".steps WHERE workflow_id = $1 ORDER BY seq", std::string("w1"));
+                                      ".steps WHERE workflow_id = $1 ORDER BY seq",
+                                  std::string("w1"));
     REQUIRE(steps.rows() == 5);
     for (int i = 0; i < 5; ++i) {
       CHECK(steps[i].get<int>(0) == i);
@@ -257,7 +268,8 @@ TEST_CASE("a workflow journals each step and its outcome, visible in SQL", "[wor
   CHECK(probe.calls["s4"] == 1);
 }
 
-TEST_CASE("a new step costs one round trip; resuming loads the journal in one query (I1, I2)", "[workflow][replay]") {
+TEST_CASE("a new step costs one round trip; resuming loads the journal in one query (I1, I2)",
+          "[workflow][replay]") {
   probe.reset();
   const auto schema = test::fresh_schema("io");
   const int n = 8, done_before_crash = 5;
@@ -305,10 +317,12 @@ TEST_CASE("starting an existing id returns it and never runs it twice", "[workfl
     auto other_inputs = co_await test::error_of<workflow_conflict>(eng.start("counter", "same", 4));
     REQUIRE(other_inputs);
     CHECK_THAT(*other_inputs, Catch::Contains("'same'") && Catch::Contains("other inputs"));
-    auto other_name = co_await test::error_of<workflow_conflict>(eng.start("void", "same", std::string("x")));
+    auto other_name =
+        co_await test::error_of<workflow_conflict>(eng.start("void", "same", std::string("x")));
     REQUIRE(other_name);
     CHECK_THAT(*other_name, Catch::Contains("named 'counter'"));
-    auto bad_args = co_await test::error_of<durable::error>(eng.start("counter", "w-bad", std::string("x")));
+    auto bad_args =
+        co_await test::error_of<durable::error>(eng.start("counter", "w-bad", std::string("x")));
     REQUIRE(bad_args);
     CHECK_THAT(*bad_args, Catch::Contains("takes (int)"));
     auto unknown = co_await test::error_of<durable::error>(eng.start("nope", "w-nope"));
@@ -334,13 +348,16 @@ TEST_CASE("two processes starting one id at once run it once", "[workflow][start
       int code = 1;
       try {
         probe.reset();
-        with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
-          char byte;
-          if (::read(go[0], &byte, 1) != 1) co_return;
-          auto h = co_await eng.start("counter", "contested", 4);
-          const int r = co_await h.result<int>();
-          code = r == 6 ? 0 : 3;
-        }, "exec-" + std::to_string(i));
+        with_engine(
+            schema,
+            [&](engine& eng) -> asio::awaitable<void> {
+              char byte;
+              if (::read(go[0], &byte, 1) != 1) co_return;
+              auto h = co_await eng.start("counter", "contested", 4);
+              const int r = co_await h.result<int>();
+              code = r == 6 ? 0 : 3;
+            },
+            "exec-" + std::to_string(i));
       } catch (const std::exception& e) {
         std::fprintf(stderr, "child failed: %s\n", e.what());
       }
@@ -392,7 +409,7 @@ TEST_CASE("a failing step is journaled and re-raised identically on replay", "[w
     const auto out = co_await eng.handle("w-err").result<std::string>();
     CHECK(out == first[0]);
   });
-  CHECK(probe.seen == first);  // the same exception, the same text
+  CHECK(probe.seen == first);         // the same exception, the same text
   CHECK(probe.calls["charge"] == 1);  // and the step did not run again
 
   // An error the workflow does not catch fails the workflow, with type and message.
@@ -400,14 +417,16 @@ TEST_CASE("a failing step is journaled and re-raised identically on replay", "[w
     auto h = co_await eng.start("propagating", "w-prop");
     auto err = co_await test::error_of<workflow_failed>(h.result<int>());
     REQUIRE(err);
-    CHECK_THAT(*err, Catch::Contains("durable::step_failed") && Catch::Contains("std::invalid_argument") &&
+    CHECK_THAT(*err, Catch::Contains("durable::step_failed") &&
+                         Catch::Contains("std::invalid_argument") &&
                          Catch::Contains("bad input 42"));
     auto row = co_await row_of(eng, "w-prop");
     CHECK(row.status == "failed");
   });
 }
 
-TEST_CASE("changed code is detected on replay and the workflow is parked (I5)", "[workflow][determinism]") {
+TEST_CASE("changed code is detected on replay and the workflow is parked (I5)",
+          "[workflow][determinism]") {
   struct change {
     int version;
     const char* what;
@@ -474,7 +493,7 @@ TEST_CASE("values of every codec type come back identically on replay", "[workfl
     auto r = co_await c->exec("SELECT output::text, length(output::text) FROM " + q(schema) +
                               ".steps WHERE workflow_id = 'w-codec' ORDER BY seq");
     CHECK(r[0].get<std::string>(0) == R"([{"x": 1, "y": null}, {}])");  // readable in psql
-    CHECK(r[3].get<int>(1) > (1 << 20));                                 // the 1 MiB value
+    CHECK(r[3].get<int>(1) > (1 << 20));                                // the 1 MiB value
   });
   REQUIRE(probe.seen.size() == 1);
   probe.hang_before.clear();
@@ -488,7 +507,8 @@ TEST_CASE("values of every codec type come back identically on replay", "[workfl
   CHECK(probe.calls["big"] == 1);
 }
 
-TEST_CASE("a journaled value that no longer decodes parks the workflow with a clear reason", "[workflow][codec]") {
+TEST_CASE("a journaled value that no longer decodes parks the workflow with a clear reason",
+          "[workflow][codec]") {
   probe.reset();
   const auto schema = test::fresh_schema("dec");
   probe.hang_before = "end";
@@ -501,7 +521,8 @@ TEST_CASE("a journaled value that no longer decodes parks the workflow with a cl
   with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     auto err = co_await test::error_of<workflow_parked>(eng.handle("w-dec").result<int>());
     REQUIRE(err);
-    CHECK_THAT(*err, Catch::Contains("w-dec") && Catch::Contains("step 0 'val'") && Catch::Contains("as int"));
+    CHECK_THAT(*err, Catch::Contains("w-dec") && Catch::Contains("step 0 'val'") &&
+                         Catch::Contains("as int"));
     auto row = co_await row_of(eng, "w-dec");
     CHECK(row.status == "parked");
   });
@@ -547,11 +568,13 @@ TEST_CASE("idempotency keys are stable across retries and replays", "[workflow][
     (void)co_await eng.start("retry", "w-key");
     co_await test::wait_rows(eng, "w-key", 1);
     auto c = co_await eng.pool().acquire();
-    auto r = co_await c->exec("SELECT attempts, status FROM " + q(schema) + ".steps WHERE workflow_id = 'w-key'");
+    auto r = co_await c->exec("SELECT attempts, status FROM " + q(schema) +
+                              ".steps WHERE workflow_id = 'w-key'");
     CHECK(r[0].get<int>(0) == 3);
     CHECK(r[0].get<std::string>(1) == "succeeded");
   });
-  CHECK(probe.seen == std::vector<std::string>{"w-key:0#1#w-key:0", "w-key:0#2#w-key:0", "w-key:0#3#w-key:0"});
+  CHECK(probe.seen ==
+        std::vector<std::string>{"w-key:0#1#w-key:0", "w-key:0#2#w-key:0", "w-key:0#3#w-key:0"});
   probe.hang_before.clear();
   with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     const auto key = co_await eng.handle("w-key").result<std::string>();
@@ -560,7 +583,8 @@ TEST_CASE("idempotency keys are stable across retries and replays", "[workflow][
   CHECK(probe.seen.size() == 3);  // replay did not call the step again
 }
 
-TEST_CASE("a transactional step commits with its journal row, or not at all", "[workflow][transaction]") {
+TEST_CASE("a transactional step commits with its journal row, or not at all",
+          "[workflow][transaction]") {
   probe.reset();
   const auto schema = test::fresh_schema("txs");
   const auto table = schema + "_rows";
@@ -605,7 +629,8 @@ TEST_CASE("a writer whose ownership moved on is fenced out (I3)", "[workflow][fe
     co_await test::wait_rows(eng, "w-fence", 2);
     {  // another executor takes the workflow over while this one is paused
       auto c = co_await eng.pool().acquire();
-      co_await c->exec("UPDATE " + q(schema) + ".workflows SET epoch = epoch + 1, executor_id = 'exec-b' "
+      co_await c->exec("UPDATE " + q(schema) +
+                       ".workflows SET epoch = epoch + 1, executor_id = 'exec-b' "
                        "WHERE id = 'w-fence'");
     }
     probe.hang_before.clear();  // the paused executor wakes up and runs step 2
@@ -620,7 +645,8 @@ TEST_CASE("a writer whose ownership moved on is fenced out (I3)", "[workflow][fe
   CHECK(probe.calls["s3"] == 0);  // and the coroutine stopped there
 }
 
-TEST_CASE("concurrent steps are numbered in program order and replay identically (I4)", "[workflow][replay]") {
+TEST_CASE("concurrent steps are numbered in program order and replay identically (I4)",
+          "[workflow][replay]") {
   probe.reset();
   const auto schema = test::fresh_schema("par");
   probe.hang_before = "end";

@@ -7,8 +7,8 @@
 #include <chrono>
 #include <concepts>
 #include <cstdint>
-#include <functional>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -110,7 +110,8 @@ T replay_value(run_state& s, int seq, const journal_entry& e) {
 /// into a compile error; see docs/concepts.md#gcc-12.
 template <class F>
 constexpr void check_step_function() {
-#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13 && !defined(DURABLE_NO_GCC12_CAPTURE_CHECK)
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13 && \
+    !defined(DURABLE_NO_GCC12_CAPTURE_CHECK)
   static_assert(std::is_trivially_copyable_v<F>,
                 "durable: with GCC 12 a step function must be trivially copyable: capture by "
                 "reference ([&]) instead of copying strings or containers into the lambda "
@@ -154,8 +155,9 @@ public:
   /// `policy`'s retries), the error is journaled and raised as step_failed, now and on every
   /// replay. The step's number is taken here, when the step is issued (I4).
   template <class F>
-  [[nodiscard]] asio::awaitable<detail::step_value_t<std::decay_t<F>>> step(std::string name, F&& fn,
-                                                                          retry policy = {}) {
+  [[nodiscard]] asio::awaitable<detail::step_value_t<std::decay_t<F>>> step(std::string name,
+                                                                            F&& fn,
+                                                                            retry policy = {}) {
     using T = detail::step_value_t<std::decay_t<F>>;
     detail::check_step_function<std::decay_t<F>>();
     return run_step<T>(s_->next_seq++, std::move(name), "step", std::forward<F>(fn), policy);
@@ -164,8 +166,8 @@ public:
   /// Runs `fn(tx)` in a database transaction that commits together with the step's journal
   /// row: exactly once. `fn` returns asio::awaitable<T> and issues its SQL through `tx`.
   template <class F>
-  [[nodiscard]] auto transaction(std::string name, F&& fn, retry policy = {})
-      -> asio::awaitable<typename detail::awaitable_value<std::invoke_result_t<F&, pg::transaction&>>::type> {
+  [[nodiscard]] auto transaction(std::string name, F&& fn, retry policy = {}) -> asio::awaitable<
+      typename detail::awaitable_value<std::invoke_result_t<F&, pg::transaction&>>::type> {
     using T = typename detail::awaitable_value<std::invoke_result_t<F&, pg::transaction&>>::type;
     detail::check_step_function<std::decay_t<F>>();
     return run_transaction<T>(s_->next_seq++, std::move(name), std::forward<F>(fn), policy);
@@ -178,7 +180,8 @@ public:
 
   /// 64 random bits, journaled (I6).
   [[nodiscard]] asio::awaitable<std::uint64_t> random() {
-    return run_step<std::uint64_t>(s_->next_seq++, "random", "random", [] { return random_u64(); }, {});
+    return run_step<std::uint64_t>(s_->next_seq++, "random", "random", [] { return random_u64(); },
+                                   {});
   }
 
   /// A random (version 4) UUID, journaled (I6).
@@ -204,9 +207,10 @@ private:
 
   asio::awaitable<std::chrono::system_clock::time_point> now_impl(int seq) {
     using namespace std::chrono;
-    auto step = run_step<std::int64_t>(seq, "now", "now", [] {
-      return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
-    }, {});
+    auto step = run_step<std::int64_t>(
+        seq, "now", "now",
+        [] { return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count(); },
+        {});
     const auto us = co_await std::move(step);
     co_return system_clock::time_point(duration_cast<system_clock::duration>(microseconds(us)));
   }
@@ -250,7 +254,8 @@ private:
     }
 
     if (!value) {
-      co_await detail::append(s, seq, name, kind, std::nullopt, failure.to_json(), attempt, started);
+      co_await detail::append(s, seq, name, kind, std::nullopt, failure.to_json(), attempt,
+                              started);
       throw step_failed(s.id, seq, name, failure.type, failure.message);
     }
     std::optional<std::string> output;
@@ -273,50 +278,55 @@ private:
       s.current_seq = seq;
       std::optional<detail::stored_t<T>> value;
       {  // the connection goes back to the pool before a failure is journaled
-      auto conn = co_await s.pool->acquire();
-      std::optional<pg::transaction> tx;
-      tx.emplace(conn->begin());
-      try {
-        if constexpr (std::is_void_v<T>) {
-          co_await fn(*tx);
-          value.emplace();
-        } else {
-          value.emplace(co_await fn(*tx));
-        }
-      } catch (...) {
-        failure = detail::capture(std::current_exception());
-      }
-      if (value) {
-        std::optional<std::string> output;
-        if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
+        auto conn = co_await s.pool->acquire();
+        std::optional<pg::transaction> tx;
+        tx.emplace(conn->begin());
         try {
-          // The journal row rides in the same round trip as COMMIT, inside the transaction:
-          // the user's writes and the row commit together or not at all.
-          std::vector<pg::statement> row;
-          row.push_back(s.st->step_append(s.id, s.epoch, seq, name, kind, std::string("succeeded"), output,
-                                          std::optional<std::string>(), attempt, started));
-          co_await tx->commit(std::move(row));
-        } catch (const pg::sql_error& e) {
-          if (e.sqlstate() == ownership_lost_sqlstate)
-            throw ownership_lost(s.id, "workflow '" + s.id + "': transaction step " + std::to_string(seq) +
-                                           " '" + name + "' rolled back because another executor took "
-                                           "the workflow over; this run stops");
+          if constexpr (std::is_void_v<T>) {
+            co_await fn(*tx);
+            value.emplace();
+          } else {
+            value.emplace(co_await fn(*tx));
+          }
+        } catch (...) {
           failure = detail::capture(std::current_exception());
-          value.reset();
-        } catch (const pg::connection_error&) {
-          s.io_failed = true;
-          throw;
         }
         if (value) {
-          if (s.counters) ++s.counters->steps_executed;
-          if constexpr (!std::is_void_v<T>) co_return std::move(*value);
-          else co_return;
+          std::optional<std::string> output;
+          if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
+          try {
+            // The journal row rides in the same round trip as COMMIT, inside the transaction:
+            // the user's writes and the row commit together or not at all.
+            std::vector<pg::statement> row;
+            row.push_back(s.st->step_append(s.id, s.epoch, seq, name, kind,
+                                            std::string("succeeded"), output,
+                                            std::optional<std::string>(), attempt, started));
+            co_await tx->commit(std::move(row));
+          } catch (const pg::sql_error& e) {
+            if (e.sqlstate() == ownership_lost_sqlstate)
+              throw ownership_lost(s.id, "workflow '" + s.id + "': transaction step " +
+                                             std::to_string(seq) + " '" + name +
+                                             "' rolled back because another executor took "
+                                             "the workflow over; this run stops");
+            failure = detail::capture(std::current_exception());
+            value.reset();
+          } catch (const pg::connection_error&) {
+            s.io_failed = true;
+            throw;
+          }
+          if (value) {
+            if (s.counters) ++s.counters->steps_executed;
+            if constexpr (!std::is_void_v<T>)
+              co_return std::move(*value);
+            else
+              co_return;
+          }
         }
-      }
-      tx.reset();  // rolls back with the connection's next statement
+        tx.reset();  // rolls back with the connection's next statement
       }
       if (attempt >= std::max(policy.max_attempts, 1)) {
-        co_await detail::append(s, seq, name, kind, std::nullopt, failure.to_json(), attempt, started);
+        co_await detail::append(s, seq, name, kind, std::nullopt, failure.to_json(), attempt,
+                                started);
         throw step_failed(s.id, seq, name, failure.type, failure.message);
       }
       co_await detail::sleep_for(policy.delay(attempt));

@@ -68,7 +68,8 @@ struct registered_workflow {
   std::string name;
   std::string signature;
   std::function<void(const nlohmann::json&)> check_inputs;
-  std::function<asio::awaitable<std::optional<std::string>>(context&, const nlohmann::json&)> invoke;
+  std::function<asio::awaitable<std::optional<std::string>>(context&, const nlohmann::json&)>
+      invoke;
 };
 
 struct engine_state {
@@ -124,8 +125,9 @@ public:
       try {
         co_return durable::decode<R>(nlohmann::json::parse(output));
       } catch (const std::exception& e) {
-        throw codec_error(std::string(detail::type_name<R>()), "workflow '" + id_ + "': its output does not decode as " +
-                                                      std::string(detail::type_name<R>()) + ": " + e.what());
+        throw codec_error(std::string(detail::type_name<R>()),
+                          "workflow '" + id_ + "': its output does not decode as " +
+                              std::string(detail::type_name<R>()) + ": " + e.what());
       }
     }
   }
@@ -169,12 +171,16 @@ public:
 
   /// Claims workflow `workflow_id` for this executor (fencing out a previous owner) and
   /// resumes it by replay. Returns false if it is finished, parked or unknown here.
-  [[nodiscard]] asio::awaitable<bool> recover(std::string workflow_id) { return recover_impl(std::move(workflow_id)); }
+  [[nodiscard]] asio::awaitable<bool> recover(std::string workflow_id) {
+    return recover_impl(std::move(workflow_id));
+  }
 
   /// Resumes every unfinished workflow this executor owns. Returns how many.
   [[nodiscard]] asio::awaitable<std::size_t> recover_pending();
 
-  [[nodiscard]] workflow_handle handle(std::string workflow_id) const { return {s_, std::move(workflow_id)}; }
+  [[nodiscard]] workflow_handle handle(std::string workflow_id) const {
+    return {s_, std::move(workflow_id)};
+  }
 
   [[nodiscard]] engine_stats stats() const;
   [[nodiscard]] const std::string& executor_id() const noexcept { return s_->options.executor_id; }
@@ -185,12 +191,15 @@ public:
 
 private:
   asio::awaitable<bool> recover_impl(std::string workflow_id);
-  asio::awaitable<workflow_handle> start_encoded(std::string name, std::string id, nlohmann::json inputs);
-  static void launch(std::shared_ptr<detail::engine_state> s, std::shared_ptr<detail::run_state> run,
-                     nlohmann::json inputs);
+  asio::awaitable<workflow_handle> start_encoded(std::string name, std::string id,
+                                                 nlohmann::json inputs);
+  static void launch(std::shared_ptr<detail::engine_state> s,
+                     std::shared_ptr<detail::run_state> run, nlohmann::json inputs);
   static asio::awaitable<void> execute(std::shared_ptr<detail::engine_state> s,
-                                       std::shared_ptr<detail::run_state> run, nlohmann::json inputs);
-  static asio::awaitable<bool> claim_and_run(std::shared_ptr<detail::engine_state> s, std::string id);
+                                       std::shared_ptr<detail::run_state> run,
+                                       nlohmann::json inputs);
+  static asio::awaitable<bool> claim_and_run(std::shared_ptr<detail::engine_state> s,
+                                             std::string id);
 
   std::shared_ptr<detail::engine_state> s_;
 };

@@ -67,8 +67,8 @@ private:
 /// parked for an operator; it is not retried and never handed a wrong value.
 class nondeterminism_error : public workflow_error {
 public:
-  nondeterminism_error(std::string workflow_id, int seq, std::string journaled, std::string requested,
-                       const std::string& what)
+  nondeterminism_error(std::string workflow_id, int seq, std::string journaled,
+                       std::string requested, const std::string& what)
       : workflow_error(std::move(workflow_id), what),
         seq_(seq),
         journaled_(std::move(journaled)),

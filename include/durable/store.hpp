@@ -157,7 +157,8 @@ public:
   explicit store(std::string schema = "durable")
       : schema_name_(std::move(schema)), schema_(detail::quote_identifier(schema_name_)) {
     auto cat = std::make_shared<pg::statement_catalog>();
-    for (const auto& [name, text] : texts()) (*cat)[prefix() + name] = detail::with_schema(text, schema_);
+    for (const auto& [name, text] : texts())
+      (*cat)[prefix() + name] = detail::with_schema(text, schema_);
     catalog_ = std::move(cat);
   }
 
@@ -181,21 +182,37 @@ public:
   /// Inserts a workflow that starts running here at once, unless its id exists. Returns one
   /// row (created, name, inputs, status); no row when a concurrent insert won the race.
   template <class... A>
-  [[nodiscard]] pg::statement workflow_insert(const A&... a) const { return call("workflow_insert", a...); }
+  [[nodiscard]] pg::statement workflow_insert(const A&... a) const {
+    return call("workflow_insert", a...);
+  }
   template <class... A>
-  [[nodiscard]] pg::statement workflow_get(const A&... a) const { return call("workflow_get", a...); }
+  [[nodiscard]] pg::statement workflow_get(const A&... a) const {
+    return call("workflow_get", a...);
+  }
   template <class... A>
-  [[nodiscard]] pg::statement workflow_claim(const A&... a) const { return call("workflow_claim", a...); }
+  [[nodiscard]] pg::statement workflow_claim(const A&... a) const {
+    return call("workflow_claim", a...);
+  }
   template <class... A>
-  [[nodiscard]] pg::statement workflow_finish(const A&... a) const { return call("workflow_finish", a...); }
+  [[nodiscard]] pg::statement workflow_finish(const A&... a) const {
+    return call("workflow_finish", a...);
+  }
   template <class... A>
-  [[nodiscard]] pg::statement workflows_owned(const A&... a) const { return call("workflows_owned", a...); }
+  [[nodiscard]] pg::statement workflows_owned(const A&... a) const {
+    return call("workflows_owned", a...);
+  }
   template <class... A>
-  [[nodiscard]] pg::statement journal_load(const A&... a) const { return call("journal_load", a...); }
+  [[nodiscard]] pg::statement journal_load(const A&... a) const {
+    return call("journal_load", a...);
+  }
   template <class... A>
-  [[nodiscard]] pg::statement step_append(const A&... a) const { return call("step_append", a...); }
+  [[nodiscard]] pg::statement step_append(const A&... a) const {
+    return call("step_append", a...);
+  }
   template <class... A>
-  [[nodiscard]] pg::statement executor_upsert(const A&... a) const { return call("executor_upsert", a...); }
+  [[nodiscard]] pg::statement executor_upsert(const A&... a) const {
+    return call("executor_upsert", a...);
+  }
 
 private:
   static std::string prefix() { return "durable_"; }
@@ -224,7 +241,8 @@ UNION ALL
 SELECT false, w.name, w.inputs::text, w.status FROM {s}.workflows w
  WHERE w.id = $1 AND NOT EXISTS (SELECT 1 FROM ins))"},
         // $1 id
-        {"workflow_get", R"(SELECT name, status, status_reason, inputs::text, output::text, error::text,
+        {"workflow_get",
+         R"(SELECT name, status, status_reason, inputs::text, output::text, error::text,
        executor_id, epoch, attempts
   FROM {s}.workflows WHERE id = $1)"},
         // $1 id, $2 executor_id. A new epoch fences out any previous owner (I3).
@@ -275,7 +293,8 @@ inline asio::awaitable<int> store::version(pg::connection& c) const {
 inline asio::awaitable<int> store::migrate(pg::connection& c) const {
   auto tx = c.begin();
   // The lock comes first: even CREATE SCHEMA IF NOT EXISTS races between sessions.
-  pg::statement lock = pg::sql("SELECT pg_advisory_xact_lock($1)", detail::fnv1a("durable.migrate:" + schema_name_));
+  pg::statement lock =
+      pg::sql("SELECT pg_advisory_xact_lock($1)", detail::fnv1a("durable.migrate:" + schema_name_));
   co_await tx.run(std::move(lock));
   std::vector<pg::statement> bootstrap;
   bootstrap.push_back(plain("CREATE SCHEMA IF NOT EXISTS {s}"));
@@ -289,18 +308,18 @@ inline asio::awaitable<int> store::migrate(pg::connection& c) const {
   auto r = co_await tx.run(std::move(max_version));
   const int current = r[0].get<int>(0);
   if (current > latest_version())
-    throw schema_too_new("the database schema '" + schema_name_ + "' is at version " +
-                         std::to_string(current) + " but this build of durable knows versions up to " +
-                         std::to_string(latest_version()) +
-                         "; upgrade the library in this application, or use another schema");
+    throw schema_too_new(
+        "the database schema '" + schema_name_ + "' is at version " + std::to_string(current) +
+        " but this build of durable knows versions up to " + std::to_string(latest_version()) +
+        "; upgrade the library in this application, or use another schema");
   int applied = 0;
   for (const auto& m : detail::migrations()) {
     if (m.version <= current) continue;
     std::vector<pg::statement> batch;
-    for (const char* text : m.statements)
-      batch.push_back(plain(text));
+    for (const char* text : m.statements) batch.push_back(plain(text));
     batch.push_back(pg::sql(
-        detail::with_schema("INSERT INTO {s}.schema_migrations (version, description) VALUES ($1, $2)", schema_),
+        detail::with_schema(
+            "INSERT INTO {s}.schema_migrations (version, description) VALUES ($1, $2)", schema_),
         m.version, std::string(m.description)));
     co_await tx.run_batch(std::move(batch));
     ++applied;

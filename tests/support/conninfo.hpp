@@ -8,7 +8,8 @@
 namespace test {
 
 /// `conninfo` with `key` set to `value`, as a key='value' string.
-inline std::string with_option(const std::string& conninfo, const std::string& key, const std::string& value) {
+inline std::string with_option(const std::string& conninfo, const std::string& key,
+                               const std::string& value) {
   char* err = nullptr;
   PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);
   if (!opts) {

@@ -33,7 +33,8 @@ inline asio::awaitable<void> maybe_hang(std::string before) {
   }
 }
 
-inline durable::engine_options options(const std::string& schema, const std::string& executor = "exec-a") {
+inline durable::engine_options options(const std::string& schema,
+                                       const std::string& executor = "exec-a") {
   durable::engine_options o;
   o.conninfo = conninfo();
   o.schema = schema;
@@ -45,7 +46,8 @@ inline durable::engine_options options(const std::string& schema, const std::str
 /// Journal rows of a workflow, read by the test itself.
 inline asio::awaitable<long> journal_rows(durable::engine& eng, const std::string& id) {
   auto c = co_await eng.pool().acquire();
-  auto r = co_await c->exec("SELECT count(*) FROM " + durable::detail::quote_identifier(eng.schema().schema()) +
+  auto r = co_await c->exec("SELECT count(*) FROM " +
+                                durable::detail::quote_identifier(eng.schema().schema()) +
                                 ".steps WHERE workflow_id = $1",
                             id);
   co_return r[0].get<long>(0);
@@ -63,7 +65,8 @@ inline asio::awaitable<void> wait_rows(durable::engine& eng, const std::string& 
     if (co_await journal_rows(eng, id) >= n) co_return;
     co_await sleep_ms(2);
   }
-  throw std::runtime_error("workflow " + id + " never reached " + std::to_string(n) + " journal rows");
+  throw std::runtime_error("workflow " + id + " never reached " + std::to_string(n) +
+                           " journal rows");
 }
 
 /// Waits (without database I/O) until this engine runs no workflow.

@@ -147,21 +147,23 @@ inline void check_fully_replayed(run_state& s) {
 
 /// Journals one step (I2: one round trip, fenced by the epoch in the same statement, I3).
 inline asio::awaitable<void> append(run_state& s, int seq, const std::string& name,
-                                    const std::string& kind, const std::optional<std::string>& output,
+                                    const std::string& kind,
+                                    const std::optional<std::string>& output,
                                     const std::optional<std::string>& error, int attempts,
                                     double started_at) {
   try {
     const std::string status = error ? "failed" : "succeeded";
-    pg::statement row = s.st->step_append(s.id, s.epoch, seq, name, kind, status, output, error, attempts,
-                                          started_at);
+    pg::statement row = s.st->step_append(s.id, s.epoch, seq, name, kind, status, output, error,
+                                          attempts, started_at);
     auto conn = co_await s.pool->acquire();
     co_await conn->run(std::move(row));
   } catch (const pg::sql_error& e) {
     if (e.sqlstate() == ownership_lost_sqlstate)
-      throw ownership_lost(s.id, "workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                                     "' was not journaled because another executor took the "
-                                     "workflow over (" +
-                                     e.server_message() + "); this run stops and the new owner continues");
+      throw ownership_lost(
+          s.id, "workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
+                    "' was not journaled because another executor took the "
+                    "workflow over (" +
+                    e.server_message() + "); this run stops and the new owner continues");
     s.io_failed = true;
     throw;
   } catch (const durable::error&) {

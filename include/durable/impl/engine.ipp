@@ -19,7 +19,8 @@ std::string signature_of() {
 }
 
 template <class R, class... Args>
-asio::awaitable<std::optional<std::string>> invoke_workflow(asio::awaitable<R> (*fn)(context&, Args...),
+asio::awaitable<std::optional<std::string>> invoke_workflow(asio::awaitable<R> (*fn)(context&,
+                                                                                     Args...),
                                                             context& ctx, nlohmann::json inputs) {
   std::tuple<std::decay_t<Args>...> args;
   try {
@@ -27,8 +28,8 @@ asio::awaitable<std::optional<std::string>> invoke_workflow(asio::awaitable<R> (
   } catch (const codec_error& e) {
     throw workflow_parked(ctx.workflow_id(),
                           "workflow '" + ctx.workflow_id() + "' (" + ctx.workflow_name() +
-                              "): its journaled inputs no longer decode as " + signature_of<Args...>() +
-                              ": " + e.what() +
+                              "): its journaled inputs no longer decode as " +
+                              signature_of<Args...>() + ": " + e.what() +
                               "; the workflow's parameters changed while it was in flight");
   }
   auto call = [&](auto&... a) { return fn(ctx, a...); };
@@ -62,7 +63,9 @@ void engine::register_workflow(std::string name, asio::awaitable<R> (*fn)(contex
   w.name = name;
   w.signature = detail::signature_of<Args...>();
   w.check_inputs = [](const nlohmann::json& j) { (void)durable::decode<inputs_t>(j); };
-  w.invoke = [fn](context& ctx, const nlohmann::json& j) { return detail::invoke_workflow(fn, ctx, j); };
+  w.invoke = [fn](context& ctx, const nlohmann::json& j) {
+    return detail::invoke_workflow(fn, ctx, j);
+  };
   if (!s_->registry.emplace(name, std::move(w)).second)
     throw error("register_workflow: a workflow named '" + name + "' is already registered");
 }
@@ -93,15 +96,15 @@ inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, 
   try {
     it->second.check_inputs(inputs);
   } catch (const codec_error& e) {
-    throw error("start('" + name + "', '" + id + "'): workflow '" + name + "' takes " + it->second.signature +
-                " but was given arguments that do not convert: " + e.what());
+    throw error("start('" + name + "', '" + id + "'): workflow '" + name + "' takes " +
+                it->second.signature + " but was given arguments that do not convert: " + e.what());
   }
   const std::string inputs_text = inputs.dump();
   std::string existing_name, existing_inputs;
   {
     auto c = co_await s->pool.acquire();
-    auto r = co_await c->run(
-        s->st.workflow_insert(id, name, inputs_text, s->options.executor_id, s->options.app_version));
+    auto r = co_await c->run(s->st.workflow_insert(id, name, inputs_text, s->options.executor_id,
+                                                   s->options.app_version));
     if (!r.empty() && r[0].get<bool>(0)) {
       auto run = std::make_shared<detail::run_state>();
       run->id = id;
@@ -115,24 +118,26 @@ inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, 
       existing_inputs = r[0].get<std::string>(2);
     } else {  // a concurrent start committed after this statement's snapshot
       auto g = co_await c->run(s->st.workflow_get(id));
-      if (g.empty()) throw error("start('" + name + "', '" + id + "'): the workflow vanished while starting");
+      if (g.empty())
+        throw error("start('" + name + "', '" + id + "'): the workflow vanished while starting");
       existing_name = g[0].get<std::string>(0);
       existing_inputs = g[0].get<std::string>(3);
     }
   }
   if (existing_name != name)
-    throw workflow_conflict(id, "workflow id '" + id + "' is already used by a workflow named '" + existing_name +
-                                    "', so it cannot start '" + name + "'; choose another id");
+    throw workflow_conflict(id, "workflow id '" + id + "' is already used by a workflow named '" +
+                                    existing_name + "', so it cannot start '" + name +
+                                    "'; choose another id");
   if (nlohmann::json::parse(existing_inputs) != inputs)
-    throw workflow_conflict(id, "workflow id '" + id + "' (" + name + ") already exists with other inputs " +
-                                    detail::truncate(existing_inputs) + " than " +
-                                    detail::truncate(inputs_text) +
-                                    "; the id is the idempotency key, so use a new id for new inputs");
+    throw workflow_conflict(
+        id, "workflow id '" + id + "' (" + name + ") already exists with other inputs " +
+                detail::truncate(existing_inputs) + " than " + detail::truncate(inputs_text) +
+                "; the id is the idempotency key, so use a new id for new inputs");
   co_return workflow_handle(s, std::move(id));
 }
 
-inline void engine::launch(std::shared_ptr<detail::engine_state> s, std::shared_ptr<detail::run_state> run,
-                           nlohmann::json inputs) {
+inline void engine::launch(std::shared_ptr<detail::engine_state> s,
+                           std::shared_ptr<detail::run_state> run, nlohmann::json inputs) {
   run->pool = &s->pool;
   run->st = &s->st;
   run->counters = &s->counters;
@@ -143,7 +148,8 @@ inline void engine::launch(std::shared_ptr<detail::engine_state> s, std::shared_
 }
 
 inline asio::awaitable<void> engine::execute(std::shared_ptr<detail::engine_state> s,
-                                             std::shared_ptr<detail::run_state> run, nlohmann::json inputs) {
+                                             std::shared_ptr<detail::run_state> run,
+                                             nlohmann::json inputs) {
   enum class outcome { succeeded, failed, parked, lost, retry };
   outcome kind = outcome::failed;
   std::optional<std::string> output, error_json, reason;
@@ -183,7 +189,8 @@ inline asio::awaitable<void> engine::execute(std::shared_ptr<detail::engine_stat
     } else if (run->park_reason) {
       kind = outcome::parked;
       reason = run->park_reason;
-      error_json = nlohmann::json{{"type", "durable::codec_error"}, {"message", *run->park_reason}}.dump();
+      error_json =
+          nlohmann::json{{"type", "durable::codec_error"}, {"message", *run->park_reason}}.dump();
     }
   }
   if (kind != outcome::lost && kind != outcome::retry) {
@@ -193,8 +200,8 @@ inline asio::awaitable<void> engine::execute(std::shared_ptr<detail::engine_stat
       // statements are built into locals first (here and elsewhere).
       std::optional<std::string> final_output;
       if (kind == outcome::succeeded) final_output = output.value_or("null");
-      pg::statement finish = s->st.workflow_finish(run->id, run->epoch, std::string(names[int(kind)]),
-                                                   final_output, error_json, reason);
+      pg::statement finish = s->st.workflow_finish(
+          run->id, run->epoch, std::string(names[int(kind)]), final_output, error_json, reason);
       auto c = co_await s->pool.acquire();
       auto r = co_await c->run(std::move(finish));
       if (r.affected() == 0) kind = outcome::lost;  // I3: a newer epoch owns it now
@@ -222,7 +229,8 @@ inline asio::awaitable<void> engine::execute(std::shared_ptr<detail::engine_stat
   }
 }
 
-inline asio::awaitable<bool> engine::claim_and_run(std::shared_ptr<detail::engine_state> s, std::string id) {
+inline asio::awaitable<bool> engine::claim_and_run(std::shared_ptr<detail::engine_state> s,
+                                                   std::string id) {
   std::vector<pg::result> r;
   {
     auto c = co_await s->pool.acquire();
@@ -242,7 +250,8 @@ inline asio::awaitable<bool> engine::claim_and_run(std::shared_ptr<detail::engin
   auto inputs = nlohmann::json::parse(r[0][0].get<std::string>(1));
   run->epoch = r[0][0].get<std::int64_t>(2);
   if (!s->registry.contains(run->name))
-    throw error("recover('" + id + "'): workflow '" + run->name + "' is not registered with this engine");
+    throw error("recover('" + id + "'): workflow '" + run->name +
+                "' is not registered with this engine");
   run->journal.reserve(std::size_t(r[1].rows()));
   for (const pg::row row : r[1]) {
     detail::journal_entry e;
@@ -325,10 +334,11 @@ inline asio::awaitable<std::string> workflow_handle::wait_output() const {
       const std::string type = j.value("type", "unknown");
       const std::string message = j.value("message", reason.value_or(""));
       if (status == "parked" && type == "durable::nondeterminism_error")
-        throw nondeterminism_error(id_, j.value("seq", -1), j.value("journaled", ""), j.value("requested", ""),
-                                   message);
+        throw nondeterminism_error(id_, j.value("seq", -1), j.value("journaled", ""),
+                                   j.value("requested", ""), message);
       if (status == "parked") throw workflow_parked(id_, reason.value_or(message));
-      if (status == "cancelled") throw workflow_failed(id_, "durable::cancelled", reason.value_or("cancelled"));
+      if (status == "cancelled")
+        throw workflow_failed(id_, "durable::cancelled", reason.value_or("cancelled"));
       throw workflow_failed(id_, type, message);
     }
     if (auto it = s->running.find(id_); it != s->running.end()) {
@@ -336,7 +346,8 @@ inline asio::awaitable<std::string> workflow_handle::wait_output() const {
       asio::error_code ec;
       co_await done->async_wait(asio::redirect_error(asio::use_awaitable, ec));
     } else {
-      co_await detail::sleep_for(std::chrono::milliseconds(std::min(10 << std::min(round, 6), 500)));
+      co_await detail::sleep_for(
+          std::chrono::milliseconds(std::min(10 << std::min(round, 6), 500)));
     }
   }
 }

@@ -65,7 +65,8 @@ public:
   pool(asio::any_io_executor ex, std::string conninfo, std::size_t size,
        std::shared_ptr<const statement_catalog> catalog = {}) {
     if (size == 0) throw durable::error("a connection pool needs at least one connection");
-    state_ = std::make_shared<detail::pool_state>(ex, std::move(conninfo), size, std::move(catalog));
+    state_ =
+        std::make_shared<detail::pool_state>(ex, std::move(conninfo), size, std::move(catalog));
     for (std::size_t i = 0; i < size; ++i) (void)state_->free.try_send(asio::error_code{}, i);
   }
   pool(const pool&) = delete;

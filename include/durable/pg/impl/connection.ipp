@@ -35,8 +35,9 @@ struct conninfo_options {
       if (v.empty() && env && std::getenv(env)) v = std::getenv(env);
       return v.empty() ? std::string(fallback) : v;
     };
-    return "host=" + or_env("host", "PGHOST", "(default)") + " port=" +
-           or_env("port", "PGPORT", "5432") + " dbname=" + or_env("dbname", "PGDATABASE", "(default)") +
+    return "host=" + or_env("host", "PGHOST", "(default)") +
+           " port=" + or_env("port", "PGPORT", "5432") +
+           " dbname=" + or_env("dbname", "PGDATABASE", "(default)") +
            " user=" + or_env("user", "PGUSER", "(default)");
   }
 };
@@ -97,9 +98,9 @@ inline asio::awaitable<std::unique_ptr<connection>> connection::connect_impl(
     try {
       endpoints = co_await resolver.async_resolve(host, port, asio::use_awaitable);
     } catch (const asio::system_error& e) {
-      throw connection_error("could not connect to PostgreSQL (" + where +
-                             "): could not resolve host name \"" + host + "\": " + e.code().message() +
-                             "; check the host in the connection string or PGHOST");
+      throw connection_error(
+          "could not connect to PostgreSQL (" + where + "): could not resolve host name \"" + host +
+          "\": " + e.code().message() + "; check the host in the connection string or PGHOST");
     }
     std::vector<std::string> addrs;
     for (const auto& e : endpoints) {
@@ -154,11 +155,13 @@ inline asio::awaitable<std::unique_ptr<connection>> connection::connect_impl(
   if (c->socket_.is_open()) c->socket_.release();
   c->socket_.assign(PQsocket(raw));
   // Notices (e.g. "already exists, skipping") are not errors; a library must not print them.
-  PQsetNoticeProcessor(raw, [](void*, const char*) {}, nullptr);
+  PQsetNoticeProcessor(
+      raw, [](void*, const char*) {}, nullptr);
   if (PQsetnonblocking(raw, 1) != 0 || PQenterPipelineMode(raw) != 1)
-    throw connection_error("could not switch the PostgreSQL connection to non-blocking "
-                           "pipeline mode: " +
-                           detail::trim_message(PQerrorMessage(raw)));
+    throw connection_error(
+        "could not switch the PostgreSQL connection to non-blocking "
+        "pipeline mode: " +
+        detail::trim_message(PQerrorMessage(raw)));
   co_return c;
 }
 
@@ -188,7 +191,8 @@ inline transaction connection::begin() {
 
 inline std::string connection::quote_identifier(std::string_view id) const {
   char* q = PQescapeIdentifier(conn_, id.data(), id.size());
-  if (!q) throw durable::error("invalid identifier: " + detail::trim_message(PQerrorMessage(conn_)));
+  if (!q)
+    throw durable::error("invalid identifier: " + detail::trim_message(PQerrorMessage(conn_)));
   std::string s(q);
   PQfreemem(q);
   return s;
@@ -249,10 +253,12 @@ inline void connection::send(const statement& s) {
     large.resize(std::size_t(n));
     values = large.data();
   }
-  for (int i = 0; i < n; ++i) values[i] = s.params[std::size_t(i)] ? s.params[std::size_t(i)]->c_str() : nullptr;
-  const int ok = s.prepared
-                     ? PQsendQueryPrepared(conn_, s.text.c_str(), n, values, nullptr, nullptr, 0)
-                     : PQsendQueryParams(conn_, s.text.c_str(), n, nullptr, values, nullptr, nullptr, 0);
+  for (int i = 0; i < n; ++i)
+    values[i] = s.params[std::size_t(i)] ? s.params[std::size_t(i)]->c_str() : nullptr;
+  const int ok =
+      s.prepared
+          ? PQsendQueryPrepared(conn_, s.text.c_str(), n, values, nullptr, nullptr, 0)
+          : PQsendQueryParams(conn_, s.text.c_str(), n, nullptr, values, nullptr, nullptr, 0);
   if (!ok) {
     broken_ = true;
     throw connection_lost("could not send statement '" + statement_label(s) +
@@ -293,7 +299,8 @@ inline asio::awaitable<std::vector<result>> connection::run_internal(
     throw connection_lost("connection to PostgreSQL is broken; acquire a new one");
   if (in_flight_) {
     broken_ = true;
-    throw connection_lost("connection was abandoned in the middle of a round trip; acquire a new one");
+    throw connection_lost(
+        "connection was abandoned in the middle of a round trip; acquire a new one");
   }
   struct sent {
     std::string label;
@@ -359,7 +366,8 @@ inline asio::awaitable<std::vector<result>> connection::run_internal(
           const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
           const char* primary = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
           const char* detail = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
-          first_error.emplace(state ? state : "", detail::trim_message(primary ? primary : PQresultErrorMessage(r)),
+          first_error.emplace(state ? state : "",
+                              detail::trim_message(primary ? primary : PQresultErrorMessage(r)),
                               op.label, detail ? detail : "");
         }
         PQclear(r);
@@ -393,7 +401,8 @@ inline asio::awaitable<std::vector<result>> transaction::commit_impl(std::vector
     co_return std::vector<result>{};
   }
   if (!c.begin_pending_ && PQtransactionStatus(c.conn_) == PQTRANS_INERROR)
-    throw durable::error("cannot commit: a statement in this transaction failed, so it is rolled back");
+    throw durable::error(
+        "cannot commit: a statement in this transaction failed, so it is rolled back");
   last.push_back(statement{"COMMIT", {}, false});
   auto results = co_await c.run_batch(std::move(last));
   const char* status = PQcmdStatus(results.back().native_handle());
