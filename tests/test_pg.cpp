@@ -18,6 +18,7 @@
 
 #include "support/conninfo.hpp"
 #include "support/db.hpp"
+#include "support/processes.hpp"
 
 using namespace durable;
 using namespace std::chrono_literals;
@@ -434,40 +435,16 @@ TEST_CASE("the server restarted under a live pool", "[pg][pool][failure][restart
 TEST_CASE("four processes migrating one empty schema at once end with one correct schema",
           "[pg][migrate]") {
   const std::string schema = test::fresh_schema("mig");
-  int go[2];
-  REQUIRE(::pipe(go) == 0);
-  std::vector<pid_t> children;
-  for (int i = 0; i < 4; ++i) {
-    pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::close(go[1]);
-      int code = 1;
-      try {
-        code = test::run([&]() -> asio::awaitable<int> {
-          auto c = co_await pg::connection::connect(test::conninfo());
-          char byte;
-          if (::read(go[0], &byte, 1) != 1) co_return 2;  // start together
-          store st(schema);
-          co_await st.migrate(*c);
-          co_return co_await st.version(*c) == store::latest_version() ? 0 : 3;
-        }());
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "migrating child failed: %s\n", e.what());
-      }
-      ::_exit(code);
-    }
-    children.push_back(pid);
-  }
-  ::close(go[0]);
-  REQUIRE(::write(go[1], "gggg", 4) == 4);
-  ::close(go[1]);
-  for (pid_t pid : children) {
-    int status = 0;
-    REQUIRE(::waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0);
-  }
+  const auto codes = test::run_together(4, [&](int, test::start_gate gate) {
+    return test::run([&]() -> asio::awaitable<int> {
+      auto c = co_await pg::connection::connect(test::conninfo());
+      if (!gate.wait()) co_return 2;  // connected; now migrate all at once
+      store st(schema);
+      co_await st.migrate(*c);
+      co_return co_await st.version(*c) == store::latest_version() ? 0 : 3;
+    }());
+  });
+  CHECK(codes == std::vector<int>(4, 0));
   test::run([&]() -> asio::awaitable<void> {
     auto c = co_await connect();
     auto r = co_await c->exec("SELECT version FROM " + detail::quote_identifier(schema) +

@@ -10,6 +10,7 @@
 #include <asio/experimental/awaitable_operators.hpp>
 #include <catch2/catch.hpp>
 
+#include "support/processes.hpp"
 #include "support/workflows.hpp"
 
 using namespace durable;
@@ -337,43 +338,21 @@ TEST_CASE("two processes starting one id at once run it once", "[workflow][start
   const auto schema = test::fresh_schema("race");
   // Create the schema first so the children race on the start, not the migration.
   with_engine(schema, [](engine&) -> asio::awaitable<void> { co_return; });
-  int go[2];
-  REQUIRE(::pipe(go) == 0);
-  std::vector<pid_t> children;
-  for (int i = 0; i < 2; ++i) {
-    const pid_t pid = ::fork();
-    REQUIRE(pid >= 0);
-    if (pid == 0) {
-      ::close(go[1]);
-      int code = 1;
-      try {
-        probe.reset();
-        with_engine(
-            schema,
-            [&](engine& eng) -> asio::awaitable<void> {
-              char byte;
-              if (::read(go[0], &byte, 1) != 1) co_return;
-              auto h = co_await eng.start("counter", "contested", 4);
-              const int r = co_await h.result<int>();
-              code = r == 6 ? 0 : 3;
-            },
-            "exec-" + std::to_string(i));
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "child failed: %s\n", e.what());
-      }
-      ::_exit(code);
-    }
-    children.push_back(pid);
-  }
-  ::close(go[0]);
-  REQUIRE(::write(go[1], "gg", 2) == 2);
-  ::close(go[1]);
-  for (pid_t pid : children) {
-    int status = 0;
-    REQUIRE(::waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 0);
-  }
+  const auto codes = test::run_together(2, [&](int i, test::start_gate gate) {
+    int code = 1;
+    probe.reset();
+    with_engine(
+        schema,
+        [&](engine& eng) -> asio::awaitable<void> {
+          if (!gate.wait()) co_return;  // both engines are open; start at once
+          auto h = co_await eng.start("counter", "contested", 4);
+          const int r = co_await h.result<int>();
+          code = r == 6 ? 0 : 3;
+        },
+        "exec-" + std::to_string(i));
+    return code;
+  });
+  CHECK(codes == std::vector<int>{0, 0});
   with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     auto c = co_await eng.pool().acquire();
     auto r = co_await c->exec("SELECT count(*), count(DISTINCT seq), max(epoch) FROM " + q(schema) +

@@ -27,14 +27,14 @@ namespace durable {
 
 struct engine_options {
   /// libpq conninfo string or URL; empty means the PG* environment variables.
-  std::string conninfo;
+  std::string conninfo{};
   /// Schema holding every table (created by migrate()).
   std::string schema = "durable";
   /// Identity under which this engine owns workflows. open() resumes the unfinished
   /// workflows of this id, so keep it stable across restarts of the same process slot.
   /// Default: $DURABLE_EXECUTOR_ID, else the host name.
-  std::string executor_id;
-  std::string app_version;
+  std::string executor_id{};
+  std::string app_version{};
   std::size_t pool_size = 8;
   /// Run migrations in open().
   bool migrate = true;

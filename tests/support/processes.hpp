@@ -1,0 +1,57 @@
+// Running test code in several real processes that start at the same moment.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+namespace test {
+
+/// Lets a child block until the parent releases every child at once.
+struct start_gate {
+  int fd;
+  [[nodiscard]] bool wait() const {
+    char byte;
+    return ::read(fd, &byte, 1) == 1;
+  }
+};
+
+/// Forks `n` children running `child(index, gate) -> exit code`, releases them together, and
+/// returns their exit codes (128 + signal for a child that was killed).
+template <class Child>
+std::vector<int> run_together(int n, Child child) {
+  int go[2];
+  if (::pipe(go) != 0) return {};
+  std::vector<pid_t> pids;
+  for (int i = 0; i < n; ++i) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(go[1]);
+      int code = 1;
+      try {
+        code = child(i, start_gate{go[0]});
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "child %d failed: %s\n", i, e.what());
+      }
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  ::close(go[0]);
+  for (int i = 0; i < n; ++i) (void)!::write(go[1], "g", 1);
+  ::close(go[1]);
+  std::vector<int> codes;
+  for (pid_t pid : pids) {
+    int status = 0;
+    if (pid < 0 || ::waitpid(pid, &status, 0) != pid)
+      codes.push_back(-1);
+    else
+      codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  }
+  return codes;
+}
+
+}  // namespace test
