@@ -203,3 +203,208 @@ TEST_CASE("workflows survive 50+ SIGKILLs with every effect once and no journal 
                         << rounds << " rounds, " << total_repeats << " re-executed steps");
   }());
 }
+
+// ---- many executors, one database: leases, takeover, fencing, graceful hand-over -----------
+
+namespace {
+
+asio::awaitable<long> slow_wf(context& ctx, int n, int step_ms) {
+  long sum = 0;
+  for (int i = 0; i < n; ++i)
+    sum += co_await ctx.step("slow-" + std::to_string(i), [i, step_ms]() -> asio::awaitable<long> {
+      co_await test::sleep_ms(step_ms);
+      co_return i;
+    });
+  co_return sum;
+}
+
+/// Forks an executor process that opens an engine and runs `body(engine) -> exit code`.
+template <class Body>
+pid_t spawn_executor(const std::string& schema, const std::string& executor,
+                     std::chrono::milliseconds lease, Body body) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  int code = 1;
+  try {
+    test::run([&]() -> asio::awaitable<void> {
+      auto o = test::options(schema, executor);
+      o.lease_timeout = lease;
+      o.heartbeat_interval = std::chrono::milliseconds(100);
+      engine eng(co_await asio::this_coro::executor, o);
+      eng.register_workflow("slow", &slow_wf);
+      (void)co_await eng.open();
+      code = co_await body(eng);
+    }());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "executor %s: %s\n", executor.c_str(), e.what());
+  }
+  ::_exit(code);
+}
+
+/// The exit code of `pid`, or -1 (after killing it) if it runs longer than `seconds`.
+int wait_exit(pid_t pid, int seconds) {
+  int status = 0;
+  for (int i = 0; i < seconds * 100; ++i) {
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    ::usleep(10000);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
+
+/// Polls until the workflow has `n` journal rows.
+void wait_rows(const std::string& schema, const std::string& id, long n) {
+  test::run([&]() -> asio::awaitable<void> {
+    auto c = co_await pg::connection::connect(test::conninfo());
+    for (int i = 0; i < 3000; ++i) {
+      auto r = co_await c->exec("SELECT count(*) FROM " + detail::quote_identifier(schema) +
+                                    ".steps WHERE workflow_id = $1",
+                                id);
+      if (r[0].get<long>(0) >= n) co_return;
+      co_await test::sleep_ms(10);
+    }
+    throw std::runtime_error("workflow " + id + " made no progress");
+  }());
+}
+
+struct final_state {
+  std::string status, output, executor;
+  long epoch = 0, rows = 0, seqs = 0, rewritten = 0;
+};
+
+final_state final_of(const std::string& schema, const std::string& id) {
+  return test::run([&]() -> asio::awaitable<final_state> {
+    auto c = co_await pg::connection::connect(test::conninfo());
+    const auto s = detail::quote_identifier(schema);
+    auto r = co_await c->exec(
+        "SELECT w.status, coalesce(w.output::text, ''), w.executor_id, w.epoch, "
+        "(SELECT count(*) FROM " +
+            s +
+            ".steps t WHERE t.workflow_id = w.id), "
+            "(SELECT count(DISTINCT seq) FROM " +
+            s +
+            ".steps t WHERE t.workflow_id = w.id), "
+            "(SELECT count(*) FROM " +
+            s + ".journal_audit) FROM " + s + ".workflows w WHERE w.id = $1",
+        id);
+    co_return final_state{r[0].get<std::string>(0), r[0].get<std::string>(1),
+                          r[0].get<std::string>(2), r[0].get<long>(3),
+                          r[0].get<long>(4),        r[0].get<long>(5),
+                          r[0].get<long>(6)};
+  }());
+}
+
+/// A schema with an audit trigger that records every UPDATE or DELETE of a journal row.
+std::string audited_schema(const std::string& tag) {
+  const std::string schema = test::fresh_schema(tag);
+  test::run([&]() -> asio::awaitable<void> {
+    engine eng(co_await asio::this_coro::executor, test::options(schema, "setup"));
+    (void)co_await eng.migrate();
+    auto c = co_await eng.pool().acquire();
+    const auto s = detail::quote_identifier(schema);
+    co_await c->exec("CREATE TABLE " + s + ".journal_audit (op text, workflow_id text, seq int)");
+    co_await c->exec(
+        "CREATE FUNCTION " + s +
+        ".audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO " + s +
+        ".journal_audit VALUES (TG_OP, OLD.workflow_id, OLD.seq); RETURN NULL; END $$");
+    co_await c->exec("CREATE TRIGGER journal_audit AFTER UPDATE OR DELETE ON " + s +
+                     ".steps FOR EACH ROW EXECUTE FUNCTION " + s + ".audit()");
+  }());
+  return schema;
+}
+
+asio::awaitable<int> await_slow(engine& eng, std::string id) {
+  for (int i = 0; i < 3000; ++i) {  // the workflow may not exist yet
+    try {
+      const long sum = co_await eng.handle(id).result<long>();
+      co_return sum == 45 ? 0 : 3;
+    } catch (const workflow_failed&) {
+      co_return 4;
+    } catch (const durable::error&) {
+    }
+    co_await test::sleep_ms(10);
+  }
+  co_return 5;
+}
+
+}  // namespace
+
+TEST_CASE("a killed executor's workflow is taken over after its lease and finished once",
+          "[executors][process]") {
+  const auto schema = audited_schema("take");
+  using namespace std::chrono_literals;
+  const pid_t a = spawn_executor(schema, "exec-a", 1000ms, [](engine& eng) -> asio::awaitable<int> {
+    (void)co_await eng.start("slow", "w-take", 10, 100);
+    co_await test::sleep_ms(60000);
+    co_return 0;
+  });
+  wait_rows(schema, "w-take", 3);
+  ::kill(a, SIGKILL);
+  CHECK(wait_exit(a, 10) == 128 + SIGKILL);
+  const pid_t b = spawn_executor(schema, "exec-b", 1000ms,
+                                 [](engine& eng) { return await_slow(eng, "w-take"); });
+  CHECK(wait_exit(b, 60) == 0);
+  const auto f = final_of(schema, "w-take");
+  CHECK(f.status == "succeeded");
+  CHECK(f.output == "45");
+  CHECK(f.executor == "exec-b");
+  CHECK(f.epoch >= 2);
+  CHECK(f.rows == 10);
+  CHECK(f.seqs == 10);
+  CHECK(f.rewritten == 0);
+}
+
+TEST_CASE("an executor paused past its lease is fenced out when it comes back (I3)",
+          "[executors][process][fencing]") {
+  const auto schema = audited_schema("stop");
+  using namespace std::chrono_literals;
+  // exec-a exits 0 only if it saw its ownership lost (and the workflow finish elsewhere).
+  const pid_t a = spawn_executor(schema, "exec-a", 1000ms, [](engine& eng) -> asio::awaitable<int> {
+    (void)co_await eng.start("slow", "w-stop", 10, 100);
+    const int code = co_await await_slow(eng, "w-stop");
+    co_await test::wait_idle(eng);
+    co_return code == 0 && eng.stats().ownership_lost >= 1 ? 0 : 10 + code;
+  });
+  wait_rows(schema, "w-stop", 3);
+  ::kill(a, SIGSTOP);
+  const pid_t b = spawn_executor(schema, "exec-b", 1000ms,
+                                 [](engine& eng) { return await_slow(eng, "w-stop"); });
+  CHECK(wait_exit(b, 60) == 0);
+  const auto before = final_of(schema, "w-stop");
+  ::kill(a, SIGCONT);
+  CHECK(wait_exit(a, 60) == 0);
+  const auto after = final_of(schema, "w-stop");
+  CHECK(before.status == "succeeded");
+  CHECK(after.status == "succeeded");
+  CHECK(after.output == "45");
+  CHECK(after.executor == "exec-b");
+  CHECK(after.epoch == before.epoch);
+  CHECK(after.rows == 10);  // the paused executor's late step was rejected
+  CHECK(after.seqs == 10);
+  CHECK(after.rewritten == 0);
+}
+
+TEST_CASE("graceful shutdown hands work over without waiting for the lease",
+          "[executors][process][shutdown]") {
+  const auto schema = audited_schema("grace");
+  using namespace std::chrono_literals;
+  // With a one-hour lease, only the hand-over can explain exec-b finishing the workflow.
+  const pid_t a = spawn_executor(schema, "exec-a", 1h, [&](engine& eng) -> asio::awaitable<int> {
+    (void)co_await eng.start("slow", "w-grace", 10, 100);
+    while (co_await test::journal_rows(eng, "w-grace") < 3) co_await test::sleep_ms(10);
+    co_await eng.shutdown(std::chrono::seconds(5));
+    co_return eng.running() == 0 ? 0 : 3;
+  });
+  const pid_t b =
+      spawn_executor(schema, "exec-b", 1h, [](engine& eng) { return await_slow(eng, "w-grace"); });
+  CHECK(wait_exit(a, 60) == 0);
+  CHECK(wait_exit(b, 60) == 0);
+  const auto f = final_of(schema, "w-grace");
+  CHECK(f.status == "succeeded");
+  CHECK(f.output == "45");
+  CHECK(f.executor == "exec-b");
+  CHECK(f.rows == 10);
+  CHECK(f.rewritten == 0);
+}

@@ -120,6 +120,15 @@ constexpr void check_step_function() {
 }
 
 inline void require_live(run_state& s, int seq, const std::string& name) {
+  // After a journal write of unknown outcome, nothing more may be journaled in this run:
+  // a later row could be built on a step result that never committed.
+  if (s.stopping && *s.stopping)
+    throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
+                       "' not started because the engine is shutting down; another executor "
+                       "resumes the workflow");
+  if (s.io_failed)
+    throw error("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
+                "' not run because an earlier journal write failed; the workflow is retried");
   if (!s.pool)
     throw error("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
                 "' has no journal row, and this replay has no database to run it against");

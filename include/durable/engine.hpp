@@ -40,6 +40,12 @@ struct engine_options {
   bool migrate = true;
   /// Pause before a workflow whose database I/O failed is claimed and replayed again.
   std::chrono::milliseconds io_retry_delay{500};
+  /// How often open()'s background loop refreshes this executor's lease and looks for
+  /// workflows of executors whose lease ran out.
+  std::chrono::milliseconds heartbeat_interval{1000};
+  /// An executor that has not heartbeaten for this long is presumed dead: live executors
+  /// take its unfinished workflows over (bumping their epoch, which fences the old owner).
+  std::chrono::milliseconds lease_timeout{5000};
 };
 
 /// Counters that show what work cost; the pool's are statements and round trips sent.
@@ -49,6 +55,7 @@ struct engine_stats {
   std::uint64_t journal_loads = 0;
   std::uint64_t steps_replayed = 0;
   std::uint64_t steps_executed = 0;
+  std::uint64_t ownership_lost = 0;
 };
 
 /// What status() reports; see docs/concepts.md for the lifecycle.
@@ -85,6 +92,8 @@ struct engine_state {
   pg::pool pool;
   std::map<std::string, registered_workflow, std::less<>> registry;
   engine_counters counters;
+  bool stopping = false;
+  std::shared_ptr<asio::steady_timer> maintenance;
   // Local runs by workflow id; waiters in result() sleep on `done` until the run ends.
   struct local_run {
     std::shared_ptr<asio::steady_timer> done;
@@ -151,9 +160,16 @@ public:
   template <class R, class... Args>
   void register_workflow(std::string name, asio::awaitable<R> (*fn)(context&, Args...));
 
-  /// Migrates (unless disabled), registers this executor, and resumes the unfinished
-  /// workflows it owned. Returns the number resumed.
+  /// Migrates (unless disabled), registers this executor, resumes the unfinished workflows
+  /// it owned, and starts the background loop that heartbeats and takes over the workflows
+  /// of executors whose lease ran out. Returns the number resumed.
   [[nodiscard]] asio::awaitable<std::size_t> open();
+
+  /// Graceful shutdown: accepts no new work, lets running steps finish (for up to `grace`),
+  /// stops each workflow at its next step boundary, and ends this executor's lease so that
+  /// other executors resume its workflows at once instead of after the lease timeout.
+  [[nodiscard]] asio::awaitable<void> shutdown(
+      std::chrono::milliseconds grace = std::chrono::seconds(10));
 
   /// Runs the schema migrations; see store::migrate.
   [[nodiscard]] asio::awaitable<int> migrate();
@@ -198,6 +214,7 @@ private:
   static asio::awaitable<void> execute(std::shared_ptr<detail::engine_state> s,
                                        std::shared_ptr<detail::run_state> run,
                                        nlohmann::json inputs);
+  static asio::awaitable<void> maintain(std::shared_ptr<detail::engine_state> s);
   static asio::awaitable<bool> claim_and_run(std::shared_ptr<detail::engine_state> s,
                                              std::string id);
 

@@ -52,6 +52,21 @@ inline std::string with_schema(std::string_view text, const std::string& schema)
   return out;
 }
 
+/// A text[] literal ({"a","b"}) for binding a list of strings as one parameter.
+inline std::string text_array(const std::vector<std::string>& items) {
+  std::string out = "{";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    if (i) out += ',';
+    out += '"';
+    for (char c : items[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  return out + "}";
+}
+
 /// 64-bit FNV-1a; keys the migration advisory lock per schema.
 inline std::int64_t fnv1a(std::string_view s) {
   std::uint64_t h = 14695981039346656037ull;
@@ -210,6 +225,18 @@ public:
     return call("step_append", a...);
   }
   template <class... A>
+  [[nodiscard]] pg::statement executor_heartbeat(const A&... a) const {
+    return call("executor_heartbeat", a...);
+  }
+  template <class... A>
+  [[nodiscard]] pg::statement executor_release(const A&... a) const {
+    return call("executor_release", a...);
+  }
+  template <class... A>
+  [[nodiscard]] pg::statement workflows_take_over(const A&... a) const {
+    return call("workflows_take_over", a...);
+  }
+  template <class... A>
   [[nodiscard]] pg::statement executor_upsert(const A&... a) const {
     return call("executor_upsert", a...);
   }
@@ -267,6 +294,26 @@ RETURNING name, inputs::text, epoch)"},
         {"step_append", R"(SELECT {s}.append_step($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9,
                         to_timestamp($10::double precision)))"},
         // $1 id, $2 host, $3 pid, $4 app_version
+        // $1 id
+        {"executor_heartbeat", R"(UPDATE {s}.executors SET heartbeat_at = now() WHERE id = $1)"},
+        // $1 id. Graceful shutdown: the lease ends now, so others take over at once.
+        {"executor_release",
+         R"(UPDATE {s}.executors SET heartbeat_at = '-infinity' WHERE id = $1)"},
+        // $1 this executor, $2 lease timeout (ms), $3 workflow names it runs (text[]),
+        // $4 how many at most. SKIP LOCKED: two live executors never take the same workflow;
+        // the new owner then claims each one, which bumps its epoch (I3).
+        {"workflows_take_over", R"(WITH dead AS (
+  SELECT id FROM {s}.executors
+   WHERE id <> $1 AND heartbeat_at < now() - make_interval(secs => $2::double precision / 1000)),
+taken AS (
+  SELECT w.id FROM {s}.workflows w
+   WHERE w.executor_id IN (SELECT id FROM dead) AND w.status IN ('pending', 'running')
+     AND w.name = ANY($3::text[])
+   ORDER BY w.created_at LIMIT $4
+   FOR UPDATE OF w SKIP LOCKED)
+UPDATE {s}.workflows w SET executor_id = $1, updated_at = now()
+  FROM taken WHERE w.id = taken.id
+RETURNING w.id)"},
         {"executor_upsert", R"(INSERT INTO {s}.executors (id, host, pid, app_version)
 VALUES ($1, $2, $3, $4)
 ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,

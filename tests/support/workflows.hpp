@@ -40,6 +40,8 @@ inline durable::engine_options options(const std::string& schema,
   o.schema = schema;
   o.executor_id = executor;
   o.pool_size = 4;
+  // No background heartbeat unless a test asks for one: round-trip counts stay exact.
+  o.heartbeat_interval = std::chrono::hours(1);
   return o;
 }
 

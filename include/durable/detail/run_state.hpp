@@ -41,6 +41,14 @@ struct engine_counters {
   std::uint64_t journal_loads = 0;
   std::uint64_t steps_replayed = 0;
   std::uint64_t steps_executed = 0;
+  std::uint64_t ownership_lost = 0;  ///< runs stopped because another executor took over
+};
+
+/// Thrown at a step boundary when the engine shuts down: the run stops without writing,
+/// and another executor resumes the workflow.
+class run_released : public error {
+public:
+  using error::error;
 };
 
 struct run_state {
@@ -62,6 +70,7 @@ struct run_state {
   pg::pool* pool = nullptr;
   const store* st = nullptr;
   engine_counters* counters = nullptr;
+  const bool* stopping = nullptr;  // the engine is shutting down
 
   void add_entry(int seq, journal_entry e) {
     if (seq < 0) return;

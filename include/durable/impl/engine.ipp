@@ -82,7 +82,56 @@ inline asio::awaitable<std::size_t> engine::open() {
     co_await c->run(s_->st.executor_upsert(s_->options.executor_id, detail::default_executor_id(),
                                            int(::getpid()), s_->options.app_version));
   }
-  co_return co_await recover_pending();
+  const std::size_t resumed = co_await recover_pending();
+  if (!s_->maintenance) {
+    s_->maintenance = std::make_shared<asio::steady_timer>(s_->ex);
+    asio::co_spawn(s_->ex, maintain(s_), asio::detached);
+  }
+  co_return resumed;
+}
+
+inline asio::awaitable<void> engine::maintain(std::shared_ptr<detail::engine_state> s) {
+  auto timer = s->maintenance;
+  std::vector<std::string> names;
+  for (const auto& [name, w] : s->registry) names.push_back(name);
+  const std::string name_array = detail::text_array(names);
+  for (;;) {
+    timer->expires_after(s->options.heartbeat_interval);
+    asio::error_code ec;
+    co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (s->stopping) co_return;
+    try {
+      std::vector<pg::statement> batch;
+      batch.push_back(s->st.executor_heartbeat(s->options.executor_id));
+      batch.push_back(s->st.workflows_take_over(
+          s->options.executor_id, std::int64_t(s->options.lease_timeout.count()), name_array, 100));
+      std::vector<std::string> taken;
+      {
+        auto c = co_await s->pool.acquire();
+        auto r = co_await c->run_batch(std::move(batch));
+        for (const pg::row row : r[1]) taken.push_back(row.get<std::string>(0));
+      }
+      for (auto& id : taken)
+        if (!s->stopping && !s->running.contains(id))
+          (void)co_await claim_and_run(s, std::move(id));
+    } catch (const std::exception&) {
+      // The database is unreachable or busy: try again on the next tick.
+    }
+  }
+}
+
+inline asio::awaitable<void> engine::shutdown(std::chrono::milliseconds grace) {
+  auto s = s_;
+  s->stopping = true;
+  if (s->maintenance) s->maintenance->cancel();
+  const auto deadline = std::chrono::steady_clock::now() + grace;
+  while (!s->running.empty() && std::chrono::steady_clock::now() < deadline)
+    co_await detail::sleep_for(std::chrono::milliseconds(5));
+  // Runs still inside a step past the deadline are fenced out once another executor claims
+  // their workflows (I3).
+  pg::statement release = s->st.executor_release(s->options.executor_id);
+  auto c = co_await s->pool.acquire();
+  co_await c->run(std::move(release));
 }
 
 inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, std::string id,
@@ -93,6 +142,9 @@ inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, 
     throw error("start('" + name + "', '" + id + "'): no workflow named '" + name +
                 "' is registered with this engine; call register_workflow first");
   if (id.empty()) throw error("start('" + name + "'): the workflow id must not be empty");
+  if (s->stopping)
+    throw error("start('" + name + "', '" + id +
+                "'): the engine is shutting down and accepts no new work");
   try {
     it->second.check_inputs(inputs);
   } catch (const codec_error& e) {
@@ -141,6 +193,7 @@ inline void engine::launch(std::shared_ptr<detail::engine_state> s,
   run->pool = &s->pool;
   run->st = &s->st;
   run->counters = &s->counters;
+  run->stopping = &s->stopping;
   auto done = std::make_shared<asio::steady_timer>(s->ex, asio::steady_timer::time_point::max());
   if (auto old = s->running.find(run->id); old != s->running.end()) old->second.done->cancel();
   s->running[run->id] = {done};
@@ -150,7 +203,7 @@ inline void engine::launch(std::shared_ptr<detail::engine_state> s,
 inline asio::awaitable<void> engine::execute(std::shared_ptr<detail::engine_state> s,
                                              std::shared_ptr<detail::run_state> run,
                                              nlohmann::json inputs) {
-  enum class outcome { succeeded, failed, parked, lost, retry };
+  enum class outcome { succeeded, failed, parked, lost, retry };  // lost: someone else continues
   outcome kind = outcome::failed;
   std::optional<std::string> output, error_json, reason;
   auto park_nondeterminism = [&](const nondeterminism_error& e) {
@@ -169,6 +222,9 @@ inline asio::awaitable<void> engine::execute(std::shared_ptr<detail::engine_stat
     detail::check_fully_replayed(*run);
     kind = outcome::succeeded;
   } catch (const ownership_lost&) {
+    kind = outcome::lost;
+    ++s->counters.ownership_lost;
+  } catch (const detail::run_released&) {
     kind = outcome::lost;
   } catch (const nondeterminism_error& e) {
     park_nondeterminism(e);
@@ -204,7 +260,10 @@ inline asio::awaitable<void> engine::execute(std::shared_ptr<detail::engine_stat
           run->id, run->epoch, std::string(names[int(kind)]), final_output, error_json, reason);
       auto c = co_await s->pool.acquire();
       auto r = co_await c->run(std::move(finish));
-      if (r.affected() == 0) kind = outcome::lost;  // I3: a newer epoch owns it now
+      if (r.affected() == 0) {  // I3: a newer epoch owns it now
+        kind = outcome::lost;
+        ++s->counters.ownership_lost;
+      }
     } catch (const std::exception&) {
       kind = outcome::retry;
     }
@@ -219,6 +278,7 @@ inline asio::awaitable<void> engine::execute(std::shared_ptr<detail::engine_stat
     auto delay = s->options.io_retry_delay;
     for (;;) {
       co_await detail::sleep_for(delay);
+      if (s->stopping) co_return;
       try {
         (void)co_await claim_and_run(s, id);
         co_return;
@@ -300,8 +360,12 @@ inline asio::awaitable<std::size_t> engine::recover_pending() {
 
 inline engine_stats engine::stats() const {
   const auto p = s_->pool.stats();
-  return {p.round_trips, p.statements, s_->counters.journal_loads, s_->counters.steps_replayed,
-          s_->counters.steps_executed};
+  return {p.round_trips,
+          p.statements,
+          s_->counters.journal_loads,
+          s_->counters.steps_replayed,
+          s_->counters.steps_executed,
+          s_->counters.ownership_lost};
 }
 
 inline asio::awaitable<workflow_status> workflow_handle::status() const {
