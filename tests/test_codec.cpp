@@ -262,7 +262,7 @@ TEST_CASE("float decoding is range-checked", "[codec]") {
              Catch::Contains("expected a number in float range"));
 }
 
-TEST_CASE("-0.0 keeps its sign through nlohmann (jsonb itself stores 0)", "[codec]") {
+TEST_CASE("negative zero keeps its sign through nlohmann (jsonb itself stores 0)", "[codec]") {
   CHECK(durable::encode(-0.0).dump() == "-0.0");
   CHECK(std::signbit(round_trip(-0.0)));
 }
