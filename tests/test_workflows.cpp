@@ -213,9 +213,15 @@ void register_all(engine& e) {
 /// Runs `body(engine)` with a fresh engine on a fresh io_context; when it returns, the
 /// io_context is abandoned with whatever still runs there, like a process that died.
 template <class Body>
-void with_engine(const std::string& schema, Body body, const std::string& executor = "exec-a") {
+void with_engine(const std::string& schema, Body body, const std::string& executor = "exec-a",
+                 bool dispatch = true) {
   test::run([&]() -> asio::awaitable<void> {
-    engine eng(co_await asio::this_coro::executor, test::options(schema, executor));
+    auto o = test::options(schema, executor);
+    if (!dispatch) {  // no queue dispatcher: its round trips would blur exact counts
+      o.queues.clear();
+      o.listen = false;
+    }
+    engine eng(co_await asio::this_coro::executor, o);
     register_all(eng);
     (void)co_await eng.open();
     co_await body(eng);
@@ -286,20 +292,23 @@ TEST_CASE("a new step costs one round trip; resuming loads the journal in one qu
     CHECK(after.statements - before.statements >= 1 + done_before_crash);
   });
   probe.hang_before.clear();
-  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
-    // open() already resumed it; wait for it to finish without touching the database.
-    co_await test::wait_idle(eng);
-    const auto s = eng.stats();
-    CHECK(s.journal_loads == 1);
-    CHECK(s.steps_replayed == done_before_crash);
-    CHECK(s.steps_executed == n - done_before_crash);
-    // Round trips of this engine: migrate (4), executor row (1), list owned workflows (1),
-    // claim + journal load (1, I1), one per new step (I2), the final status (1).
-    CHECK(s.round_trips == 4 + 1 + 1 + 1 + (n - done_before_crash) + 1);
-    auto h = eng.handle("w-io");
-    const int sum = co_await h.result<int>();
-    CHECK(sum == 28);
-  });
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        // open() already resumed it; wait for it to finish without touching the database.
+        co_await test::wait_idle(eng);
+        const auto s = eng.stats();
+        CHECK(s.journal_loads == 1);
+        CHECK(s.steps_replayed == done_before_crash);
+        CHECK(s.steps_executed == n - done_before_crash);
+        // Round trips of this engine: migrate (4), executor row (1), list owned workflows (1),
+        // claim + journal load (1, I1), one per new step (I2), the final status (1).
+        CHECK(s.round_trips == 4 + 1 + 1 + 1 + (n - done_before_crash) + 1);
+        auto h = eng.handle("w-io");
+        const int sum = co_await h.result<int>();
+        CHECK(sum == 28);
+      },
+      "exec-a", false);
   for (int i = 0; i < n; ++i) CHECK(probe.calls["s" + std::to_string(i)] == 1);
 }
 
@@ -648,4 +657,92 @@ TEST_CASE("concurrent steps are numbered in program order and replay identically
   });
   CHECK(probe.calls["left"] == 1);
   CHECK(probe.calls["right"] == 1);
+}
+
+// ---- queues, transactional start -------------------------------------------------------------
+
+TEST_CASE("a rolled-back transactional start leaves nothing; a committed one runs",
+          "[queues][transaction]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("txstart");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto c = co_await eng.pool().acquire();
+    {
+      auto tx = c->begin();
+      (void)co_await eng.start(tx, "counter", "w-rolled-back", 3);
+      co_await tx.rollback();
+    }
+    {
+      auto tx = c->begin();
+      (void)co_await eng.start(tx, "counter", "w-committed", 3);
+      (void)co_await tx.commit();
+    }
+    auto r = co_await c->exec("SELECT id FROM " + q(schema) + ".workflows ORDER BY id");
+    REQUIRE(r.rows() == 1);
+    CHECK(r[0].get<std::string>(0) == "w-committed");
+    const int sum = co_await eng.handle("w-committed").result<int>();
+    CHECK(sum == 3);
+
+    // The same with a transaction the application runs on its own blocking PGconn*.
+    PGconn* raw = PQconnectdb(test::conninfo().c_str());
+    REQUIRE(PQstatus(raw) == CONNECTION_OK);
+    const auto st = eng.enqueue_statement({}, "counter", "w-raw", 4);
+    PQclear(PQexec(raw, "BEGIN"));
+    auto created = pg::exec_blocking(raw, st);
+    CHECK(created[0].get<bool>(0));
+    PQclear(PQexec(raw, "ROLLBACK"));
+    PQclear(PQexec(raw, "BEGIN"));
+    (void)pg::exec_blocking(raw, eng.enqueue_statement({}, "counter", "w-raw", 4));
+    PQclear(PQexec(raw, "COMMIT"));
+    PQfinish(raw);
+    const int raw_sum = co_await eng.handle("w-raw").result<int>();
+    CHECK(raw_sum == 6);
+    auto all = co_await c->exec("SELECT count(*) FROM " + q(schema) + ".workflows");
+    CHECK(all[0].get<int>(0) == 2);
+  });
+}
+
+TEST_CASE("deduplication keys, priorities and delayed starts", "[queues]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("dedup");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    // Nobody serves "held": the workflows stay queued while the test looks at them.
+    enqueue_options held;
+    held.queue = "held";
+    held.dedup_key = "invoice-7";
+    auto first = co_await eng.enqueue(held, "counter", "d1", 1);
+    auto second = co_await eng.enqueue(held, "counter", "d2", 1);
+    CHECK(first.id() == "d1");
+    CHECK(second.id() == "d1");  // the unfinished holder of the key
+    held.duplicate = on_duplicate::fail;
+    try {
+      (void)co_await eng.enqueue(held, "counter", "d3", 1);
+      FAIL("a duplicate was accepted");
+    } catch (const duplicate_workflow& e) {
+      CHECK(e.existing_id() == "d1");
+      CHECK_THAT(std::string(e.what()), Catch::Contains("invoice-7"));
+    }
+    auto st = co_await first.status();
+    CHECK(st.status == "pending");
+
+    // Delayed start: not before its time, then promptly.
+    enqueue_options later;
+    later.delay = std::chrono::milliseconds(300);
+    auto h = co_await eng.enqueue(later, "counter", "w-later", 2);
+    auto early = co_await h.status();
+    CHECK(early.status == "pending");
+    const int sum = co_await h.result<int>();
+    CHECK(sum == 1);
+    auto c = co_await eng.pool().acquire();
+    auto r = co_await c->exec("SELECT extract(epoch FROM started_at - created_at) FROM " +
+                              q(schema) + ".workflows WHERE id = 'w-later'");
+    CHECK(r[0].get<double>(0) >= 0.3);
+
+    try {  // checked before anything is sent
+      (void)eng.enqueue({}, "counter", "w-bad", std::string("x"));
+      FAIL("arguments of the wrong type were queued");
+    } catch (const durable::error& e) {
+      CHECK_THAT(std::string(e.what()), Catch::Contains("takes (int)"));
+    }
+  });
 }

@@ -11,7 +11,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -46,7 +48,43 @@ struct engine_options {
   /// An executor that has not heartbeaten for this long is presumed dead: live executors
   /// take its unfinished workflows over (bumping their epoch, which fences the old owner).
   std::chrono::milliseconds lease_timeout{5000};
+  /// How often the dispatcher looks for queued work when no notification arrives.
+  /// Notifications (LISTEN/NOTIFY) make it react at once; polling keeps it correct where
+  /// notifications are lost (connection poolers, some Postgres-compatible databases).
+  std::chrono::milliseconds poll_interval{500};
+  /// Listen for enqueue notifications on a dedicated connection.
+  bool listen = true;
+  /// Queues this executor dispatches (serve_queue() adds more). start() inside a
+  /// transaction uses "default".
+  std::vector<std::string> queues{"default"};
 };
+
+// The option structs below hold only trivially copyable members (string_view, not string):
+// GCC 12 corrupts class temporaries with owning members created inside a co_await
+// expression, and `co_await eng.enqueue({.queue = "q"}, ...)` is the natural way to write it.
+// Every string they refer to is copied before the call returns.
+
+/// Limits of a queue, shared by every executor that serves it (see docs/queues.md).
+struct queue_options {
+  std::string_view name;
+  std::optional<int> concurrency{};         ///< running workflows, across all executors
+  std::optional<int> worker_concurrency{};  ///< running workflows, per executor
+  std::optional<int> rate_limit{};          ///< starts per rate_period
+  std::chrono::milliseconds rate_period{1000};
+};
+
+/// What enqueue() does when the deduplication key is taken by an unfinished workflow.
+enum class on_duplicate { return_existing, fail };
+
+struct enqueue_options {
+  std::string_view queue = "default";
+  int priority = 0;  ///< higher starts first
+  std::optional<std::string_view> dedup_key{};
+  std::chrono::milliseconds delay{0};  ///< not started before this much time has passed
+  on_duplicate duplicate = on_duplicate::return_existing;
+};
+static_assert(std::is_trivially_copyable_v<queue_options> &&
+              std::is_trivially_copyable_v<enqueue_options>);
 
 /// Counters that show what work cost; the pool's are statements and round trips sent.
 struct engine_stats {
@@ -94,6 +132,14 @@ struct engine_state {
   engine_counters counters;
   bool stopping = false;
   std::shared_ptr<asio::steady_timer> maintenance;
+  std::shared_ptr<asio::steady_timer> dispatch_timer;
+  std::vector<std::string> queues = options.queues;
+  bool wake_pending = false;
+  // A wake-up that arrives while the dispatcher is busy is kept, not lost.
+  void wake_dispatcher() {
+    wake_pending = true;
+    if (dispatch_timer) dispatch_timer->cancel();
+  }
   // Local runs by workflow id; waiters in result() sleep on `done` until the run ends.
   struct local_run {
     std::shared_ptr<asio::steady_timer> done;
@@ -185,6 +231,69 @@ public:
     return start_encoded(std::move(name), std::move(workflow_id), std::move(inputs));
   }
 
+  /// Queues the workflow for whichever executor serving `opts.queue` has room for it, within
+  /// the queue's limits. The id is the idempotency key as for start(); with a deduplication
+  /// key, an unfinished workflow holding it is returned (or on_duplicate::fail throws
+  /// duplicate_workflow).
+  template <class... Args>
+  [[nodiscard]] asio::awaitable<workflow_handle> enqueue(enqueue_options opts, std::string name,
+                                                         std::string workflow_id,
+                                                         const Args&... args) {
+    auto st = make_enqueue(opts, name, workflow_id, args...);
+    return enqueue_run(nullptr, opts.duplicate == on_duplicate::fail, std::move(name),
+                       std::move(workflow_id), std::move(st));
+  }
+
+  /// The same inside the caller's transaction: if it rolls back, the workflow never existed.
+  template <class... Args>
+  [[nodiscard]] asio::awaitable<workflow_handle> enqueue(pg::transaction& tx, enqueue_options opts,
+                                                         std::string name, std::string workflow_id,
+                                                         const Args&... args) {
+    auto st = make_enqueue(opts, name, workflow_id, args...);
+    return enqueue_run(&tx, opts.duplicate == on_duplicate::fail, std::move(name),
+                       std::move(workflow_id), std::move(st));
+  }
+
+  /// start() inside the caller's transaction: queued on the "default" queue, which every
+  /// engine serves, and run once the transaction commits.
+  template <class... Args>
+  [[nodiscard]] asio::awaitable<workflow_handle> start(pg::transaction& tx, std::string name,
+                                                       std::string workflow_id,
+                                                       const Args&... args) {
+    return enqueue(tx, enqueue_options{}, std::move(name), std::move(workflow_id), args...);
+  }
+
+  /// The enqueue as a statement, for a transaction the application runs on its own PGconn*
+  /// (execute it with pg::exec_blocking or your own PQexecParams; read column 0 of its one
+  /// row: true if this call created the workflow).
+  template <class... Args>
+  [[nodiscard]] pg::statement enqueue_statement(const enqueue_options& opts,
+                                                const std::string& name,
+                                                const std::string& workflow_id,
+                                                const Args&... args) const {
+    return s_->st.unprepared(make_enqueue(opts, name, workflow_id, args...));
+  }
+
+  template <class... Args>
+  [[nodiscard]] pg::statement make_enqueue(const enqueue_options& opts, const std::string& name,
+                                           const std::string& workflow_id,
+                                           const Args&... args) const {
+    nlohmann::json inputs = nlohmann::json::array();
+    (inputs.push_back(durable::encode<Args>(args)), ...);
+    check_enqueue(opts, name, workflow_id, inputs);
+    return s_->st.workflow_enqueue(workflow_id, name, inputs.dump(), opts.queue, opts.priority,
+                                   opts.dedup_key, std::int64_t(opts.delay.count()),
+                                   s_->options.app_version, s_->st.channel());
+  }
+
+  /// Sets a queue's limits (stored in the database, shared by all executors).
+  [[nodiscard]] asio::awaitable<void> configure_queue(queue_options q) {
+    return run_statement(make_queue_upsert(q));
+  }
+
+  /// This executor dispatches `queue` too (see engine_options::queues). Call before open().
+  void serve_queue(std::string queue) { s_->queues.push_back(std::move(queue)); }
+
   /// Claims workflow `workflow_id` for this executor (fencing out a previous owner) and
   /// resumes it by replay. Returns false if it is finished, parked or unknown here.
   [[nodiscard]] asio::awaitable<bool> recover(std::string workflow_id) {
@@ -207,6 +316,14 @@ public:
 
 private:
   asio::awaitable<bool> recover_impl(std::string workflow_id);
+  void check_enqueue(const enqueue_options& opts, const std::string& name, const std::string& id,
+                     const nlohmann::json& inputs) const;
+  pg::statement make_queue_upsert(const queue_options& q) const;
+  asio::awaitable<void> run_statement(pg::statement st);
+  asio::awaitable<workflow_handle> enqueue_run(pg::transaction* tx, bool fail_on_duplicate,
+                                               std::string name, std::string id, pg::statement st);
+  static asio::awaitable<void> dispatch(std::shared_ptr<detail::engine_state> s);
+  static asio::awaitable<void> listen_loop(std::shared_ptr<detail::engine_state> s);
   asio::awaitable<workflow_handle> start_encoded(std::string name, std::string id,
                                                  nlohmann::json inputs);
   static void launch(std::shared_ptr<detail::engine_state> s,

@@ -99,6 +99,18 @@ public:
   using workflow_error::workflow_error;
 };
 
+/// enqueue() found an unfinished workflow with the same deduplication key in that queue
+/// (and was asked to fail rather than return it). `existing_id()` names it.
+class duplicate_workflow : public workflow_error {
+public:
+  duplicate_workflow(std::string requested_id, std::string existing_id, const std::string& what)
+      : workflow_error(std::move(requested_id), what), existing_id_(std::move(existing_id)) {}
+  [[nodiscard]] const std::string& existing_id() const noexcept { return existing_id_; }
+
+private:
+  std::string existing_id_;
+};
+
 /// The awaited workflow ended in failure; carries the type and message of what it threw.
 class workflow_failed : public workflow_error {
 public:

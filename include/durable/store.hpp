@@ -157,6 +157,26 @@ BEGIN
 END
 $fn$)",
        }},
+      {2,
+       "queues",
+       {
+           R"(CREATE TABLE {s}.queues (
+  name               text PRIMARY KEY,
+  concurrency        integer CHECK (concurrency > 0),
+  worker_concurrency integer CHECK (worker_concurrency > 0),
+  rate_limit         integer CHECK (rate_limit > 0),
+  rate_period_ms     integer CHECK (rate_period_ms > 0),
+  updated_at         timestamptz NOT NULL DEFAULT now()
+))",
+           // A deduplication key is unique among a queue's unfinished workflows only.
+           R"(CREATE UNIQUE INDEX workflows_queue_dedup ON {s}.workflows (queue, dedup_key)
+  WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running', 'sleeping'))",
+           R"(CREATE INDEX workflows_queued ON {s}.workflows (queue, priority DESC, created_at)
+  WHERE status = 'pending' AND executor_id IS NULL)",
+           R"(CREATE INDEX workflows_queue_running ON {s}.workflows (queue, executor_id)
+  WHERE status = 'running')",
+           R"(CREATE INDEX workflows_queue_started ON {s}.workflows (queue, started_at))",
+       }},
   };
   return all;
 }
@@ -224,6 +244,35 @@ public:
   [[nodiscard]] pg::statement step_append(const A&... a) const {
     return call("step_append", a...);
   }
+  template <class... A>
+  [[nodiscard]] pg::statement workflow_enqueue(const A&... a) const {
+    return call("workflow_enqueue", a...);
+  }
+  template <class... A>
+  [[nodiscard]] pg::statement queue_upsert(const A&... a) const {
+    return call("queue_upsert", a...);
+  }
+  template <class... A>
+  [[nodiscard]] pg::statement queue_lock(const A&... a) const {
+    return call("queue_lock", a...);
+  }
+  template <class... A>
+  [[nodiscard]] pg::statement queue_dispatch(const A&... a) const {
+    return call("queue_dispatch", a...);
+  }
+  /// A prepared-statement call turned into its SQL text with the same parameters, for a
+  /// connection that has not prepared it (one the application manages itself).
+  [[nodiscard]] pg::statement unprepared(pg::statement st) const {
+    if (st.prepared) {
+      st.text = catalog_->at(st.text);
+      st.prepared = false;
+    }
+    return st;
+  }
+
+  /// The NOTIFY channel on which enqueues announce their queue.
+  [[nodiscard]] std::string channel() const { return "durable:" + schema_name_; }
+
   template <class... A>
   [[nodiscard]] pg::statement executor_heartbeat(const A&... a) const {
     return call("executor_heartbeat", a...);
@@ -294,6 +343,62 @@ RETURNING name, inputs::text, epoch)"},
         {"step_append", R"(SELECT {s}.append_step($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9,
                         to_timestamp($10::double precision)))"},
         // $1 id, $2 host, $3 pid, $4 app_version
+        // $1 id, $2 name, $3 inputs, $4 queue, $5 priority, $6 dedup_key, $7 delay (ms),
+        // $8 app_version, $9 notify channel. One row: (created, id of the workflow that holds
+        // the id or the dedup key, its name, its inputs). NOTIFY is delivered at commit.
+        {"workflow_enqueue", R"(WITH ins AS (
+  INSERT INTO {s}.workflows (id, name, status, inputs, queue, priority, dedup_key, wake_at,
+                             app_version)
+  VALUES ($1, $2, 'pending', $3::jsonb, $4, $5, $6,
+          CASE WHEN $7::bigint > 0 THEN now() + make_interval(secs => $7::double precision / 1000) END,
+          $8)
+  ON CONFLICT DO NOTHING
+  RETURNING id),
+woken AS (SELECT pg_notify($9, $4) FROM ins)
+SELECT true, $1::text, $2::text, $3::text, (SELECT count(*) FROM woken) FROM ins
+UNION ALL
+(SELECT false, w.id, w.name, w.inputs::text, 0 FROM {s}.workflows w
+  WHERE NOT EXISTS (SELECT 1 FROM ins)
+    AND (w.id = $1 OR (w.queue = $4 AND w.dedup_key = $6
+                       AND w.status IN ('pending', 'running', 'sleeping')))
+  ORDER BY w.id = $1 DESC LIMIT 1))"},
+        // $1 name, $2 concurrency, $3 worker_concurrency, $4 rate_limit, $5 rate_period_ms
+        {"queue_upsert",
+         R"(INSERT INTO {s}.queues (name, concurrency, worker_concurrency, rate_limit,
+                         rate_period_ms)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency,
+  worker_concurrency = excluded.worker_concurrency, rate_limit = excluded.rate_limit,
+  rate_period_ms = excluded.rate_period_ms, updated_at = now())"},
+        // $1 queue. Serializes the dispatchers of one queue, so that the counts the next
+        // statement reads (in its own, later snapshot) cannot be outdated by another one.
+        {"queue_lock", R"(SELECT name FROM {s}.queues WHERE name = $1 FOR UPDATE)"},
+        // $1 executor, $2 queue, $3 workflow names it runs (text[]), $4 how many at most.
+        // Claims queued workflows within the queue's limits, by priority then age.
+        {"queue_dispatch", R"(WITH q AS (
+  SELECT concurrency, worker_concurrency, rate_limit, rate_period_ms FROM {s}.queues WHERE name = $2),
+budget AS (
+  SELECT greatest(0, least(
+    $4::integer,
+    (SELECT q.concurrency - (SELECT count(*) FROM {s}.workflows
+                              WHERE queue = $2 AND status = 'running') FROM q),
+    (SELECT q.worker_concurrency - (SELECT count(*) FROM {s}.workflows
+                              WHERE queue = $2 AND status = 'running' AND executor_id = $1) FROM q),
+    (SELECT q.rate_limit - (SELECT count(*) FROM {s}.workflows WHERE queue = $2
+                              AND started_at > now() - make_interval(secs => q.rate_period_ms / 1000.0))
+       FROM q))) AS n),
+picked AS (
+  SELECT w.id FROM {s}.workflows w
+   WHERE w.queue = $2 AND w.status = 'pending' AND w.executor_id IS NULL
+     AND (w.wake_at IS NULL OR w.wake_at <= now()) AND w.name = ANY($3::text[])
+   ORDER BY w.priority DESC, w.created_at, w.id
+   LIMIT (SELECT n FROM budget)
+   FOR UPDATE OF w SKIP LOCKED)
+UPDATE {s}.workflows w
+   SET status = 'running', executor_id = $1, epoch = w.epoch + 1, attempts = w.attempts + 1,
+       started_at = now(), updated_at = now()
+  FROM picked WHERE w.id = picked.id
+RETURNING w.id, w.name, w.inputs::text, w.epoch)"},
         // $1 id
         {"executor_heartbeat", R"(UPDATE {s}.executors SET heartbeat_at = now() WHERE id = $1)"},
         // $1 id. Graceful shutdown: the lease ends now, so others take over at once.

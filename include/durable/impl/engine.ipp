@@ -86,8 +86,164 @@ inline asio::awaitable<std::size_t> engine::open() {
   if (!s_->maintenance) {
     s_->maintenance = std::make_shared<asio::steady_timer>(s_->ex);
     asio::co_spawn(s_->ex, maintain(s_), asio::detached);
+    s_->dispatch_timer = std::make_shared<asio::steady_timer>(s_->ex);
+    asio::co_spawn(s_->ex, dispatch(s_), asio::detached);
+    if (s_->options.listen) asio::co_spawn(s_->ex, listen_loop(s_), asio::detached);
   }
   co_return resumed;
+}
+
+inline void engine::check_enqueue(const enqueue_options& opts, const std::string& name,
+                                  const std::string& id, const nlohmann::json& inputs) const {
+  if (id.empty()) throw error("enqueue('" + name + "'): the workflow id must not be empty");
+  if (opts.queue.empty())
+    throw error("enqueue('" + name + "', '" + id + "'): the queue name must not be empty");
+  if (opts.delay.count() < 0)
+    throw error("enqueue('" + name + "', '" + id + "'): the delay must not be negative");
+  // A workflow this process does not run may still be run by other executors; check the
+  // arguments when the signature is known here.
+  if (auto it = s_->registry.find(name); it != s_->registry.end()) {
+    try {
+      it->second.check_inputs(inputs);
+    } catch (const codec_error& e) {
+      throw error("enqueue('" + name + "', '" + id + "'): workflow '" + name + "' takes " +
+                  it->second.signature +
+                  " but was given arguments that do not convert: " + e.what());
+    }
+  }
+}
+
+inline asio::awaitable<workflow_handle> engine::enqueue_run(pg::transaction* tx,
+                                                            bool fail_on_duplicate,
+                                                            std::string name, std::string id,
+                                                            pg::statement st) {
+  auto s = s_;
+  const std::string inputs_text = *st.params[2];
+  pg::result r;
+  for (int attempt = 0; attempt < 3 && r.empty(); ++attempt) {
+    pg::statement copy = st;
+    if (tx) {
+      r = co_await tx->run(std::move(copy));
+    } else {
+      auto c = co_await s->pool.acquire();
+      r = co_await c->run(std::move(copy));
+    }
+    // No row: the conflicting workflow committed after this statement's snapshot. Outside
+    // a transaction, asking again sees it; inside one, the caller's snapshot may not.
+    if (tx) break;
+  }
+  if (r.empty())
+    throw error(
+        "enqueue('" + name + "', '" + id +
+        "'): a concurrent enqueue with the same id or deduplication key is not visible yet; retry");
+  const std::string existing = r[0].get<std::string>(1);
+  if (r[0].get<bool>(0)) {
+    if (!tx) s->wake_dispatcher();
+    co_return workflow_handle(s, std::move(id));
+  }
+  if (existing == id) {
+    if (r[0].get<std::string>(2) != name)
+      throw workflow_conflict(id, "workflow id '" + id + "' is already used by a workflow named '" +
+                                      r[0].get<std::string>(2) + "', so it cannot enqueue '" +
+                                      name + "'; choose another id");
+    if (nlohmann::json::parse(r[0].get<std::string>(3)) != nlohmann::json::parse(inputs_text))
+      throw workflow_conflict(
+          id, "workflow id '" + id + "' (" + name + ") already exists with other inputs " +
+                  detail::truncate(r[0].get<std::string>(3)) +
+                  "; the id is the idempotency key, so use a new id for new inputs");
+    co_return workflow_handle(s, std::move(id));
+  }
+  if (fail_on_duplicate)
+    throw duplicate_workflow(id, existing,
+                             "enqueue('" + name + "', '" + id + "'): queue '" +
+                                 st.params[3].value_or("") +
+                                 "' already holds unfinished workflow '" + existing +
+                                 "' with deduplication key '" + st.params[5].value_or("") + "'");
+  co_return workflow_handle(s, existing);
+}
+
+inline pg::statement engine::make_queue_upsert(const queue_options& q) const {
+  const std::string name(q.name);
+  if (name.empty()) throw error("configure_queue: the queue name must not be empty");
+  auto positive = [&](const std::optional<int>& v, const char* what) {
+    if (v && *v <= 0)
+      throw error("configure_queue('" + name + "'): " + what +
+                  " must be positive (or unset for no limit)");
+  };
+  positive(q.concurrency, "concurrency");
+  positive(q.worker_concurrency, "worker_concurrency");
+  positive(q.rate_limit, "rate_limit");
+  if (q.rate_period.count() <= 0)
+    throw error("configure_queue('" + name + "'): rate_period must be positive");
+  return s_->st.queue_upsert(name, q.concurrency, q.worker_concurrency, q.rate_limit,
+                             int(q.rate_period.count()));
+}
+
+inline asio::awaitable<void> engine::run_statement(pg::statement st) {
+  auto c = co_await s_->pool.acquire();
+  co_await c->run(std::move(st));
+}
+
+inline asio::awaitable<void> engine::dispatch(std::shared_ptr<detail::engine_state> s) {
+  auto timer = s->dispatch_timer;
+  std::vector<std::string> names;
+  for (const auto& [name, w] : s->registry) names.push_back(name);
+  const std::string name_array = detail::text_array(names);
+  constexpr int batch_size = 64;
+  for (;;) {
+    if (s->stopping) co_return;
+    s->wake_pending = false;
+    bool more = false;
+    for (std::size_t i = 0; i < s->queues.size() && !s->stopping; ++i) {
+      const std::string queue = s->queues[i];
+      try {
+        // Lock, claim and commit in one round trip: the claim runs in its own snapshot, taken
+        // after the queue's lock is held, so its counts include every earlier claim.
+        std::vector<pg::statement> batch;
+        batch.push_back(s->st.queue_lock(queue));
+        batch.push_back(
+            s->st.queue_dispatch(s->options.executor_id, queue, name_array, batch_size));
+        std::vector<pg::result> r;
+        {
+          auto c = co_await s->pool.acquire();
+          auto tx = c->begin();
+          r = co_await tx.commit(std::move(batch));
+        }
+        for (const pg::row row : r[1]) {
+          auto run = std::make_shared<detail::run_state>();
+          run->id = row.get<std::string>(0);
+          run->name = row.get<std::string>(1);
+          run->epoch = row.get<std::int64_t>(3);
+          auto inputs = nlohmann::json::parse(row.get<std::string>(2));
+          launch(s, std::move(run), std::move(inputs));
+        }
+        more = more || r[1].rows() == batch_size;
+      } catch (const std::exception&) {
+        // Unreachable or busy database: the next tick tries again.
+      }
+    }
+    if (more || s->wake_pending) continue;
+    timer->expires_after(s->options.poll_interval);
+    asio::error_code ec;
+    co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+inline asio::awaitable<void> engine::listen_loop(std::shared_ptr<detail::engine_state> s) {
+  while (!s->stopping) {
+    try {
+      auto c = co_await pg::connection::connect(s->options.conninfo);
+      co_await c->listen(s->st.channel());
+      s->wake_dispatcher();  // catch up with whatever was queued while nobody listened
+      while (!s->stopping) {
+        (void)co_await c->wait_notification();
+        s->wake_dispatcher();
+      }
+    } catch (const std::exception&) {
+      // Polling keeps the dispatcher correct meanwhile; reconnect after a pause.
+    }
+    co_await detail::sleep_for(std::chrono::seconds(1));
+  }
 }
 
 inline asio::awaitable<void> engine::maintain(std::shared_ptr<detail::engine_state> s) {
@@ -124,6 +280,7 @@ inline asio::awaitable<void> engine::shutdown(std::chrono::milliseconds grace) {
   auto s = s_;
   s->stopping = true;
   if (s->maintenance) s->maintenance->cancel();
+  s->wake_dispatcher();
   const auto deadline = std::chrono::steady_clock::now() + grace;
   while (!s->running.empty() && std::chrono::steady_clock::now() < deadline)
     co_await detail::sleep_for(std::chrono::milliseconds(5));
@@ -272,6 +429,7 @@ inline asio::awaitable<void> engine::execute(std::shared_ptr<detail::engine_stat
     it->second.done->cancel();
     s->running.erase(it);
   }
+  s->wake_dispatcher();  // a slot in some queue may have come free
   if (kind == outcome::retry) {
     // The outcome of our last write is unknown: claim again (new epoch) and replay.
     const std::string id = run->id;

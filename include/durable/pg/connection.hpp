@@ -199,6 +199,11 @@ private:
   connection* conn_;
 };
 
+/// Runs a statement on a connection the application manages itself, blocking the calling
+/// thread: for synchronous code with its own PGconn* (e.g. to enqueue a workflow inside the
+/// application's transaction). Never call it on an event loop thread.
+[[nodiscard]] result exec_blocking(PGconn* conn, const statement& s);
+
 }  // namespace durable::pg
 
 #include "durable/pg/impl/connection.ipp"

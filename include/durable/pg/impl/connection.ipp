@@ -424,4 +424,23 @@ inline asio::awaitable<void> transaction::rollback() {
   co_await c.run(std::move(s));
 }
 
+inline result exec_blocking(PGconn* conn, const statement& s) {
+  if (s.prepared)
+    throw durable::error("exec_blocking needs SQL text, not the prepared statement '" + s.text +
+                         "'");
+  std::vector<const char*> values;
+  for (const auto& p : s.params) values.push_back(p ? p->c_str() : nullptr);
+  result r(PQexecParams(conn, s.text.c_str(), int(values.size()), nullptr, values.data(), nullptr,
+                        nullptr, 0));
+  const ExecStatusType st = PQresultStatus(r.native_handle());
+  if (st != PGRES_TUPLES_OK && st != PGRES_COMMAND_OK) {
+    const char* state = PQresultErrorField(r.native_handle(), PG_DIAG_SQLSTATE);
+    const char* primary = PQresultErrorField(r.native_handle(), PG_DIAG_MESSAGE_PRIMARY);
+    if (!state)
+      throw connection_lost("exec_blocking: " + detail::trim_message(PQerrorMessage(conn)));
+    throw sql_error(state, primary ? primary : "", s.text.substr(0, 60));
+  }
+  return r;
+}
+
 }  // namespace durable::pg
