@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 
+#include "support/processes.hpp"
 #include "support/workflows.hpp"
 
 using namespace durable;
@@ -221,7 +222,7 @@ asio::awaitable<long> slow_wf(context& ctx, int n, int step_ms) {
 /// Forks an executor process that opens an engine and runs `body(engine) -> exit code`.
 template <class Body>
 pid_t spawn_executor(const std::string& schema, const std::string& executor,
-                     std::chrono::milliseconds lease, Body body) {
+                     std::chrono::milliseconds lease, Body body, const std::string& queue = "") {
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
   int code = 1;
@@ -230,6 +231,8 @@ pid_t spawn_executor(const std::string& schema, const std::string& executor,
       auto o = test::options(schema, executor);
       o.lease_timeout = lease;
       o.heartbeat_interval = std::chrono::milliseconds(100);
+      o.poll_interval = std::chrono::milliseconds(50);
+      if (!queue.empty()) o.queues.push_back(queue);
       engine eng(co_await asio::this_coro::executor, o);
       eng.register_workflow("slow", &slow_wf);
       (void)co_await eng.open();
@@ -407,4 +410,139 @@ TEST_CASE("graceful shutdown hands work over without waiting for the lease",
   CHECK(f.executor == "exec-b");
   CHECK(f.rows == 10);
   CHECK(f.rewritten == 0);
+}
+
+// ---- queues across processes ------------------------------------------------------------------
+
+namespace {
+
+/// Waits (polling) until no workflow of `queue` is unfinished; returns 0, or 5 on timeout.
+asio::awaitable<int> drain_queue(engine& eng, std::string queue) {
+  for (int i = 0; i < 6000; ++i) {
+    auto c = co_await eng.pool().acquire();
+    auto r =
+        co_await c->exec("SELECT count(*) FROM " + detail::quote_identifier(eng.schema().schema()) +
+                             ".workflows WHERE queue = $1 AND status <> 'succeeded'",
+                         queue);
+    if (r[0].get<long>(0) == 0) co_return 0;
+    co_await test::sleep_ms(10);
+  }
+  co_return 5;
+}
+
+}  // namespace
+
+TEST_CASE("a queue's limits hold across executors", "[queues][process]") {
+  const auto schema = audited_schema("queue");
+  using namespace std::chrono_literals;
+  const int workflows = 24;
+  test::run([&]() -> asio::awaitable<void> {
+    engine eng(co_await asio::this_coro::executor, test::options(schema, "producer"));
+    eng.register_workflow("slow", &slow_wf);
+    co_await eng.configure_queue({.name = "limited", .concurrency = 3, .worker_concurrency = 2});
+    for (int i = 0; i < workflows; ++i) {
+      enqueue_options o{.queue = "limited"};
+      (void)co_await eng.enqueue(o, "slow", "q-" + std::to_string(i), 3, 20);
+    }
+  }());
+  std::vector<pid_t> executors;
+  for (int i = 0; i < 3; ++i)
+    executors.push_back(spawn_executor(
+        schema, "exec-" + std::to_string(i), 5000ms,
+        [](engine& eng) { return drain_queue(eng, "limited"); }, "limited"));
+  // Sample the database while they work: never more than 3 running, 2 per executor.
+  long max_total = 0, max_per_executor = 0;
+  test::run([&]() -> asio::awaitable<void> {
+    auto c = co_await pg::connection::connect(test::conninfo());
+    const auto wf = detail::quote_identifier(schema) + ".workflows";
+    for (int i = 0; i < 20000; ++i) {
+      auto r = co_await c->exec(
+          "SELECT coalesce(sum(n), 0)::bigint, coalesce(max(n), 0)::bigint FROM (SELECT count(*) "
+          "AS n FROM " +
+          wf + " WHERE queue = 'limited' AND status = 'running' GROUP BY executor_id) x");
+      max_total = std::max(max_total, r[0].get<long>(0));
+      max_per_executor = std::max(max_per_executor, r[0].get<long>(1));
+      auto left = co_await c->exec("SELECT count(*) FROM " + wf +
+                                   " WHERE queue = 'limited' AND status <> 'succeeded'");
+      if (left[0].get<long>(0) == 0) co_return;
+      co_await test::sleep_ms(2);
+    }
+  }());
+  for (pid_t pid : executors) CHECK(wait_exit(pid, 60) == 0);
+  INFO("max running: " << max_total << ", per executor: " << max_per_executor);
+  CHECK(max_total <= 3);
+  CHECK(max_per_executor <= 2);
+  CHECK(max_total >= 2);  // the limit was reached, not just respected by idling
+  test::run([&]() -> asio::awaitable<void> {
+    auto c = co_await pg::connection::connect(test::conninfo());
+    const auto s = detail::quote_identifier(schema);
+    auto r = co_await c->exec(
+        "SELECT count(*), count(*) FILTER (WHERE output::text = '3'), count(DISTINCT executor_id) "
+        "FROM " +
+        s + ".workflows WHERE queue = 'limited'");
+    CHECK(r[0].get<int>(0) == workflows);
+    CHECK(r[0].get<int>(1) == workflows);
+    CHECK(r[0].get<int>(2) >= 2);  // the work was shared
+    auto j = co_await c->exec("SELECT count(*), count(DISTINCT (workflow_id, seq)) FROM " + s +
+                              ".steps");
+    CHECK(j[0].get<int>(0) == workflows * 3);
+    CHECK(j[0].get<int>(1) == workflows * 3);
+  }());
+}
+
+TEST_CASE("a queue's rate limit holds", "[queues][process]") {
+  const auto schema = audited_schema("rate");
+  using namespace std::chrono_literals;
+  test::run([&]() -> asio::awaitable<void> {
+    engine eng(co_await asio::this_coro::executor, test::options(schema, "producer"));
+    eng.register_workflow("slow", &slow_wf);
+    co_await eng.configure_queue({.name = "rated", .rate_limit = 4, .rate_period = 500ms});
+    for (int i = 0; i < 10; ++i) {
+      enqueue_options o{.queue = "rated"};
+      (void)co_await eng.enqueue(o, "slow", "r-" + std::to_string(i), 1, 1);
+    }
+  }());
+  const pid_t a = spawn_executor(
+      schema, "exec-a", 5000ms, [](engine& eng) { return drain_queue(eng, "rated"); }, "rated");
+  const pid_t b = spawn_executor(
+      schema, "exec-b", 5000ms, [](engine& eng) { return drain_queue(eng, "rated"); }, "rated");
+  CHECK(wait_exit(a, 60) == 0);
+  CHECK(wait_exit(b, 60) == 0);
+  test::run([&]() -> asio::awaitable<void> {
+    auto c = co_await pg::connection::connect(test::conninfo());
+    const auto wf = detail::quote_identifier(schema) + ".workflows";
+    // In every window of one period that starts at a start, at most 4 starts.
+    auto r = co_await c->exec("SELECT max((SELECT count(*) FROM " + wf +
+                              " o WHERE o.queue = 'rated' AND o.started_at >= w.started_at AND "
+                              "o.started_at < w.started_at + interval '500 ms')) FROM " +
+                              wf + " w WHERE w.queue = 'rated'");
+    CHECK(r[0].get<long>(0) <= 4);
+    auto n = co_await c->exec("SELECT count(*) FROM " + wf +
+                              " WHERE queue = 'rated' AND status = 'succeeded'");
+    CHECK(n[0].get<long>(0) == 10);
+  }());
+}
+
+TEST_CASE("concurrent enqueues with one deduplication key yield one workflow",
+          "[queues][process]") {
+  const auto schema = audited_schema("dedup");
+  const auto codes = test::run_together(4, [&](int i, test::start_gate gate) {
+    return test::run([&]() -> asio::awaitable<int> {
+      engine eng(co_await asio::this_coro::executor,
+                 test::options(schema, "producer-" + std::to_string(i)));
+      eng.register_workflow("slow", &slow_wf);
+      auto c = co_await eng.pool().acquire();  // connected; now race
+      if (!gate.wait()) co_return 2;
+      enqueue_options o{.queue = "nobody-serves-this", .dedup_key = "order-42"};
+      auto h = co_await eng.enqueue(o, "slow", "dup-" + std::to_string(i), 1, 1);
+      co_return h.id().rfind("dup-", 0) == 0 ? 0 : 3;
+    }());
+  });
+  CHECK(codes == std::vector<int>(4, 0));
+  test::run([&]() -> asio::awaitable<void> {
+    auto c = co_await pg::connection::connect(test::conninfo());
+    auto r = co_await c->exec("SELECT count(*) FROM " + detail::quote_identifier(schema) +
+                              ".workflows WHERE dedup_key = 'order-42'");
+    CHECK(r[0].get<long>(0) == 1);
+  }());
 }
