@@ -287,7 +287,7 @@ private:
       s.current_seq = seq;
       std::optional<detail::stored_t<T>> value;
       {  // the connection goes back to the pool before a failure is journaled
-        auto conn = co_await s.pool->acquire();
+        auto conn = co_await detail::acquire(s);
         std::optional<pg::transaction> tx;
         tx.emplace(conn->begin());
         try {
@@ -297,6 +297,10 @@ private:
           } else {
             value.emplace(co_await fn(*tx));
           }
+        } catch (const pg::connection_error&) {
+          // The database, not the step, failed: retry the workflow instead of journaling it.
+          s.io_failed = true;
+          throw;
         } catch (...) {
           failure = detail::capture(std::current_exception());
         }

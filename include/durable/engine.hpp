@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -134,6 +135,7 @@ struct engine_state {
   std::shared_ptr<asio::steady_timer> maintenance;
   std::shared_ptr<asio::steady_timer> dispatch_timer;
   std::vector<std::string> queues = options.queues;
+  std::set<std::string, std::less<>> retrying;  // ids to claim again after an I/O error
   bool wake_pending = false;
   // A wake-up that arrives while the dispatcher is busy is kept, not lost.
   void wake_dispatcher() {

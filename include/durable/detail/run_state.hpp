@@ -154,6 +154,16 @@ inline void check_fully_replayed(run_state& s) {
   }
 }
 
+/// A pooled connection for the run; failing to get one marks the run for a retry.
+inline asio::awaitable<pg::pool::lease> acquire(run_state& s) {
+  try {
+    co_return co_await s.pool->acquire();
+  } catch (...) {
+    s.io_failed = true;
+    throw;
+  }
+}
+
 /// Journals one step (I2: one round trip, fenced by the epoch in the same statement, I3).
 inline asio::awaitable<void> append(run_state& s, int seq, const std::string& name,
                                     const std::string& kind,

@@ -257,18 +257,23 @@ inline asio::awaitable<void> engine::maintain(std::shared_ptr<detail::engine_sta
     co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
     if (s->stopping) co_return;
     try {
+      // One round trip: heartbeat, take over from dead executors, and list our own
+      // unfinished workflows (to catch any that run nowhere here, e.g. a claim that failed).
       std::vector<pg::statement> batch;
       batch.push_back(s->st.executor_heartbeat(s->options.executor_id));
       batch.push_back(s->st.workflows_take_over(
           s->options.executor_id, std::int64_t(s->options.lease_timeout.count()), name_array, 100));
-      std::vector<std::string> taken;
+      batch.push_back(s->st.workflows_owned(s->options.executor_id));
+      std::vector<std::string> ids;
       {
         auto c = co_await s->pool.acquire();
         auto r = co_await c->run_batch(std::move(batch));
-        for (const pg::row row : r[1]) taken.push_back(row.get<std::string>(0));
+        for (const pg::row row : r[1]) ids.push_back(row.get<std::string>(0));
+        for (const pg::row row : r[2])
+          if (s->registry.contains(row.text(1))) ids.push_back(row.get<std::string>(0));
       }
-      for (auto& id : taken)
-        if (!s->stopping && !s->running.contains(id))
+      for (auto& id : ids)
+        if (!s->stopping && !s->running.contains(id) && !s->retrying.contains(id))
           (void)co_await claim_and_run(s, std::move(id));
     } catch (const std::exception&) {
       // The database is unreachable or busy: try again on the next tick.
@@ -433,6 +438,12 @@ inline asio::awaitable<void> engine::execute(std::shared_ptr<detail::engine_stat
   if (kind == outcome::retry) {
     // The outcome of our last write is unknown: claim again (new epoch) and replay.
     const std::string id = run->id;
+    s->retrying.insert(id);
+    struct unmark {
+      std::shared_ptr<detail::engine_state> s;
+      std::string id;
+      ~unmark() { s->retrying.erase(id); }
+    } guard{s, id};
     auto delay = s->options.io_retry_delay;
     for (;;) {
       co_await detail::sleep_for(delay);
