@@ -546,3 +546,63 @@ TEST_CASE("concurrent enqueues with one deduplication key yield one workflow",
     CHECK(r[0].get<long>(0) == 1);
   }());
 }
+
+TEST_CASE("four executors run 2000 queued workflows; two are killed; each finishes exactly once",
+          "[queues][process][executors]") {
+  const auto schema = audited_schema("bulk");
+  using namespace std::chrono_literals;
+  const int workflows = 2000;
+  test::run([&]() -> asio::awaitable<void> {
+    engine eng(co_await asio::this_coro::executor, test::options(schema, "producer"));
+    eng.register_workflow("slow", &slow_wf);
+    co_await eng.migrate();
+    // One transaction, so that the executors start on a full queue.
+    auto c = co_await eng.pool().acquire();
+    auto tx = c->begin();
+    for (int i = 0; i < workflows; ++i) {
+      enqueue_options o{.queue = "bulk"};
+      (void)co_await eng.enqueue(tx, o, "slow", "b-" + std::to_string(i), 3, 0);
+    }
+    (void)co_await tx.commit();
+  }());
+  std::vector<pid_t> executors;
+  for (int i = 0; i < 4; ++i)
+    executors.push_back(spawn_executor(
+        schema, "exec-" + std::to_string(i), 1000ms,
+        [](engine& eng) { return drain_queue(eng, "bulk"); }, "bulk"));
+  // Kill two executors once some of the work is done.
+  test::run([&]() -> asio::awaitable<void> {
+    auto c = co_await pg::connection::connect(test::conninfo());
+    for (int i = 0; i < 6000; ++i) {
+      auto r = co_await c->exec("SELECT count(*) FROM " + detail::quote_identifier(schema) +
+                                ".workflows WHERE status = 'succeeded'");
+      if (r[0].get<long>(0) >= workflows / 4) break;
+      co_await test::sleep_ms(5);
+    }
+  }());
+  ::kill(executors[0], SIGKILL);
+  ::kill(executors[1], SIGKILL);
+  CHECK(wait_exit(executors[0], 10) == 128 + SIGKILL);
+  CHECK(wait_exit(executors[1], 10) == 128 + SIGKILL);
+  CHECK(wait_exit(executors[2], 120) == 0);
+  CHECK(wait_exit(executors[3], 120) == 0);
+  test::run([&]() -> asio::awaitable<void> {
+    auto c = co_await pg::connection::connect(test::conninfo());
+    const auto s = detail::quote_identifier(schema);
+    auto r = co_await c->exec(
+        "SELECT count(*), count(*) FILTER (WHERE status = 'succeeded' AND output::text = '3') "
+        "FROM " +
+        s + ".workflows");
+    CHECK(r[0].get<int>(0) == workflows);
+    CHECK(r[0].get<int>(1) == workflows);
+    auto j = co_await c->exec("SELECT count(*), count(DISTINCT (workflow_id, seq)) FROM " + s +
+                              ".steps");
+    CHECK(j[0].get<int>(0) == workflows * 3);
+    CHECK(j[0].get<int>(1) == workflows * 3);
+    auto a = co_await c->exec("SELECT count(*) FROM " + s + ".journal_audit");
+    CHECK(a[0].get<int>(0) == 0);
+    auto taken = co_await c->exec("SELECT count(*) FROM " + s + ".workflows WHERE epoch > 1");
+    WARN("bulk: " << taken[0].get<long>(0)
+                  << " workflows were taken over from the killed executors");
+  }());
+}
