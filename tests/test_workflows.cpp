@@ -746,3 +746,43 @@ TEST_CASE("deduplication keys, priorities and delayed starts", "[queues]") {
     }
   });
 }
+
+TEST_CASE("executors run only the application versions they declare", "[queues][versions]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("ver");
+  test::run([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto make = [&](const std::string& id, const std::string& version) {
+      auto o = test::options(schema, id);
+      o.app_version = version;
+      o.run_versions = {version};
+      o.poll_interval = std::chrono::milliseconds(20);
+      auto e = std::make_unique<engine>(ex, o);
+      register_all(*e);
+      return e;
+    };
+    auto v1 = make("exec-v1", "v1");
+    auto v2 = make("exec-v2", "v2");
+    auto v3_producer = make("producer-v3", "v3");  // enqueues only; never opened
+    (void)co_await v1->open();
+    (void)co_await v2->open();
+    auto h1 = co_await v1->enqueue({}, "counter", "w-v1", 2);
+    auto h2 = co_await v2->enqueue({}, "counter", "w-v2", 3);
+    auto h3 = co_await v3_producer->enqueue({}, "counter", "w-v3", 4);
+    const int r1 = co_await h1.result<int>();
+    const int r2 = co_await h2.result<int>();
+    CHECK(r1 == 1);
+    CHECK(r2 == 3);
+    auto s1 = co_await h1.status();
+    auto s2 = co_await h2.status();
+    CHECK(s1.executor_id == "exec-v1");
+    CHECK(s2.executor_id == "exec-v2");
+    auto s3 = co_await h3.status();
+    CHECK(s3.status == "pending");
+    auto c = co_await v1->pool().acquire();
+    auto r = co_await c->exec("SELECT reason FROM " + q(schema) + ".queued WHERE id = 'w-v3'");
+    REQUIRE(r.rows() == 1);
+    CHECK_THAT(r[0].get<std::string>(0),
+               Catch::Contains("no live executor runs application version 'v3'"));
+  }());
+}

@@ -37,7 +37,12 @@ struct engine_options {
   /// workflows of this id, so keep it stable across restarts of the same process slot.
   /// Default: $DURABLE_EXECUTOR_ID, else the host name.
   std::string executor_id{};
+  /// Application version stamped on the workflows this engine starts or enqueues.
   std::string app_version{};
+  /// Application versions whose workflows this executor runs from queues and takes over
+  /// from dead executors; empty runs every version. Others stay queued (see the `queued`
+  /// view for the reason).
+  std::vector<std::string> run_versions{};
   std::size_t pool_size = 8;
   /// Run migrations in open().
   bool migrate = true;

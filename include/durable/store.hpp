@@ -177,6 +177,26 @@ $fn$)",
   WHERE status = 'running')",
            R"(CREATE INDEX workflows_queue_started ON {s}.workflows (queue, started_at))",
        }},
+      {3,
+       "application versions",
+       {
+           R"(ALTER TABLE {s}.executors ADD COLUMN versions text[] NOT NULL DEFAULT '{}')",
+           // Why each queued workflow is still waiting, for operators (SELECT * FROM queued).
+           R"(CREATE VIEW {s}.queued AS
+SELECT w.id, w.name, w.queue, w.priority, w.app_version, w.created_at, w.wake_at,
+       CASE
+         WHEN w.wake_at > now() THEN 'delayed until ' || w.wake_at
+         WHEN NOT EXISTS (
+           SELECT 1 FROM {s}.executors e
+            WHERE e.heartbeat_at > now() - interval '1 minute'
+              AND (cardinality(e.versions) = 0 OR w.app_version = ANY(e.versions)))
+           THEN 'no live executor runs application version ''' || w.app_version || ''''
+         ELSE 'waiting for room in queue ''' || coalesce(w.queue, '') || ''''
+       END AS reason
+  FROM {s}.workflows w
+ WHERE w.status = 'pending' AND w.executor_id IS NULL)",
+       }},
+
   };
   return all;
 }
@@ -373,7 +393,8 @@ ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency,
         // $1 queue. Serializes the dispatchers of one queue, so that the counts the next
         // statement reads (in its own, later snapshot) cannot be outdated by another one.
         {"queue_lock", R"(SELECT name FROM {s}.queues WHERE name = $1 FOR UPDATE)"},
-        // $1 executor, $2 queue, $3 workflow names it runs (text[]), $4 how many at most.
+        // $1 executor, $2 queue, $3 workflow names it runs (text[]), $4 how many at most,
+        // $5 application versions it runs (text[], empty = all).
         // Claims queued workflows within the queue's limits, by priority then age.
         {"queue_dispatch", R"(WITH q AS (
   SELECT concurrency, worker_concurrency, rate_limit, rate_period_ms FROM {s}.queues WHERE name = $2),
@@ -391,6 +412,7 @@ picked AS (
   SELECT w.id FROM {s}.workflows w
    WHERE w.queue = $2 AND w.status = 'pending' AND w.executor_id IS NULL
      AND (w.wake_at IS NULL OR w.wake_at <= now()) AND w.name = ANY($3::text[])
+     AND (cardinality($5::text[]) = 0 OR w.app_version = ANY($5::text[]))
    ORDER BY w.priority DESC, w.created_at, w.id
    LIMIT (SELECT n FROM budget)
    FOR UPDATE OF w SKIP LOCKED)
@@ -405,7 +427,8 @@ RETURNING w.id, w.name, w.inputs::text, w.epoch)"},
         {"executor_release",
          R"(UPDATE {s}.executors SET heartbeat_at = '-infinity' WHERE id = $1)"},
         // $1 this executor, $2 lease timeout (ms), $3 workflow names it runs (text[]),
-        // $4 how many at most. SKIP LOCKED: two live executors never take the same workflow;
+        // $4 how many at most, $5 versions it runs (text[], empty = all). SKIP LOCKED: two live
+        // executors never take the same workflow;
         // the new owner then claims each one, which bumps its epoch (I3).
         {"workflows_take_over", R"(WITH dead AS (
   SELECT id FROM {s}.executors
@@ -414,15 +437,18 @@ taken AS (
   SELECT w.id FROM {s}.workflows w
    WHERE w.executor_id IN (SELECT id FROM dead) AND w.status IN ('pending', 'running')
      AND w.name = ANY($3::text[])
+     AND (cardinality($5::text[]) = 0 OR w.app_version = ANY($5::text[]))
    ORDER BY w.created_at LIMIT $4
    FOR UPDATE OF w SKIP LOCKED)
 UPDATE {s}.workflows w SET executor_id = $1, updated_at = now()
   FROM taken WHERE w.id = taken.id
 RETURNING w.id)"},
-        {"executor_upsert", R"(INSERT INTO {s}.executors (id, host, pid, app_version)
-VALUES ($1, $2, $3, $4)
+        // $1 id, $2 host, $3 pid, $4 app_version, $5 versions it runs (text[], empty = all)
+        {"executor_upsert", R"(INSERT INTO {s}.executors (id, host, pid, app_version, versions)
+VALUES ($1, $2, $3, $4, $5::text[])
 ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-  app_version = excluded.app_version, started_at = now(), heartbeat_at = now())"},
+  app_version = excluded.app_version, versions = excluded.versions, started_at = now(),
+  heartbeat_at = now())"},
     };
     return all;
   }

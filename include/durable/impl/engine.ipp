@@ -80,7 +80,8 @@ inline asio::awaitable<std::size_t> engine::open() {
   {
     auto c = co_await s_->pool.acquire();
     co_await c->run(s_->st.executor_upsert(s_->options.executor_id, detail::default_executor_id(),
-                                           int(::getpid()), s_->options.app_version));
+                                           int(::getpid()), s_->options.app_version,
+                                           detail::text_array(s_->options.run_versions)));
   }
   const std::size_t resumed = co_await recover_pending();
   if (!s_->maintenance) {
@@ -189,6 +190,7 @@ inline asio::awaitable<void> engine::dispatch(std::shared_ptr<detail::engine_sta
   std::vector<std::string> names;
   for (const auto& [name, w] : s->registry) names.push_back(name);
   const std::string name_array = detail::text_array(names);
+  const std::string versions = detail::text_array(s->options.run_versions);
   constexpr int batch_size = 64;
   for (;;) {
     if (s->stopping) co_return;
@@ -202,7 +204,7 @@ inline asio::awaitable<void> engine::dispatch(std::shared_ptr<detail::engine_sta
         std::vector<pg::statement> batch;
         batch.push_back(s->st.queue_lock(queue));
         batch.push_back(
-            s->st.queue_dispatch(s->options.executor_id, queue, name_array, batch_size));
+            s->st.queue_dispatch(s->options.executor_id, queue, name_array, batch_size, versions));
         std::vector<pg::result> r;
         {
           auto c = co_await s->pool.acquire();
@@ -251,6 +253,7 @@ inline asio::awaitable<void> engine::maintain(std::shared_ptr<detail::engine_sta
   std::vector<std::string> names;
   for (const auto& [name, w] : s->registry) names.push_back(name);
   const std::string name_array = detail::text_array(names);
+  const std::string versions = detail::text_array(s->options.run_versions);
   for (;;) {
     timer->expires_after(s->options.heartbeat_interval);
     asio::error_code ec;
@@ -261,8 +264,9 @@ inline asio::awaitable<void> engine::maintain(std::shared_ptr<detail::engine_sta
       // unfinished workflows (to catch any that run nowhere here, e.g. a claim that failed).
       std::vector<pg::statement> batch;
       batch.push_back(s->st.executor_heartbeat(s->options.executor_id));
-      batch.push_back(s->st.workflows_take_over(
-          s->options.executor_id, std::int64_t(s->options.lease_timeout.count()), name_array, 100));
+      batch.push_back(s->st.workflows_take_over(s->options.executor_id,
+                                                std::int64_t(s->options.lease_timeout.count()),
+                                                name_array, 100, versions));
       batch.push_back(s->st.workflows_owned(s->options.executor_id));
       std::vector<std::string> ids;
       {
