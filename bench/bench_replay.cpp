@@ -1,0 +1,539 @@
+// What a step costs when it first runs and when it is replayed, beside the cost of the one
+// INSERT-and-commit that journaling a step cannot avoid; all in the same (interleaved) run.
+//
+//   BM_raw_floor                  (c) the floor: one blocking libpq INSERT (prepared) and commit
+//                                 of a row shaped like a journal row (text, int, text, jsonb,
+//                                 primary key (text, int)) into bench_replay_floor
+//   BM_raw_append_step            diagnostic: the library's own journal write (the store's
+//                                 step_append statement: fence + INSERT in a PL/pgSQL function)
+//                                 sent by blocking libpq, autocommit: the server's share of a
+//                                 new step, without the library's client side
+//   BM_first_execution/N          (b) engine.start() of a fresh workflow of N steps and
+//                                 handle.result(): every step runs and is journaled (one fenced
+//                                 round trip and commit each); per_step = time / N
+//   BM_paired_new_step            diagnostic: blocks of 100 floor INSERTs, 100 raw step_appends
+//                                 and 100-step workflows (engine pool of 4, and of 1), in
+//                                 rotating order, each block timed: side-by-side per-step costs
+//   BM_replay/N                   (a) end to end replay of a finished workflow of N steps:
+//                                 recover(id) (claim + journal load), replay of every step,
+//                                 the completion write, and result(). Before each iteration,
+//                                 outside the timed region, a separate libpq connection sets
+//                                 the workflow back to 'running'. Fitted against O(N).
+//   BM_raw_journal_load/N         diagnostic: the store's journal_load statement for that
+//                                 workflow via blocking libpq (rows fetched, not read)
+//   BM_replay_in_process/N        the replay core alone, no I/O: run_state with an N-entry
+//                                 journal, steps_wf(ctx, N) run on an io_context
+//
+// main() prints a summary with the targets of the issue. Database: $DURABLE_DATABASE_URL,
+// else libpq's PG* variables. Drops and recreates the schema bench_replay (the engine's
+// tables) and the table bench_replay_floor.
+
+#include <benchmark/benchmark.h>
+#include <asio/awaitable.hpp>
+#include <asio/io_context.hpp>
+#include <durable.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bench_common.hpp"
+
+namespace {
+
+const std::string schema = "bench_replay";
+const char* const floor_name = "bench_replay_floor_insert";
+const char* const floor_sql =
+    "INSERT INTO bench_replay_floor (workflow_id, seq, name, output) VALUES ($1, $2, $3, $4)";
+
+/// The measured workflow: n steps with the same name, each returning its index.
+asio::awaitable<std::int64_t> steps_wf(durable::context& ctx, int n) {
+  std::int64_t sum = 0;
+  for (int i = 0; i < n; ++i) sum += co_await ctx.step("s", [i] { return std::int64_t(i); });
+  co_return sum;
+}
+
+std::int64_t expected_sum(int n) { return std::int64_t(n) * (n - 1) / 2; }
+
+asio::io_context* g_io = nullptr;
+durable::engine* g_eng = nullptr;
+bench::raw_connection* g_raw = nullptr;
+std::uint64_t g_floor_seq = 0;
+std::uint64_t g_new_ids = 0;
+std::map<int, std::string> g_replay_ids;  // N -> a finished workflow of N steps
+// Round trips per iteration, as last measured; printed in the summary.
+std::map<std::string, double> g_round_trips;
+// BM_replay/N: every iteration's seconds in total, in recover() and in result().
+struct replay_samples {
+  std::vector<double> total, recover, result;
+};
+std::map<int, replay_samples> g_replay_samples;
+
+void check_sum(std::int64_t got, int n) {
+  if (got != expected_sum(n))
+    throw std::runtime_error("steps_wf(" + std::to_string(n) + ") returned " + std::to_string(got) +
+                             ", expected " + std::to_string(expected_sum(n)));
+}
+
+void per_step_counter(benchmark::State& state, int n) {
+  state.counters["per_step"] = benchmark::Counter(
+      double(n), benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+void round_trip_counter(benchmark::State& state, const std::string& name, std::uint64_t before) {
+  if (state.iterations() == 0) return;
+  const double per = double(g_eng->stats().round_trips - before) / double(state.iterations());
+  state.counters["round_trips"] = per;
+  g_round_trips[name] = per;
+}
+
+// ---- (c) the floor ----------------------------------------------------------------------------
+
+void floor_once() {
+  const std::string seq = std::to_string(++g_floor_seq);
+  const char* values[4] = {"floor", seq.c_str(), "s", seq.c_str()};
+  PGresult* r = PQexecPrepared(g_raw->get(), floor_name, 4, values, nullptr, nullptr, 0);
+  const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
+  PQclear(r);
+  if (!ok) throw std::runtime_error(PQerrorMessage(g_raw->get()));
+}
+
+void BM_raw_floor(benchmark::State& state) {
+  try {
+    for (auto _ : state) floor_once();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+// The library's fenced journal write (store statement step_append) sent by plain blocking
+// libpq, autocommit: what a new step costs the server, without the library's client side.
+std::uint64_t g_append_seq = 0;
+
+void append_once() {
+  const std::string seq = std::to_string(g_append_seq++);
+  const std::string started = std::to_string(durable::detail::unix_seconds());
+  const char* values[10] = {"raw-append", "1",         seq.c_str(), "s", "step",
+                            "succeeded",  seq.c_str(), nullptr,     "1", started.c_str()};
+  PGresult* r = PQexecPrepared(g_raw->get(), "bench_raw_append", 10, values, nullptr, nullptr, 0);
+  const bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
+  PQclear(r);
+  if (!ok) throw std::runtime_error(PQerrorMessage(g_raw->get()));
+}
+
+void BM_raw_append_step(benchmark::State& state) {
+  try {
+    for (auto _ : state) append_once();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+// ---- (b) first execution -------------------------------------------------------------------
+
+asio::awaitable<void> first_execution_loop(benchmark::State& state, durable::engine& eng, int n) {
+  for (auto _ : state) {
+    const std::string id = "new-" + std::to_string(n) + "-" + std::to_string(++g_new_ids);
+    auto handle = co_await eng.start("steps", id, n);
+    const std::int64_t sum = co_await handle.result<std::int64_t>();
+    check_sum(sum, n);
+  }
+}
+
+void BM_first_execution(benchmark::State& state) {
+  const int n = int(state.range(0));
+  const std::uint64_t before = g_eng->stats().round_trips;
+  bench::run_loop(state, *g_io, first_execution_loop(state, *g_eng, n));
+  per_step_counter(state, n);
+  round_trip_counter(state, "BM_first_execution/" + std::to_string(n), before);
+}
+
+// ---- paired: new step beside its floor -------------------------------------------------------
+
+// Per iteration, in rotating order, blocks of 100 of: raw floor INSERTs, raw step_append calls,
+// and a 100-step workflow on the engine (pool of 4) and on a second engine whose pool has one
+// connection. Every block is timed on its own, so the per-step values compared were measured
+// within a fraction of a second of each other.
+durable::engine* g_eng1 = nullptr;
+enum paired_variant : int { p_floor, p_append, p_new_pool4, p_new_pool1, p_count };
+const char* const paired_names[p_count] = {"raw INSERT + commit (floor)", "raw step_append",
+                                           "new step, engine pool(4)", "new step, engine pool(1)"};
+std::vector<double> g_paired[p_count];  // seconds per step, one sample per block
+constexpr int paired_block = 100;
+
+asio::awaitable<void> paired_loop(benchmark::State& state) {
+  int rotation = 0;
+  for (auto _ : state) {
+    for (int k = 0; k < p_count; ++k) {
+      const int v = (k + rotation) % p_count;
+      const auto t0 = std::chrono::steady_clock::now();
+      if (v == p_floor) {
+        for (int i = 0; i < paired_block; ++i) floor_once();
+      } else if (v == p_append) {
+        for (int i = 0; i < paired_block; ++i) append_once();
+      } else {
+        durable::engine& eng = v == p_new_pool4 ? *g_eng : *g_eng1;
+        const std::string id = "paired-" + std::to_string(v) + "-" + std::to_string(++g_new_ids);
+        auto handle = co_await eng.start("steps", id, paired_block);
+        const std::int64_t sum = co_await handle.result<std::int64_t>();
+        check_sum(sum, paired_block);
+      }
+      g_paired[v].push_back(bench::seconds_since(t0) / paired_block);
+    }
+    rotation = (rotation + 1) % p_count;
+  }
+}
+
+void BM_paired_new_step(benchmark::State& state) {
+  bench::run_loop(state, *g_io, paired_loop(state));
+}
+
+// ---- (a) end-to-end replay -------------------------------------------------------------------
+
+asio::awaitable<std::string> prepare_finished(durable::engine& eng, int n) {
+  const std::string id = "replay-" + std::to_string(n);
+  auto handle = co_await eng.start("steps", id, n);
+  const std::int64_t sum = co_await handle.result<std::int64_t>();
+  check_sum(sum, n);
+  co_return id;
+}
+
+asio::awaitable<void> replay_loop(benchmark::State& state, durable::engine& eng,
+                                  const std::string& id, int n) {
+  const std::string reset_sql =
+      "UPDATE " + schema +
+      ".workflows SET status = 'running', output = NULL, completed_at = NULL "
+      "WHERE id = $1";
+  const std::vector<const char*> reset_params{id.c_str()};
+  using clock = std::chrono::steady_clock;
+  double recover_us = 0, result_us = 0;
+  replay_samples& samples = g_replay_samples[n];
+  for (auto _ : state) {
+    g_raw->exec_params(reset_sql.c_str(), reset_params);  // blocking, not timed
+    const auto t0 = clock::now();
+    const bool resumed = co_await eng.recover(id);
+    const auto t1 = clock::now();
+    auto handle = eng.handle(id);
+    const std::int64_t sum = co_await handle.result<std::int64_t>();
+    const auto t2 = clock::now();
+    state.SetIterationTime(std::chrono::duration<double>(t2 - t0).count());
+    recover_us += std::chrono::duration<double, std::micro>(t1 - t0).count();
+    result_us += std::chrono::duration<double, std::micro>(t2 - t1).count();
+    samples.total.push_back(std::chrono::duration<double>(t2 - t0).count());
+    samples.recover.push_back(std::chrono::duration<double>(t1 - t0).count());
+    samples.result.push_back(std::chrono::duration<double>(t2 - t1).count());
+    if (!resumed) throw std::runtime_error("recover('" + id + "') did not resume the workflow");
+    check_sum(sum, n);
+  }
+  // recover(): name check, claim + load, building the journal; result(): replay, completion
+  // write and the reads of the outcome (the run proceeds while result() waits).
+  state.counters["recover_us"] = benchmark::Counter(recover_us, benchmark::Counter::kAvgIterations);
+  state.counters["result_us"] = benchmark::Counter(result_us, benchmark::Counter::kAvgIterations);
+}
+
+/// A finished workflow of n steps, made on first use (outside any timed region).
+const std::string* replay_workflow(benchmark::State& state, int n) {
+  auto it = g_replay_ids.find(n);
+  if (it == g_replay_ids.end()) {
+    try {
+      it = g_replay_ids.emplace(n, bench::run_on(*g_io, prepare_finished(*g_eng, n))).first;
+    } catch (const std::exception& e) {
+      state.SkipWithError(e.what());
+      return nullptr;
+    }
+  }
+  return &it->second;
+}
+
+void BM_replay(benchmark::State& state) {
+  const int n = int(state.range(0));
+  const std::string* id = replay_workflow(state, n);
+  if (!id) return;
+  const std::uint64_t before = g_eng->stats().round_trips;
+  bench::run_loop(state, *g_io, replay_loop(state, *g_eng, *id, n));
+  state.SetComplexityN(n);
+  per_step_counter(state, n);
+  round_trip_counter(state, "BM_replay/" + std::to_string(n), before);
+}
+
+// The store's journal_load statement sent by blocking libpq, the rows fetched but not read:
+// the server's and libpq's share of loading a journal.
+void BM_raw_journal_load(benchmark::State& state) {
+  const int n = int(state.range(0));
+  const std::string* id = replay_workflow(state, n);
+  if (!id) return;
+  PGconn* c = g_raw->get();
+  const char* values[1] = {id->c_str()};
+  for (auto _ : state) {
+    PGresult* r = PQexecPrepared(c, "bench_raw_load", 1, values, nullptr, nullptr, 0);
+    const bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == n;
+    PQclear(r);
+    if (!ok) {
+      state.SkipWithError("journal_load did not return the journal");
+      break;
+    }
+  }
+  per_step_counter(state, n);
+}
+
+// ---- the replay core alone -----------------------------------------------------------------
+
+asio::awaitable<void> in_process_loop(benchmark::State& state, durable::detail::run_state& run,
+                                      int n) {
+  durable::context ctx(run);
+  std::int64_t sum = 0;
+  for (auto _ : state) {
+    run.next_seq = 0;
+    sum = co_await steps_wf(ctx, n);
+  }
+  check_sum(sum, n);
+}
+
+void BM_replay_in_process(benchmark::State& state) {
+  const int n = int(state.range(0));
+  durable::detail::run_state run;
+  run.id = "in-process";
+  run.name = "steps";
+  run.epoch = 1;
+  run.journal.reserve(std::size_t(n));
+  for (int i = 0; i < n; ++i) {
+    durable::detail::journal_entry e;
+    e.name = "s";
+    e.kind = "step";
+    e.output = std::to_string(i);
+    run.add_entry(i, std::move(e));
+  }
+  // pool, st and counters stay null: a step without a journal row would throw.
+  bench::run_loop(state, *g_io, in_process_loop(state, run, n));
+  per_step_counter(state, n);
+}
+
+constexpr int repetitions = 5;
+
+BENCHMARK(BM_raw_floor)
+    ->Repetitions(repetitions)
+    ->MinTime(0.5)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_raw_append_step)
+    ->Repetitions(repetitions)
+    ->MinTime(0.5)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_first_execution)
+    ->Arg(1)
+    ->Arg(100)
+    ->Repetitions(repetitions)
+    ->MinTime(0.5)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_paired_new_step)->Iterations(24)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_replay)
+    ->Arg(10)
+    ->Arg(100)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Repetitions(repetitions)
+    ->MinTime(0.5)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond)
+    ->Complexity(benchmark::oN);
+BENCHMARK(BM_raw_journal_load)
+    ->Arg(10)
+    ->Arg(100)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Repetitions(repetitions)
+    ->MinTime(0.5)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_replay_in_process)
+    ->Arg(10)
+    ->Arg(100)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Repetitions(repetitions)
+    ->MinTime(0.5)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+void print_summary(const bench::collecting_reporter& rep) {
+  auto med = [&](const std::string& name) { return rep.median(name); };
+  auto rt = [&](const std::string& name) {
+    auto it = g_round_trips.find(name);
+    return it == g_round_trips.end() ? -1.0 : it->second;
+  };
+  std::printf("\n==== bench_replay summary: medians of %d interleaved repetitions, same run ====\n",
+              repetitions);
+
+  const auto floor = med("BM_raw_floor");
+  if (floor)
+    std::printf("(c) raw INSERT + commit floor:          %8.1f us\n", *floor * 1e6);
+  else
+    std::printf("(c) raw INSERT + commit floor:          not measured\n");
+
+  const auto append = med("BM_raw_append_step");
+  if (append) {
+    std::printf("    step_append statement via raw libpq:  %8.1f us", *append * 1e6);
+    if (floor) std::printf(" = %.2f x floor (the server's share of a new step)", *append / *floor);
+    std::printf("\n");
+  }
+
+  const auto new1 = med("BM_first_execution/1");
+  const auto new100 = med("BM_first_execution/100");
+  if (new100) {
+    const double per = *new100 / 100;
+    std::printf(
+        "(b) new step, first execution (N=100):  %8.1f us/step (workflow of 100 steps: %.2f ms, "
+        "%.0f round trips)\n",
+        per * 1e6, *new100 * 1e3, rt("BM_first_execution/100"));
+    if (floor)
+      std::printf("    new step / floor:                   %8.2f   (target <= 1.25: %s)\n",
+                  per / *floor, bench::verdict(per / *floor, 1.25));
+    if (append)
+      std::printf(
+          "    new step - raw step_append:         %8.1f us (the library's client side and the "
+          "workflow's start, finish and result, spread over 100 steps)\n",
+          (per - *append) * 1e6);
+    if (new1) {
+      const double marginal = (*new100 - *new1) / 99;
+      std::printf(
+          "    workflow of 1 step:                 %8.1f us (%.0f round trips); marginal step "
+          "(t100 - t1)/99: %.1f us",
+          *new1 * 1e6, rt("BM_first_execution/1"), marginal * 1e6);
+      if (floor) std::printf(" = %.2f x floor", marginal / *floor);
+      std::printf("\n");
+    }
+  } else {
+    std::printf("(b) new step:                           not measured\n");
+  }
+
+  std::optional<double> pm[p_count];
+  for (int v = 0; v < p_count; ++v) pm[v] = bench::median_of(g_paired[v]);
+  if (pm[p_floor]) {
+    std::printf("    paired blocks of %d (%zu blocks each), medians per step:\n", paired_block,
+                g_paired[0].size());
+    for (int v = 0; v < p_count; ++v)
+      std::printf("      %-30s %8.1f us = %.2f x floor\n", paired_names[v], *pm[v] * 1e6,
+                  *pm[v] / *pm[p_floor]);
+  }
+
+  const auto r1000 = med("BM_replay/1000");
+  if (r1000)
+    std::printf("(a) replay of 1000 steps, end to end:   %8.2f ms   (target <= 5 ms: %s)\n",
+                *r1000 * 1e3, bench::verdict(*r1000 * 1e3, 5.0));
+  else
+    std::printf("(a) replay of 1000 steps, end to end:   not measured\n");
+
+  for (int n : {1000, 10000}) {
+    const auto ip = med("BM_replay_in_process/" + std::to_string(n));
+    if (ip)
+      std::printf("    in-process replay, N=%-5d:          %8.0f ns/step (target <= 1000 ns: %s)\n",
+                  n, *ip / n * 1e9, bench::verdict(*ip / n * 1e9, 1000));
+  }
+
+  std::printf("    end-to-end replay by journal length (linearity):\n");
+  std::optional<double> prev;
+  int prev_n = 0;
+  for (int n : {10, 100, 1000, 10000}) {
+    const auto t = med("BM_replay/" + std::to_string(n));
+    if (!t) continue;
+    std::printf("      N=%-5d  total %9.3f ms  %8.2f us/step  %.0f round trips", n, *t * 1e3,
+                *t / n * 1e6, rt("BM_replay/" + std::to_string(n)));
+
+    if (prev)
+      std::printf("  marginal since N=%d: %.2f us/step", prev_n, (*t - *prev) / (n - prev_n) * 1e6);
+    std::printf("\n");
+    prev = t;
+    prev_n = n;
+  }
+  std::printf("    journal_load statement via raw libpq (rows fetched, not read), medians:\n");
+  for (int n : {10, 100, 1000, 10000}) {
+    const auto t = med("BM_raw_journal_load/" + std::to_string(n));
+    if (t) std::printf("      N=%-5d  %9.3f ms  %8.2f us/row\n", n, *t * 1e3, *t / n * 1e6);
+  }
+  std::printf(
+      "    end-to-end replay, every iteration (including Google Benchmark's warm-up runs):\n");
+  for (auto& [n, smp] : g_replay_samples) {
+    const auto p50 = bench::median_of(smp.total);  // sorts smp.total
+    if (!p50) continue;
+    const double p90 = smp.total[std::size_t(double(smp.total.size() - 1) * 0.9)];
+    std::printf(
+        "      N=%-5d  %4zu iterations  median %8.3f ms (recover %.3f + result %.3f)  p90 %8.3f ms "
+        " max %8.3f ms\n",
+        n, smp.total.size(), *p50 * 1e3, *bench::median_of(smp.recover) * 1e3,
+        *bench::median_of(smp.result) * 1e3, p90 * 1e3, smp.total.back() * 1e3);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto args = bench::with_interleaving(argc, argv);
+  int n = int(args.size()) - 1;
+  benchmark::Initialize(&n, args.data());
+  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+
+  asio::io_context io;
+  durable::engine_options options;
+  options.conninfo = bench::conninfo();
+  options.schema = schema;
+  options.executor_id = "bench-replay";
+  options.pool_size = 4;
+  // This process runs the io_context only while a library benchmark runs, so an engine may
+  // miss heartbeats for seconds at a time; a long lease keeps the other engine here from
+  // taking its workflows over in the middle of a measurement. Heartbeats still happen.
+  options.lease_timeout = std::chrono::hours(1);
+  std::unique_ptr<bench::raw_connection> raw;
+  durable::engine eng(io.get_executor(), options);
+  eng.register_workflow("steps", &steps_wf);
+  // Only for BM_paired_new_step: the same journal, an engine whose pool has one connection.
+  durable::engine_options options1 = options;
+  options1.executor_id = "bench-replay-pool1";
+  options1.pool_size = 1;
+  durable::engine eng1(io.get_executor(), options1);
+  eng1.register_workflow("steps", &steps_wf);
+  try {
+    raw = std::make_unique<bench::raw_connection>(options.conninfo);
+    raw->exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE");
+    raw->exec(
+        "DROP TABLE IF EXISTS bench_replay_floor; "
+        "CREATE TABLE bench_replay_floor (workflow_id text NOT NULL, seq integer NOT NULL, name "
+        "text NOT NULL, "
+        "output jsonb, PRIMARY KEY (workflow_id, seq))");
+    raw->prepare(floor_name, floor_sql);
+    (void)bench::run_on(io, eng.open());
+    (void)bench::run_on(io, eng1.open());
+    // A workflow row for BM_raw_append_step; no executor owns it, so nothing resumes it.
+    raw->exec("INSERT INTO " + schema +
+              ".workflows (id, name, status, inputs, epoch) "
+              "VALUES ('raw-append', 'steps', 'running', '[0]', 1)");
+    raw->prepare("bench_raw_append", eng.schema().catalog()->at("durable_step_append").c_str());
+    raw->prepare("bench_raw_load", eng.schema().catalog()->at("durable_journal_load").c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_replay: setup failed: %s\n", e.what());
+    return 1;
+  }
+  g_io = &io;
+  g_eng = &eng;
+  g_eng1 = &eng1;
+  g_raw = raw.get();
+
+  bench::collecting_reporter rep;
+  benchmark::RunSpecifiedBenchmarks(&rep);
+  benchmark::Shutdown();
+  print_summary(rep);
+  try {
+    bench::run_on(io, eng.shutdown(std::chrono::seconds(1)));
+    bench::run_on(io, eng1.shutdown(std::chrono::seconds(1)));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_replay: engine shutdown failed: %s\n", e.what());
+  }
+  return 0;
+}
