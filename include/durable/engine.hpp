@@ -140,7 +140,13 @@ struct engine_state {
   std::shared_ptr<asio::steady_timer> maintenance;
   std::shared_ptr<asio::steady_timer> dispatch_timer;
   std::vector<std::string> queues = options.queues;
-  std::set<std::string, std::less<>> retrying;  // ids to claim again after an I/O error
+  std::set<std::string, std::less<>> retrying;
+  /// The registered workflow names as a text[] literal.
+  [[nodiscard]] std::string names_array() const {
+    std::vector<std::string> names;
+    for (const auto& entry : registry) names.push_back(entry.first);
+    return detail::text_array(names);
+  }  // ids to claim again after an I/O error
   bool wake_pending = false;
   // A wake-up that arrives while the dispatcher is busy is kept, not lost.
   void wake_dispatcher() {

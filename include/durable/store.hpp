@@ -341,11 +341,12 @@ SELECT false, w.name, w.inputs::text, w.status FROM {s}.workflows w
          R"(SELECT name, status, status_reason, inputs::text, output::text, error::text,
        executor_id, epoch, attempts
   FROM {s}.workflows WHERE id = $1)"},
-        // $1 id, $2 executor_id. A new epoch fences out any previous owner (I3).
+        // $1 id, $2 executor_id, $3 workflow names this executor runs (text[]). A new epoch
+        // fences out any previous owner (I3).
         {"workflow_claim", R"(UPDATE {s}.workflows
    SET status = 'running', executor_id = $2, epoch = epoch + 1, attempts = attempts + 1,
        started_at = coalesce(started_at, now()), updated_at = now()
- WHERE id = $1 AND status IN ('pending', 'running')
+ WHERE id = $1 AND status IN ('pending', 'running') AND name = ANY($3::text[])
 RETURNING name, inputs::text, epoch)"},
         // $1 id, $2 epoch, $3 status, $4 output, $5 error, $6 status_reason
         {"workflow_finish", R"(UPDATE {s}.workflows

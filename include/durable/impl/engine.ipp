@@ -187,9 +187,7 @@ inline asio::awaitable<void> engine::run_statement(pg::statement st) {
 
 inline asio::awaitable<void> engine::dispatch(std::shared_ptr<detail::engine_state> s) {
   auto timer = s->dispatch_timer;
-  std::vector<std::string> names;
-  for (const auto& [name, w] : s->registry) names.push_back(name);
-  const std::string name_array = detail::text_array(names);
+  const std::string name_array = s->names_array();
   const std::string versions = detail::text_array(s->options.run_versions);
   constexpr int batch_size = 64;
   for (;;) {
@@ -250,9 +248,7 @@ inline asio::awaitable<void> engine::listen_loop(std::shared_ptr<detail::engine_
 
 inline asio::awaitable<void> engine::maintain(std::shared_ptr<detail::engine_state> s) {
   auto timer = s->maintenance;
-  std::vector<std::string> names;
-  for (const auto& [name, w] : s->registry) names.push_back(name);
-  const std::string name_array = detail::text_array(names);
+  const std::string name_array = s->names_array();
   const std::string versions = detail::text_array(s->options.run_versions);
   for (;;) {
     timer->expires_after(s->options.heartbeat_interval);
@@ -471,7 +467,7 @@ inline asio::awaitable<bool> engine::claim_and_run(std::shared_ptr<detail::engin
     // after the claim means a previous owner's in-flight row is either visible here or
     // rejected by the fence.
     std::vector<pg::statement> batch;
-    batch.push_back(s->st.workflow_claim(id, s->options.executor_id));
+    batch.push_back(s->st.workflow_claim(id, s->options.executor_id, s->names_array()));
     batch.push_back(s->st.journal_load(id));
     r = co_await c->run_batch(std::move(batch));
   }
@@ -502,17 +498,16 @@ inline asio::awaitable<bool> engine::claim_and_run(std::shared_ptr<detail::engin
 inline asio::awaitable<bool> engine::recover_impl(std::string workflow_id) {
   auto s = s_;
   if (s->running.contains(workflow_id)) co_return true;
-  std::string name;
-  {
-    auto c = co_await s->pool.acquire();
-    auto r = co_await c->run(s->st.workflow_get(workflow_id));
-    if (r.empty()) co_return false;
-    name = r[0].get<std::string>(0);
-  }
-  if (!s->registry.contains(name))
-    throw error("recover('" + workflow_id + "'): workflow '" + name +
+  if (co_await claim_and_run(s, workflow_id)) co_return true;
+  // Not claimed: finished, parked, unknown, or not a workflow this engine runs. Say which
+  // only for the last case (the others are answers, not errors).
+  pg::statement get = s->st.workflow_get(workflow_id);
+  auto c = co_await s->pool.acquire();
+  auto r = co_await c->run(std::move(get));
+  if (!r.empty() && !s->registry.contains(r[0].text(0)))
+    throw error("recover('" + workflow_id + "'): workflow '" + r[0].get<std::string>(0) +
                 "' is not registered with this engine; register it before recovering");
-  co_return co_await claim_and_run(s, std::move(workflow_id));
+  co_return false;
 }
 
 inline asio::awaitable<std::size_t> engine::recover_pending() {
@@ -583,8 +578,7 @@ inline asio::awaitable<std::string> workflow_handle::wait_output() const {
       asio::error_code ec;
       co_await done->async_wait(asio::redirect_error(asio::use_awaitable, ec));
     } else {
-      co_await detail::sleep_for(
-          std::chrono::milliseconds(std::min(10 << std::min(round, 6), 500)));
+      co_await detail::sleep_for(std::chrono::milliseconds(std::min(1 << std::min(round, 9), 500)));
     }
   }
 }

@@ -30,9 +30,19 @@ struct pool_state {
     retired.statements += slots[i]->stats().statements;
     slots[i].reset();
   }
+  // The most recently used connection goes out first (a stack), so that sequential work
+  // stays on one warm connection and backend instead of rotating through all of them.
+  std::vector<std::size_t> idle;
+
   void release(std::size_t i) noexcept {
     if (slots[i] && !slots[i]->is_open()) retire(i);
-    (void)free.try_send(asio::error_code{}, i);
+    idle.push_back(i);
+    (void)free.try_send(asio::error_code{}, 0);
+  }
+  std::size_t take_idle() noexcept {
+    const std::size_t i = idle.back();
+    idle.pop_back();
+    return i;
   }
 };
 }  // namespace detail
@@ -67,7 +77,11 @@ public:
     if (size == 0) throw durable::error("a connection pool needs at least one connection");
     state_ =
         std::make_shared<detail::pool_state>(ex, std::move(conninfo), size, std::move(catalog));
-    for (std::size_t i = 0; i < size; ++i) (void)state_->free.try_send(asio::error_code{}, i);
+    // The channel counts free connections (its values are unused); `idle` says which.
+    for (std::size_t i = size; i-- > 0;) {
+      state_->idle.push_back(i);
+      (void)state_->free.try_send(asio::error_code{}, 0);
+    }
   }
   pool(const pool&) = delete;
   pool& operator=(const pool&) = delete;
@@ -75,14 +89,15 @@ public:
   /// Waits until a connection is free, connecting it if needed.
   [[nodiscard]] asio::awaitable<lease> acquire() {
     auto state = state_;
-    const std::size_t i = co_await state->free.async_receive(asio::use_awaitable);
+    (void)co_await state->free.async_receive(asio::use_awaitable);
+    const std::size_t i = state->take_idle();
     std::unique_ptr<connection>& slot = state->slots[i];
     if (slot && !alive(*slot)) state->retire(i);
     if (!slot) {
       try {
         slot = co_await connection::connect(state->conninfo, state->catalog);
       } catch (...) {
-        (void)state->free.try_send(asio::error_code{}, i);
+        state->release(i);
         throw;
       }
     }
