@@ -224,6 +224,9 @@ public:
   /// of executors whose lease ran out. Returns the number resumed.
   [[nodiscard]] asio::awaitable<std::size_t> open();
 
+  /// open()'s background work (heartbeats, takeover, queue dispatch, LISTEN) runs until
+  /// shutdown(); until then the io_context does not run out of work.
+  ///
   /// Graceful shutdown: accepts no new work, lets running steps finish (for up to `grace`),
   /// stops each workflow at its next step boundary, and ends this executor's lease so that
   /// other executors resume its workflows at once instead of after the lease timeout.

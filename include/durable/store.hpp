@@ -290,6 +290,11 @@ public:
     return st;
   }
 
+  template <class... A>
+  [[nodiscard]] pg::statement notify(const A&... a) const {
+    return call("notify", a...);
+  }
+
   /// The NOTIFY channel on which enqueues announce their queue.
   [[nodiscard]] std::string channel() const { return "durable:" + schema_name_; }
 
@@ -422,6 +427,8 @@ UPDATE {s}.workflows w
        started_at = now(), updated_at = now()
   FROM picked WHERE w.id = picked.id
 RETURNING w.id, w.name, w.inputs::text, w.epoch)"},
+        // $1 channel, $2 payload
+        {"notify", R"(SELECT pg_notify($1, $2))"},
         // $1 id
         {"executor_heartbeat", R"(UPDATE {s}.executors SET heartbeat_at = now() WHERE id = $1)"},
         // $1 id. Graceful shutdown: the lease ends now, so others take over at once.

@@ -239,10 +239,11 @@ inline asio::awaitable<void> engine::listen_loop(std::shared_ptr<detail::engine_
         (void)co_await c->wait_notification();
         s->wake_dispatcher();
       }
+      co_return;
     } catch (const std::exception&) {
       // Polling keeps the dispatcher correct meanwhile; reconnect after a pause.
     }
-    co_await detail::sleep_for(std::chrono::seconds(1));
+    if (!s->stopping) co_await detail::sleep_for(std::chrono::seconds(1));
   }
 }
 
@@ -291,9 +292,13 @@ inline asio::awaitable<void> engine::shutdown(std::chrono::milliseconds grace) {
     co_await detail::sleep_for(std::chrono::milliseconds(5));
   // Runs still inside a step past the deadline are fenced out once another executor claims
   // their workflows (I3).
-  pg::statement release = s->st.executor_release(s->options.executor_id);
+  // Ending the lease, and a notification that ends this engine's LISTEN loop (others just
+  // look at their queues once more): after this, the engine's background loops end.
+  std::vector<pg::statement> batch;
+  batch.push_back(s->st.executor_release(s->options.executor_id));
+  batch.push_back(s->st.notify(s->st.channel(), std::string("shutdown")));
   auto c = co_await s->pool.acquire();
-  co_await c->run(std::move(release));
+  co_await c->run_batch(std::move(batch));
 }
 
 inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, std::string id,
