@@ -126,6 +126,25 @@ inline void run_loop(benchmark::State& state, asio::io_context& io, asio::awaita
 }
 
 /// The median of `v` (which it sorts), or nullopt when empty.
+/// A prepared statement run by blocking libpq; throws unless the result has status `want`.
+inline void exec_prepared(PGconn* c, const char* name, int n, const char* const* values,
+                          ExecStatusType want) {
+  PGresult* r = PQexecPrepared(c, name, n, values, nullptr, nullptr, 0);
+  const bool ok = PQresultStatus(r) == want;
+  PQclear(r);
+  if (!ok) throw std::runtime_error(PQerrorMessage(c));
+}
+
+/// Runs `once()` per iteration; an error ends the benchmark with its message.
+template <class F>
+void blocking_loop(benchmark::State& state, F once) {
+  try {
+    for (auto _ : state) once();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
 inline std::optional<double> median_of(std::vector<double>& v) {
   if (v.empty()) return std::nullopt;
   std::sort(v.begin(), v.end());

@@ -98,19 +98,10 @@ void round_trip_counter(benchmark::State& state, const std::string& name, std::u
 void floor_once() {
   const std::string seq = std::to_string(++g_floor_seq);
   const char* values[4] = {"floor", seq.c_str(), "s", seq.c_str()};
-  PGresult* r = PQexecPrepared(g_raw->get(), floor_name, 4, values, nullptr, nullptr, 0);
-  const bool ok = PQresultStatus(r) == PGRES_COMMAND_OK;
-  PQclear(r);
-  if (!ok) throw std::runtime_error(PQerrorMessage(g_raw->get()));
+  bench::exec_prepared(g_raw->get(), floor_name, 4, values, PGRES_COMMAND_OK);
 }
 
-void BM_raw_floor(benchmark::State& state) {
-  try {
-    for (auto _ : state) floor_once();
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-  }
-}
+void BM_raw_floor(benchmark::State& state) { bench::blocking_loop(state, floor_once); }
 
 // The library's fenced journal write (store statement step_append) sent by plain blocking
 // libpq, autocommit: what a new step costs the server, without the library's client side.
@@ -121,19 +112,10 @@ void append_once() {
   const std::string started = std::to_string(durable::detail::unix_seconds());
   const char* values[10] = {"raw-append", "1",         seq.c_str(), "s", "step",
                             "succeeded",  seq.c_str(), nullptr,     "1", started.c_str()};
-  PGresult* r = PQexecPrepared(g_raw->get(), "bench_raw_append", 10, values, nullptr, nullptr, 0);
-  const bool ok = PQresultStatus(r) == PGRES_TUPLES_OK;
-  PQclear(r);
-  if (!ok) throw std::runtime_error(PQerrorMessage(g_raw->get()));
+  bench::exec_prepared(g_raw->get(), "bench_raw_append", 10, values, PGRES_TUPLES_OK);
 }
 
-void BM_raw_append_step(benchmark::State& state) {
-  try {
-    for (auto _ : state) append_once();
-  } catch (const std::exception& e) {
-    state.SkipWithError(e.what());
-  }
-}
+void BM_raw_append_step(benchmark::State& state) { bench::blocking_loop(state, append_once); }
 
 // ---- (b) first execution -------------------------------------------------------------------
 

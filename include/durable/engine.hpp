@@ -115,10 +115,29 @@ class engine;
 
 namespace detail {
 
+/// A workflow's arguments as journaled: a JSON array, one element per parameter.
+template <class... Args>
+nlohmann::json encode_inputs(const Args&... args) {
+  nlohmann::json inputs = nlohmann::json::array();
+  (inputs.push_back(durable::encode<Args>(args)), ...);
+  return inputs;
+}
+
 struct registered_workflow {
   std::string name;
   std::string signature;
   std::function<void(const nlohmann::json&)> check_inputs;
+
+  /// Throws a clear error if `inputs` do not decode as this workflow's parameters.
+  void check_arguments(const std::string& op, const std::string& id,
+                       const nlohmann::json& inputs) const {
+    try {
+      check_inputs(inputs);
+    } catch (const codec_error& e) {
+      throw error(op + "('" + name + "', '" + id + "'): workflow '" + name + "' takes " +
+                  signature + " but was given arguments that do not convert: " + e.what());
+    }
+  }
   std::function<asio::awaitable<std::optional<std::string>>(context&, const nlohmann::json&)>
       invoke;
 };
@@ -140,13 +159,8 @@ struct engine_state {
   std::shared_ptr<asio::steady_timer> maintenance;
   std::shared_ptr<asio::steady_timer> dispatch_timer;
   std::vector<std::string> queues = options.queues;
-  std::set<std::string, std::less<>> retrying;
-  /// The registered workflow names as a text[] literal.
-  [[nodiscard]] std::string names_array() const {
-    std::vector<std::string> names;
-    for (const auto& entry : registry) names.push_back(entry.first);
-    return detail::text_array(names);
-  }  // ids to claim again after an I/O error
+  std::set<std::string, std::less<>> retrying;  // ids to claim again after an I/O error
+  std::string names = "{}";                     // the registered workflow names as a text[] literal
   bool wake_pending = false;
   // A wake-up that arrives while the dispatcher is busy is kept, not lost.
   void wake_dispatcher() {
@@ -242,9 +256,7 @@ public:
   template <class... Args>
   [[nodiscard]] asio::awaitable<workflow_handle> start(std::string name, std::string workflow_id,
                                                        const Args&... args) {
-    nlohmann::json inputs = nlohmann::json::array();
-    (inputs.push_back(durable::encode<Args>(args)), ...);
-    return start_encoded(std::move(name), std::move(workflow_id), std::move(inputs));
+    return start_encoded(std::move(name), std::move(workflow_id), detail::encode_inputs(args...));
   }
 
   /// Queues the workflow for whichever executor serving `opts.queue` has room for it, within
@@ -294,8 +306,7 @@ public:
   [[nodiscard]] pg::statement make_enqueue(const enqueue_options& opts, const std::string& name,
                                            const std::string& workflow_id,
                                            const Args&... args) const {
-    nlohmann::json inputs = nlohmann::json::array();
-    (inputs.push_back(durable::encode<Args>(args)), ...);
+    const nlohmann::json inputs = detail::encode_inputs(args...);
     check_enqueue(opts, name, workflow_id, inputs);
     return s_->st.workflow_enqueue(workflow_id, name, inputs.dump(), opts.queue, opts.priority,
                                    opts.dedup_key, std::int64_t(opts.delay.count()),

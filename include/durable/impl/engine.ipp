@@ -47,6 +47,23 @@ inline std::string truncate(std::string s, std::size_t n = 200) {
   return s;
 }
 
+/// A start or enqueue found its id taken: fine if it is the same workflow (same name and
+/// inputs), a workflow_conflict otherwise. `op` is "start" or "enqueue".
+inline void check_same_workflow(const std::string& op, const std::string& id,
+                                const std::string& name, const std::string& inputs_text,
+                                const std::string& existing_name,
+                                const std::string& existing_inputs) {
+  if (existing_name != name)
+    throw workflow_conflict(id, "workflow id '" + id + "' is already used by a workflow named '" +
+                                    existing_name + "', so it cannot " + op + " '" + name +
+                                    "'; choose another id");
+  if (nlohmann::json::parse(existing_inputs) != nlohmann::json::parse(inputs_text))
+    throw workflow_conflict(
+        id, "workflow id '" + id + "' (" + name + ") already exists with other inputs " +
+                truncate(existing_inputs) + " than " + truncate(inputs_text) +
+                "; the id is the idempotency key, so use a new id for new inputs");
+}
+
 }  // namespace detail
 
 inline engine::engine(asio::any_io_executor ex, engine_options options) {
@@ -68,6 +85,9 @@ void engine::register_workflow(std::string name, asio::awaitable<R> (*fn)(contex
   };
   if (!s_->registry.emplace(name, std::move(w)).second)
     throw error("register_workflow: a workflow named '" + name + "' is already registered");
+  std::vector<std::string> names;
+  for (const auto& entry : s_->registry) names.push_back(entry.first);
+  s_->names = detail::text_array(names);
 }
 
 inline asio::awaitable<int> engine::migrate() {
@@ -103,15 +123,8 @@ inline void engine::check_enqueue(const enqueue_options& opts, const std::string
     throw error("enqueue('" + name + "', '" + id + "'): the delay must not be negative");
   // A workflow this process does not run may still be run by other executors; check the
   // arguments when the signature is known here.
-  if (auto it = s_->registry.find(name); it != s_->registry.end()) {
-    try {
-      it->second.check_inputs(inputs);
-    } catch (const codec_error& e) {
-      throw error("enqueue('" + name + "', '" + id + "'): workflow '" + name + "' takes " +
-                  it->second.signature +
-                  " but was given arguments that do not convert: " + e.what());
-    }
-  }
+  if (auto it = s_->registry.find(name); it != s_->registry.end())
+    it->second.check_arguments("enqueue", id, inputs);
 }
 
 inline asio::awaitable<workflow_handle> engine::enqueue_run(pg::transaction* tx,
@@ -143,15 +156,8 @@ inline asio::awaitable<workflow_handle> engine::enqueue_run(pg::transaction* tx,
     co_return workflow_handle(s, std::move(id));
   }
   if (existing == id) {
-    if (r[0].get<std::string>(2) != name)
-      throw workflow_conflict(id, "workflow id '" + id + "' is already used by a workflow named '" +
-                                      r[0].get<std::string>(2) + "', so it cannot enqueue '" +
-                                      name + "'; choose another id");
-    if (nlohmann::json::parse(r[0].get<std::string>(3)) != nlohmann::json::parse(inputs_text))
-      throw workflow_conflict(
-          id, "workflow id '" + id + "' (" + name + ") already exists with other inputs " +
-                  detail::truncate(r[0].get<std::string>(3)) +
-                  "; the id is the idempotency key, so use a new id for new inputs");
+    detail::check_same_workflow("enqueue", id, name, inputs_text, r[0].get<std::string>(2),
+                                r[0].get<std::string>(3));
     co_return workflow_handle(s, std::move(id));
   }
   if (fail_on_duplicate)
@@ -187,7 +193,7 @@ inline asio::awaitable<void> engine::run_statement(pg::statement st) {
 
 inline asio::awaitable<void> engine::dispatch(std::shared_ptr<detail::engine_state> s) {
   auto timer = s->dispatch_timer;
-  const std::string name_array = s->names_array();
+  const std::string& name_array = s->names;
   const std::string versions = detail::text_array(s->options.run_versions);
   constexpr int batch_size = 64;
   for (;;) {
@@ -249,7 +255,7 @@ inline asio::awaitable<void> engine::listen_loop(std::shared_ptr<detail::engine_
 
 inline asio::awaitable<void> engine::maintain(std::shared_ptr<detail::engine_state> s) {
   auto timer = s->maintenance;
-  const std::string name_array = s->names_array();
+  const std::string& name_array = s->names;
   const std::string versions = detail::text_array(s->options.run_versions);
   for (;;) {
     timer->expires_after(s->options.heartbeat_interval);
@@ -312,12 +318,7 @@ inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, 
   if (s->stopping)
     throw error("start('" + name + "', '" + id +
                 "'): the engine is shutting down and accepts no new work");
-  try {
-    it->second.check_inputs(inputs);
-  } catch (const codec_error& e) {
-    throw error("start('" + name + "', '" + id + "'): workflow '" + name + "' takes " +
-                it->second.signature + " but was given arguments that do not convert: " + e.what());
-  }
+  it->second.check_arguments("start", id, inputs);
   const std::string inputs_text = inputs.dump();
   std::string existing_name, existing_inputs;
   {
@@ -343,15 +344,7 @@ inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, 
       existing_inputs = g[0].get<std::string>(3);
     }
   }
-  if (existing_name != name)
-    throw workflow_conflict(id, "workflow id '" + id + "' is already used by a workflow named '" +
-                                    existing_name + "', so it cannot start '" + name +
-                                    "'; choose another id");
-  if (nlohmann::json::parse(existing_inputs) != inputs)
-    throw workflow_conflict(
-        id, "workflow id '" + id + "' (" + name + ") already exists with other inputs " +
-                detail::truncate(existing_inputs) + " than " + detail::truncate(inputs_text) +
-                "; the id is the idempotency key, so use a new id for new inputs");
+  detail::check_same_workflow("start", id, name, inputs_text, existing_name, existing_inputs);
   co_return workflow_handle(s, std::move(id));
 }
 
@@ -472,7 +465,7 @@ inline asio::awaitable<bool> engine::claim_and_run(std::shared_ptr<detail::engin
     // after the claim means a previous owner's in-flight row is either visible here or
     // rejected by the fence.
     std::vector<pg::statement> batch;
-    batch.push_back(s->st.workflow_claim(id, s->options.executor_id, s->names_array()));
+    batch.push_back(s->st.workflow_claim(id, s->options.executor_id, s->names));
     batch.push_back(s->st.journal_load(id));
     r = co_await c->run_batch(std::move(batch));
   }
