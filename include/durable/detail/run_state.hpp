@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "durable/detail/group_commit.hpp"
 #include "durable/error.hpp"
 #include "durable/pg/pool.hpp"
 #include "durable/store.hpp"
@@ -68,6 +69,7 @@ struct run_state {
 
   // Services; `pool` is null for an in-memory replay, which may not execute anything.
   pg::pool* pool = nullptr;
+  group_committer* committer = nullptr;  // journal rows share commits with other runs
   const store* st = nullptr;
   engine_counters* counters = nullptr;
   const bool* stopping = nullptr;  // the engine is shutting down
@@ -165,6 +167,8 @@ inline asio::awaitable<pg::pool::lease> acquire(run_state& s) {
 }
 
 /// Journals one step (I2: one round trip, fenced by the epoch in the same statement, I3).
+/// Through the group committer the round trip and its commit are shared with other runs;
+/// the step still resumes only once its row is committed.
 inline asio::awaitable<void> append(run_state& s, int seq, const std::string& name,
                                     const std::string& kind,
                                     const std::optional<std::string>& output,
@@ -174,8 +178,12 @@ inline asio::awaitable<void> append(run_state& s, int seq, const std::string& na
     const std::string status = error ? "failed" : "succeeded";
     pg::statement row = s.st->step_append(s.id, s.epoch, seq, name, kind, status, output, error,
                                           attempts, started_at);
-    auto conn = co_await s.pool->acquire();
-    co_await conn->run(std::move(row));
+    if (s.committer) {
+      (void)co_await s.committer->run(std::move(row));
+    } else {
+      auto conn = co_await s.pool->acquire();
+      co_await conn->run(std::move(row));
+    }
   } catch (const pg::sql_error& e) {
     if (e.sqlstate() == ownership_lost_sqlstate)
       throw ownership_lost(

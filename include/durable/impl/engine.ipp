@@ -69,6 +69,7 @@ inline void check_same_workflow(const std::string& op, const std::string& id,
 inline engine::engine(asio::any_io_executor ex, engine_options options) {
   if (options.executor_id.empty()) options.executor_id = detail::default_executor_id();
   s_ = std::make_shared<detail::engine_state>(ex, std::move(options));
+  s_->committer.set_owner(s_);
 }
 
 template <class R, class... Args>
@@ -136,12 +137,10 @@ inline asio::awaitable<workflow_handle> engine::enqueue_run(pg::transaction* tx,
   pg::result r;
   for (int attempt = 0; attempt < 3 && r.empty(); ++attempt) {
     pg::statement copy = st;
-    if (tx) {
+    if (tx)
       r = co_await tx->run(std::move(copy));
-    } else {
-      auto c = co_await s->pool.acquire();
-      r = co_await c->run(std::move(copy));
-    }
+    else
+      r = co_await s->committer.run(std::move(copy));
     // No row: the conflicting workflow committed after this statement's snapshot. Outside
     // a transaction, asking again sees it; inside one, the caller's snapshot may not.
     if (tx) break;
@@ -322,9 +321,9 @@ inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, 
   const std::string inputs_text = inputs.dump();
   std::string existing_name, existing_inputs;
   {
-    auto c = co_await s->pool.acquire();
-    auto r = co_await c->run(s->st.workflow_insert(id, name, inputs_text, s->options.executor_id,
-                                                   s->options.app_version));
+    pg::statement insert = s->st.workflow_insert(id, name, inputs_text, s->options.executor_id,
+                                                 s->options.app_version);
+    auto r = co_await s->committer.run(std::move(insert));
     if (!r.empty() && r[0].get<bool>(0)) {
       auto run = std::make_shared<detail::run_state>();
       run->id = id;
@@ -337,7 +336,9 @@ inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, 
       existing_name = r[0].get<std::string>(1);
       existing_inputs = r[0].get<std::string>(2);
     } else {  // a concurrent start committed after this statement's snapshot
-      auto g = co_await c->run(s->st.workflow_get(id));
+      pg::statement get = s->st.workflow_get(id);
+      auto c = co_await s->pool.acquire();
+      auto g = co_await c->run(std::move(get));
       if (g.empty())
         throw error("start('" + name + "', '" + id + "'): the workflow vanished while starting");
       existing_name = g[0].get<std::string>(0);
@@ -351,6 +352,7 @@ inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, 
 inline void engine::launch(std::shared_ptr<detail::engine_state> s,
                            std::shared_ptr<detail::run_state> run, nlohmann::json inputs) {
   run->pool = &s->pool;
+  run->committer = &s->committer;
   run->st = &s->st;
   run->counters = &s->counters;
   run->stopping = &s->stopping;
@@ -418,8 +420,7 @@ inline asio::awaitable<void> engine::execute(std::shared_ptr<detail::engine_stat
       if (kind == outcome::succeeded) final_output = output.value_or("null");
       pg::statement finish = s->st.workflow_finish(
           run->id, run->epoch, std::string(names[int(kind)]), final_output, error_json, reason);
-      auto c = co_await s->pool.acquire();
-      auto r = co_await c->run(std::move(finish));
+      auto r = co_await s->committer.run(std::move(finish));
       if (r.affected() == 0) {  // I3: a newer epoch owns it now
         kind = outcome::lost;
         ++s->counters.ownership_lost;
@@ -531,7 +532,9 @@ inline engine_stats engine::stats() const {
           s_->counters.journal_loads,
           s_->counters.steps_replayed,
           s_->counters.steps_executed,
-          s_->counters.ownership_lost};
+          s_->counters.ownership_lost,
+          s_->committer.stats().batches,
+          s_->committer.stats().largest_batch};
 }
 
 inline asio::awaitable<workflow_status> workflow_handle::status() const {

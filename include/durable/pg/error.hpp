@@ -24,6 +24,10 @@ public:
   [[nodiscard]] const std::string& server_message() const noexcept { return server_message_; }
   [[nodiscard]] const std::string& statement() const noexcept { return statement_; }
   [[nodiscard]] const std::string& detail() const noexcept { return detail_; }
+  /// Which statement of a batch (run_batch, transaction::commit) failed, counting from 0;
+  /// -1 when the error is not tied to one statement of the caller's batch.
+  [[nodiscard]] int batch_index() const noexcept { return batch_index_; }
+  void set_batch_index(int i) noexcept { batch_index_ = i; }
 
 private:
   static std::string format(const std::string& state, const std::string& msg,
@@ -33,6 +37,7 @@ private:
     return s;
   }
   std::string sqlstate_, server_message_, statement_, detail_;
+  int batch_index_ = -1;
 };
 
 /// A connection could not be established: the message names the cause (unknown host,

@@ -369,6 +369,8 @@ inline asio::awaitable<std::vector<result>> connection::run_internal(
           first_error.emplace(state ? state : "",
                               detail::trim_message(primary ? primary : PQresultErrorMessage(r)),
                               op.label, detail ? detail : "");
+          // BEGIN/ROLLBACK/prepares count as the caller's next statement.
+          first_error->set_batch_index(int(out.size()));
         }
         PQclear(r);
       } else if (st == PGRES_PIPELINE_ABORTED) {

@@ -1,0 +1,476 @@
+// Many executors on one database: throughput, enqueue-to-start latency and takeover time,
+// each beside a raw floor measured in the same run.
+//
+//   BM_raw_commits_8_clients      the floor: 8 threads, each on its own blocking libpq
+//                                 connection, INSERT-and-commit 250 rows each (2000 commits)
+//   BM_throughput/P               P executor processes (this executable, started with
+//                                 --executor) serve queue "bench"; 2000 concurrent enqueues of
+//                                 a workflow of 3 trivial steps, timed until all 2000 succeeded
+//                                 (enqueue included; process start-up not). workflows/s,
+//                                 steps/s
+//   BM_raw_commit_latency         floor for latency: one INSERT-and-commit round trip
+//   BM_enqueue_to_start           one idle executor process (LISTEN on); the time from the
+//                                 enqueue call to the workflow's first step starting in the
+//                                 executor (both on this host's clock); median and p99
+//   BM_takeover                   executor A runs a workflow that hangs in its second step;
+//                                 A is SIGKILLed; executor B (lease timeout 2 s, heartbeat
+//                                 250 ms) takes it over and finishes it: kill-to-finish time
+//                                 beside the lease timeout
+//
+// main() prints a summary with the targets. Database: $DURABLE_DATABASE_URL, else
+// libpq's PG* variables. Drops and recreates the schema bench_executors and the table
+// bench_executors_floor.
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <benchmark/benchmark.h>
+#include <asio/awaitable.hpp>
+#include <asio/io_context.hpp>
+#include <asio/signal_set.hpp>
+#include <durable.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_common.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string schema = "bench_executors";
+constexpr int throughput_workflows = 2000;
+constexpr int raw_clients = 8;
+constexpr auto takeover_lease = 2000ms;
+constexpr auto takeover_heartbeat = 250ms;
+
+// ---- the executor process -----------------------------------------------------------
+
+bool hang_in_second_step = false;  // set in executor A of BM_takeover
+
+asio::awaitable<std::int64_t> three_steps(durable::context& ctx, std::int64_t x) {
+  std::int64_t sum = x;
+  sum += co_await ctx.step("a", [] { return std::int64_t(1); });
+  sum += co_await ctx.step("b", [] { return std::int64_t(2); });
+  sum += co_await ctx.step("c", [] { return std::int64_t(3); });
+  co_return sum;
+}
+
+asio::awaitable<std::int64_t> hangs(durable::context& ctx, std::int64_t x) {
+  std::int64_t sum = x;
+  sum += co_await ctx.step("first", [] { return std::int64_t(1); });
+  sum += co_await ctx.step("second", []() -> asio::awaitable<std::int64_t> {
+    if (hang_in_second_step) co_await durable::detail::sleep_for(std::chrono::hours(1));
+    co_return 2;
+  });
+  co_return sum;
+}
+
+/// `bench_executors --executor ID QUEUE HANG`: runs an engine until SIGTERM; prints "ready"
+/// once open() returned.
+int executor_main(const std::string& id, const std::string& queue, bool hang) {
+  hang_in_second_step = hang;
+  asio::io_context io;
+  durable::engine_options o;
+  o.conninfo = bench::conninfo();
+  o.schema = schema;
+  o.executor_id = id;
+  o.queues = {queue};
+  o.heartbeat_interval = takeover_heartbeat;
+  o.lease_timeout = takeover_lease;
+  o.migrate = false;
+  durable::engine eng(io.get_executor(), o);
+  eng.register_workflow("three_steps", &three_steps);
+  eng.register_workflow("hangs", &hangs);
+  int code = 0;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        (void)co_await eng.open();
+        std::printf("ready\n");
+        std::fflush(stdout);
+        asio::signal_set sigs(io, SIGTERM);
+        (void)co_await sigs.async_wait(asio::use_awaitable);
+        co_await eng.shutdown(1s);
+        io.stop();
+      },
+      [&](std::exception_ptr e) {
+        if (!e) return;
+        try {
+          std::rethrow_exception(e);
+        } catch (const std::exception& x) {
+          std::fprintf(stderr, "executor %s: %s\n", id.c_str(), x.what());
+        }
+        code = 1;
+        io.stop();
+      });
+  io.run();
+  return code;
+}
+
+// ---- the parent -----------------------------------------------------------------------
+
+/// An executor process started from this executable, stopped (SIGTERM) when destroyed.
+class executor_process {
+public:
+  executor_process(const std::string& id, const std::string& queue, bool hang) {
+    int out[2];
+    if (::pipe(out) != 0) throw std::runtime_error("pipe failed");
+    pid_ = ::fork();
+    if (pid_ < 0) throw std::runtime_error("fork failed");
+    if (pid_ == 0) {
+      ::dup2(out[1], STDOUT_FILENO);
+      ::close(out[0]);
+      ::close(out[1]);
+      std::string hang_arg = hang ? "1" : "0";
+      char* args[] = {const_cast<char*>("bench_executors"),
+                      const_cast<char*>("--executor"),
+                      const_cast<char*>(id.c_str()),
+                      const_cast<char*>(queue.c_str()),
+                      hang_arg.data(),
+                      nullptr};
+      ::execv("/proc/self/exe", args);
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    char line[16] = {};
+    const ssize_t n = ::read(out[0], line, sizeof line - 1);
+    ::close(out[0]);
+    if (n <= 0 || std::string(line).rfind("ready", 0) != 0) {
+      stop();
+      throw std::runtime_error("executor " + id + " did not start");
+    }
+  }
+  executor_process(const executor_process&) = delete;
+  executor_process& operator=(const executor_process&) = delete;
+  ~executor_process() { stop(); }
+
+  void kill() {
+    if (pid_ > 0) ::kill(pid_, SIGKILL);
+    reap();
+  }
+  void stop() {
+    if (pid_ > 0) ::kill(pid_, SIGTERM);
+    reap();
+  }
+
+private:
+  void reap() {
+    if (pid_ <= 0) return;
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+  }
+  pid_t pid_ = -1;
+};
+
+struct fixture {
+  asio::io_context io;
+  std::unique_ptr<durable::engine> producer;  // enqueues only: never open()ed, runs nothing
+  std::unique_ptr<bench::raw_connection> db;
+
+  fixture() {
+    db = std::make_unique<bench::raw_connection>(bench::conninfo());
+    db->exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE");
+    db->exec("DROP TABLE IF EXISTS bench_executors_floor");
+    db->exec("CREATE TABLE bench_executors_floor (id bigint PRIMARY KEY, name text, output jsonb)");
+    durable::engine_options o;
+    o.conninfo = bench::conninfo();
+    o.schema = schema;
+    o.executor_id = "producer";
+    o.queues = {};
+    o.listen = false;
+    o.pool_size = 4;
+    producer = std::make_unique<durable::engine>(io.get_executor(), o);
+    (void)bench::run_on(io, producer->migrate());
+  }
+
+  void clear() {
+    db->exec("TRUNCATE " + schema + ".workflows, " + schema + ".steps; DELETE FROM " + schema +
+             ".executors");
+  }
+
+  long count(const std::string& where) {
+    PGresult* r =
+        PQexec(db->get(), ("SELECT count(*) FROM " + schema + ".workflows WHERE " + where).c_str());
+    long n = PQresultStatus(r) == PGRES_TUPLES_OK ? std::atol(PQgetvalue(r, 0, 0)) : -1;
+    PQclear(r);
+    if (n < 0) throw std::runtime_error("count failed");
+    return n;
+  }
+
+  double query_double(const std::string& sql) {
+    PGresult* r = PQexec(db->get(), sql.c_str());
+    const bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+    double v = ok ? std::atof(PQgetvalue(r, 0, 0)) : 0;
+    PQclear(r);
+    if (!ok) throw std::runtime_error("query failed: " + sql);
+    return v;
+  }
+
+  /// Polls every `every` until `where` matches `n` workflows, for at most `limit`.
+  void wait_for(const std::string& where, long n, std::chrono::milliseconds every,
+                std::chrono::seconds limit) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (count(where) < n) {
+      if (std::chrono::steady_clock::now() - t0 > limit)
+        throw std::runtime_error("timed out waiting for " + std::to_string(n) + " workflows " +
+                                 where);
+      std::this_thread::sleep_for(every);
+    }
+  }
+};
+
+fixture& fx() {
+  static fixture f;
+  return f;
+}
+
+asio::awaitable<void> enqueue_many(durable::engine& eng, int n, std::string prefix) {
+  auto ex = co_await asio::this_coro::executor;
+  int pending = n;
+  std::exception_ptr failed;
+  asio::steady_timer all_done(ex, asio::steady_timer::time_point::max());
+  for (int i = 0; i < n; ++i)
+    asio::co_spawn(
+        ex,
+        [&eng, i, &prefix]() -> asio::awaitable<void> {
+          durable::enqueue_options o{.queue = "bench"};
+          (void)co_await eng.enqueue(o, "three_steps", prefix + std::to_string(i), std::int64_t(i));
+        },
+        [&](std::exception_ptr e) {
+          if (e && !failed) failed = e;
+          if (--pending == 0) all_done.cancel();
+        });
+  asio::error_code ec;
+  co_await all_done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  if (failed) std::rethrow_exception(failed);
+}
+
+void BM_raw_commits_8_clients(benchmark::State& state) {
+  auto& f = fx();
+  std::vector<std::unique_ptr<bench::raw_connection>> conns;
+  for (int i = 0; i < raw_clients; ++i) {
+    conns.push_back(std::make_unique<bench::raw_connection>(bench::conninfo()));
+    conns.back()->prepare("floor", "INSERT INTO bench_executors_floor VALUES ($1, $2, $3)");
+  }
+  std::int64_t next = 0;
+  const int per_client = throughput_workflows / raw_clients;
+  try {
+    for (auto _ : state) {
+      std::vector<std::thread> threads;
+      std::vector<std::string> errors(raw_clients);
+      for (int c = 0; c < raw_clients; ++c) {
+        const std::int64_t first = next + std::int64_t(c) * per_client;
+        threads.emplace_back([&, c, first] {
+          try {
+            for (int i = 0; i < per_client; ++i) {
+              const std::string id = std::to_string(first + i);
+              const char* v[] = {id.c_str(), "a", "1"};
+              bench::exec_prepared(conns[std::size_t(c)]->get(), "floor", 3, v, PGRES_COMMAND_OK);
+            }
+          } catch (const std::exception& e) {
+            errors[std::size_t(c)] = e.what();
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+      next += std::int64_t(raw_clients) * per_client;
+      for (const auto& e : errors)
+        if (!e.empty()) throw std::runtime_error(e);
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  f.db->exec("TRUNCATE bench_executors_floor");
+  state.counters["commits/s"] = benchmark::Counter(double(throughput_workflows),
+                                                   benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_throughput(benchmark::State& state) {
+  auto& f = fx();
+  const int processes = int(state.range(0));
+  int round = 0;
+  try {
+    for (auto _ : state) {
+      state.PauseTiming();
+      f.clear();
+      std::vector<std::unique_ptr<executor_process>> executors;
+      for (int p = 0; p < processes; ++p)
+        executors.push_back(
+            std::make_unique<executor_process>("exec-" + std::to_string(p), "bench", false));
+      const std::string prefix = "t" + std::to_string(round++) + "-";
+      state.ResumeTiming();
+      bench::run_on(f.io, enqueue_many(*f.producer, throughput_workflows, prefix));
+      f.wait_for("status = 'succeeded'", throughput_workflows, 2ms, 120s);
+      state.PauseTiming();
+      executors.clear();
+      if (f.count("status <> 'succeeded'") != 0)
+        throw std::runtime_error("a workflow did not succeed");
+      state.ResumeTiming();
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  state.counters["workflows/s"] = benchmark::Counter(double(throughput_workflows),
+                                                     benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["steps/s"] =
+      benchmark::Counter(3.0 * throughput_workflows, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_raw_commit_latency(benchmark::State& state) {
+  auto& f = fx();
+  bench::raw_connection c(bench::conninfo());
+  c.prepare("floor", "INSERT INTO bench_executors_floor VALUES ($1, $2, $3)");
+  std::int64_t next = 0;
+  bench::blocking_loop(state, [&] {
+    const std::string id = std::to_string(next++);
+    const char* v[] = {id.c_str(), "a", "1"};
+    bench::exec_prepared(c.get(), "floor", 3, v, PGRES_COMMAND_OK);
+  });
+  f.db->exec("TRUNCATE bench_executors_floor");
+}
+
+std::vector<double> latency_samples;  // seconds, BM_enqueue_to_start
+
+void BM_enqueue_to_start(benchmark::State& state) {
+  auto& f = fx();
+  try {
+    f.clear();
+    executor_process exec("idle", "bench", false);
+    int i = 0;
+    for (auto _ : state) {
+      const std::string id = "l" + std::to_string(i++);
+      const auto t0 = std::chrono::steady_clock::now();
+      const double enqueued_at = durable::detail::unix_seconds();
+      bench::run_on(f.io, [&]() -> asio::awaitable<void> {
+        durable::enqueue_options o{.queue = "bench"};
+        auto h = co_await f.producer->enqueue(o, "three_steps", id, std::int64_t(1));
+        (void)co_await h.result<std::int64_t>();
+      }());
+      const double started_at =
+          f.query_double("SELECT extract(epoch FROM started_at) FROM " + schema +
+                         ".steps WHERE seq = 0 AND workflow_id = '" + id + "'");
+      const double latency = started_at - enqueued_at;
+      latency_samples.push_back(latency);
+      state.SetIterationTime(std::max(latency, 1e-9));
+      (void)t0;
+      // Idle again before the next one (no work in flight when it is enqueued).
+      std::this_thread::sleep_for(5ms);
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+std::vector<double> takeover_samples;  // seconds, BM_takeover
+
+void BM_takeover(benchmark::State& state) {
+  auto& f = fx();
+  int i = 0;
+  try {
+    for (auto _ : state) {
+      f.clear();
+      auto a = std::make_unique<executor_process>("A", "takeover-a", true);
+      executor_process b("B", "takeover-b", false);
+      const std::string id = "k" + std::to_string(i++);
+      bench::run_on(f.io, [&]() -> asio::awaitable<void> {
+        durable::enqueue_options o{.queue = "takeover-a"};
+        (void)co_await f.producer->enqueue(o, "hangs", id, std::int64_t(1));
+      }());
+      // A has journaled the first step and hangs in the second.
+      for (int tries = 0;; ++tries) {
+        if (f.query_double("SELECT count(*) FROM " + schema + ".steps WHERE workflow_id = '" + id +
+                           "'") >= 1)
+          break;
+        if (tries > 10000) throw std::runtime_error("executor A never ran the first step");
+        std::this_thread::sleep_for(1ms);
+      }
+      const auto t0 = std::chrono::steady_clock::now();
+      a->kill();
+      f.wait_for("status = 'succeeded'", 1, 5ms, 60s);
+      const double s = bench::seconds_since(t0);
+      takeover_samples.push_back(s);
+      state.SetIterationTime(s);
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t i = std::min(v.size() - 1, std::size_t(p * double(v.size() - 1) + 0.5));
+  return v[i];
+}
+
+}  // namespace
+
+BENCHMARK(BM_raw_commits_8_clients)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
+BENCHMARK(BM_throughput)
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+BENCHMARK(BM_raw_commit_latency)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_enqueue_to_start)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(200);
+BENCHMARK(BM_takeover)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(3);
+
+int main(int argc, char** argv) {
+  if (argc >= 2 && std::string(argv[1]) == "--executor") {
+    if (argc != 5) {
+      std::fprintf(stderr, "usage: %s --executor ID QUEUE HANG\n", argv[0]);
+      return 2;
+    }
+    return executor_main(argv[2], argv[3], std::string(argv[4]) == "1");
+  }
+  benchmark::Initialize(&argc, argv);
+  bench::collecting_reporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+
+  std::printf("\nsummary (medians of the iterations above; this run's floor beside each):\n");
+  const auto raw = reporter.median("BM_raw_commits_8_clients");
+  const double raw_rate = raw ? throughput_workflows / *raw : 0;
+  if (raw) std::printf("  raw commits, 8 clients:       %8.0f commits/s\n", raw_rate);
+  for (const char* p : {"1", "2"}) {
+    const auto t = reporter.median(std::string("BM_throughput/") + p);
+    if (!t) continue;
+    const double wps = throughput_workflows / *t;
+    std::printf(
+        "  throughput, %s executor(s):    %8.0f workflows/s, %8.0f steps/s  (%.2fx the raw "
+        "commits/s; target 3000 workflows/s: %s)\n",
+        p, wps, 3 * wps, raw ? wps / raw_rate : 0.0, wps >= 3000 ? "met" : "MISSED");
+  }
+  if (const auto c = reporter.median("BM_raw_commit_latency"))
+    std::printf("  raw commit round trip:        %8.3f ms\n", *c * 1e3);
+  if (!latency_samples.empty()) {
+    const double med = percentile(latency_samples, 0.5) * 1e3;
+    std::printf(
+        "  enqueue to start:             median %.2f ms, p99 %.2f ms  (target median <= 5 "
+        "ms: %s)\n",
+        med, percentile(latency_samples, 0.99) * 1e3, bench::verdict(med, 5));
+  }
+  if (!takeover_samples.empty()) {
+    const double med = percentile(takeover_samples, 0.5);
+    std::printf(
+        "  executor death to finish:     median %.2f s beside a lease timeout of %.2f s "
+        "(heartbeat %.2f s): %.2fx the lease\n",
+        med, std::chrono::duration<double>(takeover_lease).count(),
+        std::chrono::duration<double>(takeover_heartbeat).count(),
+        med / std::chrono::duration<double>(takeover_lease).count());
+  }
+  return 0;
+}
