@@ -11,6 +11,7 @@
 #include <asio/steady_timer.hpp>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <durable/detail/group_commit.hpp>
 #include <durable/pg.hpp>
 #include <durable/store.hpp>
 #include <limits>
@@ -280,6 +281,52 @@ TEST_CASE("an exhausted pool makes the next caller wait, then proceed", "[pg][po
     while (!second_done) co_await sleep_for(1ms);
     CHECK(events ==
           std::vector<std::string>{"first acquired", "first released", "second acquired"});
+  }());
+}
+
+TEST_CASE("group commit: concurrent statements share a round trip; a failing one fails alone",
+          "[pg][group-commit]") {
+  test::run([]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    const std::string table = test::fresh_schema("gc");
+    auto setup = co_await connect();
+    co_await setup->exec("CREATE TABLE " + table + " (k int PRIMARY KEY CHECK (k <> 13))");
+    pg::pool pool(ex, test::conninfo(), 2);
+    detail::group_committer committer(ex, pool, {.max_batch = 512, .max_in_flight = 1});
+    constexpr int n = 50;
+    int pending = n;
+    std::vector<std::string> outcomes(n);
+    // Each statement is submitted from its own coroutine; all are submitted in the same turn
+    // of the event loop, so they travel in one batch.
+    for (int i = 0; i < n; ++i)
+      asio::co_spawn(
+          ex,
+          [&, i]() -> asio::awaitable<void> {
+            pg::statement st = pg::sql("INSERT INTO " + table + " VALUES ($1) RETURNING k", i);
+            try {
+              auto r = co_await committer.run(std::move(st));
+              outcomes[std::size_t(i)] = "ok " + std::to_string(r[0].get<int>(0));
+            } catch (const pg::sql_error& e) {
+              outcomes[std::size_t(i)] = e.sqlstate();
+            }
+            --pending;
+          },
+          asio::detached);
+    while (pending > 0) co_await sleep_for(1ms);
+    for (int i = 0; i < n; ++i)
+      CHECK(outcomes[std::size_t(i)] == (i == 13 ? "23514" : "ok " + std::to_string(i)));
+    // One batch with all 50 failed on row 13; the other 49 went out again and committed.
+    CHECK(committer.stats().batches == 2);
+    CHECK(committer.stats().largest_batch == std::size_t(n));
+    auto r = co_await setup->exec("SELECT count(*), sum(k) FROM " + table);
+    CHECK(r[0].get<int>(0) == n - 1);
+    CHECK(r[0].get<long>(1) == long(n * (n - 1) / 2 - 13));
+
+    // A statement submitted alone, with no batch in flight, goes out at once and alone.
+    pg::statement one = pg::sql("INSERT INTO " + table + " VALUES ($1)", 1000);
+    (void)co_await committer.run(std::move(one));
+    CHECK(committer.stats().batches == 3);
+    co_await setup->exec("DROP TABLE " + table);
   }());
 }
 

@@ -6,6 +6,7 @@
 #include <asio/awaitable.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
@@ -106,6 +107,9 @@ private:
   // `keep` holds the owner (and so this committer and its pool) while the flusher runs.
   static asio::awaitable<void> flush(group_committer* self, std::shared_ptr<void> keep) {
     (void)keep;
+    // Yield once (co_spawn may start this inline): statements submitted in the same turn
+    // of the event loop join the batch.
+    co_await asio::post(self->ex_, asio::use_awaitable);
     self->starting_ = false;
     while (!self->queue_.empty()) {
       std::vector<item_ptr> items;
