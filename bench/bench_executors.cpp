@@ -3,11 +3,12 @@
 //
 //   BM_raw_commits_8_clients      the floor: 8 threads, each on its own blocking libpq
 //                                 connection, INSERT-and-commit 250 rows each (2000 commits)
-//   BM_throughput/P               P executor processes (this executable, started with
-//                                 --executor) serve queue "bench"; 2000 concurrent enqueues of
-//                                 a workflow of 3 trivial steps, timed until all 2000 succeeded
-//                                 (enqueue included; process start-up not). workflows/s,
-//                                 steps/s
+//   BM_throughput/P/B             P executor processes (this executable, started with
+//                                 --executor; dispatch_batch B, 0 = the default) serve queue
+//                                 "bench"; 2000 concurrent enqueues of a workflow of 3 trivial
+//                                 steps, timed until all 2000 succeeded (enqueue included;
+//                                 process start-up not: the executors run through all
+//                                 iterations). workflows/s, steps/s, executor CPU/workflow
 //   BM_raw_commit_latency         floor for latency: one INSERT-and-commit round trip
 //   BM_enqueue_to_start           one idle executor process (LISTEN on); the time from the
 //                                 enqueue call to the workflow's first step starting in the
@@ -22,6 +23,7 @@
 // bench_executors_floor.
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -78,7 +80,8 @@ asio::awaitable<std::int64_t> hangs(durable::context& ctx, std::int64_t x) {
 
 /// `bench_executors --executor ID QUEUE HANG`: runs an engine until SIGTERM; prints "ready"
 /// once open() returned.
-int executor_main(const std::string& id, const std::string& queue, bool hang) {
+int executor_main(const std::string& id, const std::string& queue, bool hang,
+                  std::size_t dispatch_batch) {
   hang_in_second_step = hang;
   asio::io_context io;
   durable::engine_options o;
@@ -86,9 +89,12 @@ int executor_main(const std::string& id, const std::string& queue, bool hang) {
   o.schema = schema;
   o.executor_id = id;
   o.queues = {queue};
-  o.heartbeat_interval = takeover_heartbeat;
-  o.lease_timeout = takeover_lease;
+  if (queue.rfind("takeover", 0) == 0) {  // BM_takeover; the others keep the defaults
+    o.heartbeat_interval = takeover_heartbeat;
+    o.lease_timeout = takeover_lease;
+  }
   o.migrate = false;
+  if (dispatch_batch > 0) o.dispatch_batch = dispatch_batch;
   durable::engine eng(io.get_executor(), o);
   eng.register_workflow("three_steps", &three_steps);
   eng.register_workflow("hangs", &hangs);
@@ -123,7 +129,9 @@ int executor_main(const std::string& id, const std::string& queue, bool hang) {
 /// An executor process started from this executable, stopped (SIGTERM) when destroyed.
 class executor_process {
 public:
-  executor_process(const std::string& id, const std::string& queue, bool hang) {
+  /// `dispatch_batch` 0 keeps the engine's default.
+  executor_process(const std::string& id, const std::string& queue, bool hang,
+                   std::size_t dispatch_batch = 0) {
     int out[2];
     if (::pipe(out) != 0) throw std::runtime_error("pipe failed");
     pid_ = ::fork();
@@ -133,11 +141,13 @@ public:
       ::close(out[0]);
       ::close(out[1]);
       std::string hang_arg = hang ? "1" : "0";
+      std::string batch_arg = std::to_string(dispatch_batch);
       char* args[] = {const_cast<char*>("bench_executors"),
                       const_cast<char*>("--executor"),
                       const_cast<char*>(id.c_str()),
                       const_cast<char*>(queue.c_str()),
                       hang_arg.data(),
+                      batch_arg.data(),
                       nullptr};
       ::execv("/proc/self/exe", args);
       ::_exit(127);
@@ -195,6 +205,14 @@ struct fixture {
     (void)bench::run_on(io, producer->migrate());
   }
 
+  /// Empties the tables without TRUNCATE (which would cold-start every backend's caches).
+  void empty_tables() {
+    db->exec("DELETE FROM " + schema + ".steps");
+    db->exec("DELETE FROM " + schema + ".workflows");
+    db->exec("VACUUM " + schema + ".steps");
+    db->exec("VACUUM " + schema + ".workflows");
+  }
+
   void clear() {
     db->exec("TRUNCATE " + schema + ".workflows, " + schema + ".steps; DELETE FROM " + schema +
              ".executors");
@@ -216,6 +234,18 @@ struct fixture {
     PQclear(r);
     if (!ok) throw std::runtime_error("query failed: " + sql);
     return v;
+  }
+
+  /// Polls every 2 ms until no workflow is unfinished, for at most `limit`. (The query stops
+  /// at the first unfinished row: polling costs the server little while the others run.)
+  void wait_until_all_succeeded(std::chrono::seconds limit) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (query_double("SELECT count(*) FROM (SELECT 1 FROM " + schema +
+                        ".workflows WHERE status <> 'succeeded' LIMIT 1) AS unfinished") > 0) {
+      if (std::chrono::steady_clock::now() - t0 > limit)
+        throw std::runtime_error("timed out waiting for the workflows to finish");
+      std::this_thread::sleep_for(2ms);
+    }
   }
 
   /// Polls every `every` until `where` matches `n` workflows, for at most `limit`.
@@ -297,31 +327,46 @@ void BM_raw_commits_8_clients(benchmark::State& state) {
                                                    benchmark::Counter::kIsIterationInvariantRate);
 }
 
+/// User + system CPU of the reaped child processes so far.
+double children_cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_CHILDREN, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
 void BM_throughput(benchmark::State& state) {
   auto& f = fx();
   const int processes = int(state.range(0));
   int round = 0;
+  const double cpu_before = children_cpu_seconds();
   try {
+    // The executors run through all iterations (steady state: warm connections and caches).
+    f.clear();
+    std::vector<std::unique_ptr<executor_process>> executors;
+    for (int p = 0; p < processes; ++p)
+      executors.push_back(std::make_unique<executor_process>("exec-" + std::to_string(p), "bench",
+                                                             false, std::size_t(state.range(1))));
     for (auto _ : state) {
       state.PauseTiming();
-      f.clear();
-      std::vector<std::unique_ptr<executor_process>> executors;
-      for (int p = 0; p < processes; ++p)
-        executors.push_back(
-            std::make_unique<executor_process>("exec-" + std::to_string(p), "bench", false));
+      f.empty_tables();
       const std::string prefix = "t" + std::to_string(round++) + "-";
       state.ResumeTiming();
       bench::run_on(f.io, enqueue_many(*f.producer, throughput_workflows, prefix));
-      f.wait_for("status = 'succeeded'", throughput_workflows, 2ms, 120s);
+      f.wait_until_all_succeeded(120s);
       state.PauseTiming();
-      executors.clear();
       if (f.count("status <> 'succeeded'") != 0)
         throw std::runtime_error("a workflow did not succeed");
       state.ResumeTiming();
     }
+    executors.clear();
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
+  // CPU the executor processes used (from start to exit), per workflow.
+  state.counters["exec_cpu_us/wf"] = (children_cpu_seconds() - cpu_before) * 1e6 /
+                                     double(std::max<std::int64_t>(1, state.iterations())) /
+                                     throughput_workflows;
   state.counters["workflows/s"] = benchmark::Counter(double(throughput_workflows),
                                                      benchmark::Counter::kIsIterationInvariantRate);
   state.counters["steps/s"] =
@@ -419,8 +464,11 @@ double percentile(std::vector<double> v, double p) {
 
 BENCHMARK(BM_raw_commits_8_clients)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK(BM_throughput)
-    ->Arg(1)
-    ->Arg(2)
+    ->ArgNames({"processes", "dispatch_batch"})
+    ->Args({1, 0})
+    ->Args({2, 0})
+    ->Args({1, 256})
+    ->Args({2, 256})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);
@@ -430,11 +478,13 @@ BENCHMARK(BM_takeover)->Unit(benchmark::kMillisecond)->UseManualTime()->Iteratio
 
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "--executor") {
-    if (argc != 5) {
-      std::fprintf(stderr, "usage: %s --executor ID QUEUE HANG\n", argv[0]);
+    if (argc != 6) {
+      std::fprintf(stderr, "usage: %s --executor ID QUEUE HANG(0|1) DISPATCH_BATCH(0=default)\n",
+                   argv[0]);
       return 2;
     }
-    return executor_main(argv[2], argv[3], std::string(argv[4]) == "1");
+    return executor_main(argv[2], argv[3], std::string(argv[4]) == "1",
+                         std::size_t(std::atoi(argv[5])));
   }
   benchmark::Initialize(&argc, argv);
   bench::collecting_reporter reporter;
@@ -445,15 +495,19 @@ int main(int argc, char** argv) {
   const auto raw = reporter.median("BM_raw_commits_8_clients");
   const double raw_rate = raw ? throughput_workflows / *raw : 0;
   if (raw) std::printf("  raw commits, 8 clients:       %8.0f commits/s\n", raw_rate);
-  for (const char* p : {"1", "2"}) {
-    const auto t = reporter.median(std::string("BM_throughput/") + p);
-    if (!t) continue;
-    const double wps = throughput_workflows / *t;
-    std::printf(
-        "  throughput, %s executor(s):    %8.0f workflows/s, %8.0f steps/s  (%.2fx the raw "
-        "commits/s; target 3000 workflows/s: %s)\n",
-        p, wps, 3 * wps, raw ? wps / raw_rate : 0.0, wps >= 3000 ? "met" : "MISSED");
-  }
+  for (const char* batch : {"0", "256"})
+    for (const char* p : {"1", "2"}) {
+      const auto t =
+          reporter.median(std::string("BM_throughput/processes:") + p + "/dispatch_batch:" + batch);
+      if (!t) continue;
+      const double wps = throughput_workflows / *t;
+      std::printf(
+          "  throughput, %s executor(s), dispatch_batch %-7s %6.0f workflows/s, %6.0f steps/s  "
+          "(%.2fx and %.2fx the raw commits/s; target 3000 workflows/s: %s)\n",
+          p, std::string(batch) == "0" ? "default" : batch, wps, 3 * wps,
+          raw ? wps / raw_rate : 0.0, raw ? 3 * wps / raw_rate : 0.0,
+          wps >= 3000 ? "met" : "MISSED");
+    }
   if (const auto c = reporter.median("BM_raw_commit_latency"))
     std::printf("  raw commit round trip:        %8.3f ms\n", *c * 1e3);
   if (!latency_samples.empty()) {

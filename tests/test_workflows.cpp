@@ -373,6 +373,73 @@ TEST_CASE("concurrent runs share commits, and no step resumes before its row is 
   });
 }
 
+TEST_CASE("journal rows of a batch share one statement; a fenced or faulty row fails alone",
+          "[workflow][group-commit][fencing]") {
+  const auto schema = test::fresh_schema("rows");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    {
+      auto c = co_await eng.pool().acquire();
+      co_await c->exec("INSERT INTO " + q(schema) +
+                       ".workflows (id, name, status, inputs, epoch) SELECT id, 'counter', "
+                       "'running', '[]', CASE id WHEN 'b' THEN 2 ELSE 1 END "
+                       "FROM unnest(ARRAY['a', 'b', 'c']) AS id");
+      co_await c->exec("INSERT INTO " + q(schema) +
+                       ".steps (workflow_id, seq, name, kind, status, epoch) "
+                       "VALUES ('c', 1, 'x', 'step', 'succeeded', 1)");
+    }
+    detail::group_committer committer(ex, eng.pool(), {.max_batch = 64, .max_in_flight = 1},
+                                      &eng.schema());
+    // Submits rows (id, epoch, seq) from concurrent coroutines in one turn of the event loop;
+    // returns "ok", "fenced" or the SQLSTATE of each.
+    auto submit = [&](std::vector<std::tuple<std::string, int, int>> rows)
+        -> asio::awaitable<std::vector<std::string>> {
+      std::vector<std::string> out(rows.size());
+      std::size_t pending = rows.size();
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        asio::co_spawn(
+            ex,
+            [&, i]() -> asio::awaitable<void> {
+              detail::group_committer::journal_row r;
+              r.workflow_id = std::get<0>(rows[i]);
+              r.epoch = std::get<1>(rows[i]);
+              r.seq = std::get<2>(rows[i]);
+              r.name = "s";
+              r.kind = "step";
+              r.status = "succeeded";
+              r.output = "\"x\\\"y\"";  // a JSON string with a quote and a backslash
+              try {
+                out[i] = co_await committer.append(std::move(r)) ? "ok" : "fenced";
+              } catch (const pg::sql_error& e) {
+                out[i] = e.sqlstate();
+              }
+              --pending;
+            },
+            asio::detached);
+      while (pending > 0) co_await test::sleep_ms(1);
+      co_return out;
+    };
+    // b is owned under epoch 2 now: its row is fenced out, the others are written, all in
+    // one round trip.
+    std::vector<std::tuple<std::string, int, int>> first = {
+        {"a", 1, 0}, {"b", 1, 0}, {"c", 1, 0}, {"a", 1, 1}};
+    auto outcomes = co_await submit(first);
+    CHECK(outcomes == std::vector<std::string>{"ok", "fenced", "ok", "ok"});
+    CHECK(committer.stats().batches == 1);
+    // c's step 1 exists: that row fails with a unique violation, its neighbours are written.
+    std::vector<std::tuple<std::string, int, int>> second = {{"a", 1, 2}, {"c", 1, 1}, {"a", 1, 3}};
+    outcomes = co_await submit(second);
+    CHECK(outcomes == std::vector<std::string>{"ok", "23505", "ok"});
+    auto c = co_await eng.pool().acquire();
+    auto r = co_await c->exec("SELECT workflow_id || seq, output::text FROM " + q(schema) +
+                              ".steps WHERE name = 's' ORDER BY 1");
+    std::vector<std::string> written;
+    for (const pg::row row : r) written.push_back(row.get<std::string>(0));
+    CHECK(written == std::vector<std::string>{"a0", "a1", "a2", "a3", "c0"});
+    CHECK(r[0].get<std::string>(1) == "\"x\\\"y\"");
+  });
+}
+
 TEST_CASE("starting an existing id returns it and never runs it twice", "[workflow][start]") {
   probe.reset();
   const auto schema = test::fresh_schema("idem");

@@ -58,6 +58,10 @@ struct engine_options {
   /// Notifications (LISTEN/NOTIFY) make it react at once; polling keeps it correct where
   /// notifications are lost (connection poolers, some Postgres-compatible databases).
   std::chrono::milliseconds poll_interval{500};
+  /// At most this many queued workflows claimed per queue in one dispatch round (within the
+  /// queue's limits). Larger rounds start a burst sooner; smaller ones leave more of it to
+  /// other executors. worker_concurrency bounds what one executor holds in any case.
+  std::size_t dispatch_batch = 64;
   /// Listen for enqueue notifications on a dedicated connection.
   bool listen = true;
   /// Group commit: journal rows, starts and finishes of concurrent workflows share round
@@ -157,7 +161,7 @@ struct engine_state {
         options(std::move(o)),
         st(options.schema),
         pool(e, options.conninfo, options.pool_size, st.catalog()),
-        committer(e, pool, {options.group_commit_max_batch, options.group_commit_in_flight}) {}
+        committer(e, pool, {options.group_commit_max_batch, options.group_commit_in_flight}, &st) {}
 
   asio::any_io_executor ex;
   engine_options options;

@@ -15,10 +15,14 @@
 #include <deque>
 #include <exception>
 #include <memory>
+#include <optional>
+#include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "durable/pg/pool.hpp"
+#include "durable/store.hpp"
 
 namespace durable::detail {
 
@@ -32,6 +36,11 @@ namespace durable::detail {
 /// `max_in_flight` batches are out wait for the next one, which takes all of them (up to
 /// `max_batch`).
 ///
+/// Journal rows are merged: all rows of a batch travel as one statement (arrays bound as
+/// parameters), fenced row by row (I3), so a fenced-out row fails alone. Should the merged
+/// statement fail, its rows go out again one statement each (step_append), so that only a
+/// faulty row gets an error.
+///
 /// A statement that fails does not take the others down with it: the server aborts the
 /// whole batch, the failing statement gets its own error, and the rest go out again as a
 /// new batch. A lost connection fails every statement of the batch (their outcome is
@@ -43,8 +52,9 @@ public:
     std::size_t max_in_flight = 2;
   };
 
-  group_committer(asio::any_io_executor ex, pg::pool& pool, options o)
-      : ex_(std::move(ex)), pool_(&pool), options_(o) {
+  /// `st` builds the merged journal statement; without it, append() may not be used.
+  group_committer(asio::any_io_executor ex, pg::pool& pool, options o, const store* st = nullptr)
+      : ex_(std::move(ex)), pool_(&pool), st_(st), options_(o) {
     if (options_.max_batch == 0) options_.max_batch = 1;
     if (options_.max_in_flight == 0) options_.max_in_flight = 1;
   }
@@ -53,6 +63,24 @@ public:
   /// the statement's own pg::sql_error, or the batch's connection error.
   [[nodiscard]] asio::awaitable<pg::result> run(pg::statement st) {
     return run_impl(std::move(st));
+  }
+
+  /// One journal row, as step_append takes it.
+  struct journal_row {
+    std::string workflow_id;
+    std::int64_t epoch = 0;
+    int seq = 0;
+    std::string name, kind, status;
+    std::optional<std::string> output, error;
+    int attempts = 1;
+    double started_at = 0;
+  };
+
+  /// Journals `row` in the next batch. Returns true once it is committed; false if it was
+  /// fenced out (its workflow is owned under another epoch now, I3). Throws the batch's
+  /// error otherwise.
+  [[nodiscard]] asio::awaitable<bool> append(journal_row row) {
+    return append_impl(std::move(row));
   }
 
   struct counters {
@@ -70,6 +98,9 @@ private:
     explicit item(const asio::any_io_executor& ex)
         : done(ex, asio::steady_timer::time_point::max()) {}
     pg::statement st;
+    std::optional<journal_row> row;  // set for a journal row (merged), else `st` runs
+    bool alone = false;              // a journal row sent as its own statement
+    bool journaled = false;
     pg::result res;
     std::exception_ptr err;
     bool finished = false;
@@ -88,6 +119,20 @@ private:
     }
     if (it->err) std::rethrow_exception(it->err);
     co_return std::move(it->res);
+  }
+
+  asio::awaitable<bool> append_impl(journal_row row) {
+    if (!st_) throw error("group_committer::append: no store was given");
+    auto it = std::make_shared<item>(ex_);
+    it->row = std::move(row);
+    queue_.push_back(it);
+    start_flushers();
+    if (!it->finished) {
+      asio::error_code ec;
+      co_await it->done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+    if (it->err) std::rethrow_exception(it->err);
+    co_return it->journaled;
   }
 
   void start_flushers() {
@@ -127,11 +172,57 @@ private:
     self->start_flushers();
   }
 
+  /// One statement writing every journal row among `rows`.
+  pg::statement merged_rows(const std::vector<item_ptr>& rows) const {
+    const std::size_t n = rows.size();
+    std::vector<std::string> ids, names, kinds, statuses;
+    std::vector<std::int64_t> epochs;
+    std::vector<int> seqs, attempts;
+    std::vector<std::optional<std::string>> outputs, errors;
+    std::vector<double> started;
+    ids.reserve(n), names.reserve(n), kinds.reserve(n), statuses.reserve(n);
+    epochs.reserve(n), seqs.reserve(n), attempts.reserve(n), outputs.reserve(n);
+    errors.reserve(n), started.reserve(n);
+    for (const auto& it : rows) {
+      const journal_row& r = *it->row;
+      ids.push_back(r.workflow_id);
+      epochs.push_back(r.epoch);
+      seqs.push_back(r.seq);
+      names.push_back(r.name);
+      kinds.push_back(r.kind);
+      statuses.push_back(r.status);
+      outputs.push_back(r.output);
+      errors.push_back(r.error);
+      attempts.push_back(r.attempts);
+      started.push_back(r.started_at);
+    }
+    return st_->steps_append_many(ids, epochs, seqs, names, kinds, statuses, outputs, errors,
+                                  attempts, started);
+  }
+
+  pg::statement single_row(const journal_row& r) const {
+    return st_->step_append(r.workflow_id, r.epoch, r.seq, r.name, r.kind, r.status, r.output,
+                            r.error, r.attempts, r.started_at);
+  }
+
   asio::awaitable<void> commit(std::vector<item_ptr> items) {
     while (!items.empty()) {
+      // Journal rows first, as one statement; then the other statements, in order.
+      std::vector<item_ptr> rows;
+      std::vector<std::vector<item_ptr>> groups;  // the items behind each statement sent
       std::vector<pg::statement> batch;
       batch.reserve(items.size());
-      for (const auto& it : items) batch.push_back(it->st);
+      for (const auto& it : items)
+        if (it->row && !it->alone) rows.push_back(it);
+      if (!rows.empty()) {
+        batch.push_back(merged_rows(rows));
+        groups.push_back(rows);
+      }
+      for (const auto& it : items) {
+        if (it->row && !it->alone) continue;
+        batch.push_back(it->row ? single_row(*it->row) : it->st);
+        groups.push_back({it});
+      }
       ++counters_.batches;
       counters_.largest_batch = std::max(counters_.largest_batch, items.size());
       try {
@@ -140,24 +231,36 @@ private:
           auto c = co_await pool_->acquire();
           results = co_await c->run_batch(std::move(batch));
         }
-        for (std::size_t i = 0; i < items.size(); ++i) {
-          items[i]->res = std::move(results[i]);
-          finish(items[i]);
+        for (std::size_t g = 0; g < groups.size(); ++g) {
+          if (groups[g].front()->alone) {
+            groups[g].front()->journaled = true;  // step_append raises when fenced out
+          } else if (groups[g].front()->row) {
+            std::set<std::pair<std::string, int>> written;
+            for (const pg::row r : results[g])
+              written.emplace(r.get<std::string>(0), r.get<int>(1));
+            for (const auto& it : groups[g])
+              it->journaled = written.contains({it->row->workflow_id, it->row->seq});
+          } else {
+            groups[g].front()->res = std::move(results[g]);
+          }
+          for (const auto& it : groups[g]) finish(it);
         }
         counters_.statements += items.size();
         co_return;
       } catch (const pg::sql_error& e) {
         const int i = e.batch_index();
-        if (i < 0 || std::size_t(i) >= items.size()) {
+        if (i < 0 || std::size_t(i) >= groups.size()) {
           fail_all(items, std::current_exception());
           co_return;
         }
-        // The server rolled the whole batch back: the failing statement gets its error,
-        // the others go out again.
-        items[std::size_t(i)]->err = std::current_exception();
-        finish(items[std::size_t(i)]);
-        ++counters_.statements;
-        items.erase(items.begin() + i);
+        // The server rolled the whole batch back: the failing statement's items get its
+        // error (merged rows are tried again one by one), the others go out again.
+        auto& failed = groups[std::size_t(i)];
+        if (failed.front()->row && !failed.front()->alone)
+          for (auto& it : failed) it->alone = true;
+        else
+          fail_all(failed, std::current_exception());
+        std::erase_if(items, [](const item_ptr& it) { return it->finished; });
       } catch (...) {
         fail_all(items, std::current_exception());
         co_return;
@@ -175,6 +278,7 @@ private:
 
   asio::any_io_executor ex_;
   pg::pool* pool_;
+  const store* st_;
   options options_;
   std::deque<item_ptr> queue_;
   std::weak_ptr<void> owner_;

@@ -176,14 +176,23 @@ inline asio::awaitable<void> append(run_state& s, int seq, const std::string& na
                                     double started_at) {
   try {
     const std::string status = error ? "failed" : "succeeded";
-    pg::statement row = s.st->step_append(s.id, s.epoch, seq, name, kind, status, output, error,
-                                          attempts, started_at);
     if (s.committer) {
-      (void)co_await s.committer->run(std::move(row));
+      group_committer::journal_row row{s.id,   s.epoch, seq,   name,     kind,
+                                       status, output,  error, attempts, started_at};
+      if (!co_await s.committer->append(std::move(row)))
+        throw ownership_lost(
+            s.id, "workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
+                      "' was not journaled because another executor took the "
+                      "workflow over (it is no longer owned under epoch " +
+                      std::to_string(s.epoch) + "); this run stops and the new owner continues");
     } else {
+      pg::statement row = s.st->step_append(s.id, s.epoch, seq, name, kind, status, output, error,
+                                            attempts, started_at);
       auto conn = co_await s.pool->acquire();
       co_await conn->run(std::move(row));
     }
+  } catch (const ownership_lost&) {
+    throw;
   } catch (const pg::sql_error& e) {
     if (e.sqlstate() == ownership_lost_sqlstate)
       throw ownership_lost(

@@ -194,7 +194,7 @@ inline asio::awaitable<void> engine::dispatch(std::shared_ptr<detail::engine_sta
   auto timer = s->dispatch_timer;
   const std::string& name_array = s->names;
   const std::string versions = detail::text_array(s->options.run_versions);
-  constexpr int batch_size = 64;
+  const int batch_size = int(std::max<std::size_t>(1, s->options.dispatch_batch));
   for (;;) {
     if (s->stopping) co_return;
     s->wake_pending = false;

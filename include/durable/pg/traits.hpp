@@ -110,6 +110,31 @@ struct param_traits<bytea> {
   }
 };
 
+/// A one-dimensional array literal ({"a",NULL,"b"}), for binding a list as one parameter
+/// (cast it in SQL: $1::text[], $2::bigint[]). Elements are always quoted; empty
+/// optionals are NULL.
+template <class T>
+struct param_traits<std::vector<T>> {
+  static param_value to_param(const std::vector<T>& items) {
+    std::string out = "{";
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      if (i) out += ',';
+      const param_value v = param_traits<T>::to_param(items[i]);
+      if (!v) {
+        out += "NULL";
+        continue;
+      }
+      out += '"';
+      for (char c : *v) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+      }
+      out += '"';
+    }
+    return out + "}";
+  }
+};
+
 /// Converts any supported value to a bound parameter.
 template <class T>
 param_value to_param(const T& v) {
