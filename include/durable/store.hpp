@@ -196,6 +196,36 @@ SELECT w.id, w.name, w.queue, w.priority, w.app_version, w.created_at, w.wake_at
   FROM {s}.workflows w
  WHERE w.status = 'pending' AND w.executor_id IS NULL)",
        }},
+      {4,
+       "group commit of journal rows",
+       {
+           // Many journal rows in one statement, fenced row by row (I3): a row is written only
+           // while its workflow is owned under the row's epoch, checked under FOR SHARE (a
+           // takeover in progress is waited for, and its new epoch then excludes the row).
+           // Returns the rows written; a missing row was fenced out. The lateral lookup keeps
+           // it one index probe per row whatever the table's size, and the generic plan is
+           // forced: with array parameters the planner would otherwise plan every call anew.
+           R"(CREATE FUNCTION {s}.append_steps(
+    p_workflow_ids text[], p_epochs bigint[], p_seqs integer[], p_names text[], p_kinds text[],
+    p_statuses text[], p_outputs jsonb[], p_errors jsonb[], p_attempts integer[],
+    p_started_at double precision[])
+  RETURNS TABLE (written_id text, written_seq integer)
+  LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+BEGIN
+  RETURN QUERY
+  INSERT INTO {s}.steps AS s (workflow_id, seq, name, kind, status, output, error, attempts,
+                              epoch, started_at)
+  SELECT r.workflow_id, r.seq, r.name, r.kind, r.status, r.output, r.error, r.attempts, r.epoch,
+         to_timestamp(r.started_at)
+    FROM unnest(p_workflow_ids, p_epochs, p_seqs, p_names, p_kinds, p_statuses, p_outputs,
+                p_errors, p_attempts, p_started_at)
+           AS r(workflow_id, epoch, seq, name, kind, status, output, error, attempts, started_at),
+         LATERAL (SELECT FROM {s}.workflows w
+                   WHERE w.id = r.workflow_id AND w.epoch = r.epoch FOR SHARE) AS owned
+  RETURNING s.workflow_id, s.seq;
+END
+$fn$)",
+       }},
 
   };
   return all;
@@ -372,27 +402,15 @@ RETURNING name, inputs::text, epoch)"},
         // $9 attempts, $10 started_at (epoch seconds)
         {"step_append", R"(SELECT {s}.append_step($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9,
                         to_timestamp($10::double precision)))"},
-        // Group commit of journal rows: many rows, one statement. Arrays, one element per row:
-        // $1 workflow ids, $2 epochs, $3 seqs, $4 names, $5 kinds, $6 statuses, $7 outputs
-        // (jsonb), $8 errors (jsonb), $9 attempts, $10 started_at (epoch seconds). I3: a row is
-        // written only while its workflow is owned under the row's epoch, checked under FOR
-        // SHARE in this statement (a takeover in progress is waited for, and its new epoch
-        // then excludes the row). Returns the rows written: a missing row was fenced out. (The
-        // lateral lookup keeps it an index probe per row, whatever the table's size; a
-        // duplicate row fails the statement, and the group committer then sends each row
-        // alone through step_append.)
-        {"steps_append_many", R"(WITH r AS (
-  SELECT * FROM unnest($1::text[], $2::bigint[], $3::integer[], $4::text[], $5::text[],
-                       $6::text[], $7::jsonb[], $8::jsonb[], $9::integer[],
-                       $10::double precision[])
-    AS r(workflow_id, epoch, seq, name, kind, status, output, error, attempts, started_at))
-INSERT INTO {s}.steps (workflow_id, seq, name, kind, status, output, error, attempts, epoch,
-                       started_at)
-SELECT r.workflow_id, r.seq, r.name, r.kind, r.status, r.output, r.error, r.attempts, r.epoch,
-       to_timestamp(r.started_at)
-  FROM r, LATERAL (SELECT FROM {s}.workflows w
-                    WHERE w.id = r.workflow_id AND w.epoch = r.epoch FOR SHARE) AS owned
-RETURNING workflow_id, seq)"},
+        // Group commit of journal rows: many rows, one statement (see append_steps in
+        // migration 4). Arrays, one element per row: $1 workflow ids, $2 epochs, $3 seqs,
+        // $4 names, $5 kinds, $6 statuses, $7 outputs (jsonb), $8 errors (jsonb), $9 attempts,
+        // $10 started_at (epoch seconds). Returns (workflow id, seq) of the rows written. A
+        // duplicate row fails the statement; the group committer then sends each row alone
+        // through step_append.
+        {"steps_append_many", R"(SELECT written_id, written_seq FROM {s}.append_steps(
+  $1::text[], $2::bigint[], $3::integer[], $4::text[], $5::text[], $6::text[], $7::jsonb[],
+  $8::jsonb[], $9::integer[], $10::double precision[]))"},
         // $1 id, $2 name, $3 inputs, $4 queue, $5 priority, $6 dedup_key, $7 delay (ms),
         // $8 app_version, $9 notify channel. One row: (created, id of the workflow that holds
         // the id or the dedup key, its name, its inputs). NOTIFY is delivered at commit.

@@ -50,6 +50,8 @@ public:
   struct options {
     std::size_t max_batch = 512;
     std::size_t max_in_flight = 2;
+    /// A batch stops growing once its values reach this size (large step outputs).
+    std::size_t max_batch_bytes = std::size_t(4) << 20;
   };
 
   /// `st` builds the merged journal statement; without it, append() may not be used.
@@ -102,6 +104,19 @@ private:
     bool alone = false;              // a journal row sent as its own statement
     bool journaled = false;
     pg::result res;
+
+    /// Bytes of values this item sends.
+    [[nodiscard]] std::size_t size() const {
+      std::size_t n = 0;
+      if (row) {
+        n = row->workflow_id.size() + row->name.size() + 64;
+        if (row->output) n += row->output->size();
+        if (row->error) n += row->error->size();
+      } else {
+        for (const auto& p : st.params) n += p ? p->size() : 0;
+      }
+      return n;
+    }
     std::exception_ptr err;
     bool finished = false;
     asio::steady_timer done;
@@ -158,9 +173,10 @@ private:
     self->starting_ = false;
     while (!self->queue_.empty()) {
       std::vector<item_ptr> items;
-      const std::size_t n = std::min(self->queue_.size(), self->options_.max_batch);
-      items.reserve(n);
-      for (std::size_t i = 0; i < n; ++i) {
+      std::size_t bytes = 0;
+      while (!self->queue_.empty() && items.size() < self->options_.max_batch &&
+             (items.empty() || bytes < self->options_.max_batch_bytes)) {
+        bytes += self->queue_.front()->size();
         items.push_back(std::move(self->queue_.front()));
         self->queue_.pop_front();
       }
