@@ -37,7 +37,8 @@ namespace durable::detail {
 /// `max_batch`).
 ///
 /// Journal rows are merged: all rows of a batch travel as one statement (arrays bound as
-/// parameters), fenced row by row (I3), so a fenced-out row fails alone. Should the merged
+/// parameters), fenced row by row (I3), so a fenced-out row fails alone. (A batch with one
+/// journal row sends it as step_append, the single-row form.) Should the merged
 /// statement fail, its rows go out again one statement each (step_append), so that only a
 /// faulty row gets an error.
 ///
@@ -230,6 +231,11 @@ private:
       batch.reserve(items.size());
       for (const auto& it : items)
         if (it->row && !it->alone) rows.push_back(it);
+      // A lone row takes step_append, which costs the server less than the merged form.
+      if (rows.size() == 1) {
+        rows.front()->alone = true;
+        rows.clear();
+      }
       if (!rows.empty()) {
         batch.push_back(merged_rows(rows));
         groups.push_back(rows);
