@@ -440,6 +440,39 @@ TEST_CASE("journal rows of a batch share one statement; a fenced or faulty row f
   });
 }
 
+TEST_CASE("an engine ticking every millisecond never runs its own workflow twice",
+          "[workflow][executors]") {
+  // The maintenance tick claims this executor's unfinished workflows that run nowhere in the
+  // process. A workflow whose start (or dispatch) has committed but whose launch is a moment
+  // away must not count as one: claiming it would run its steps twice.
+  probe.reset();
+  const auto schema = test::fresh_schema("tick");
+  constexpr int workflows = 200, steps = 3;
+  test::run([&]() -> asio::awaitable<void> {
+    auto o = test::options(schema);
+    o.heartbeat_interval = 1ms;
+    engine eng(co_await asio::this_coro::executor, o);
+    register_all(eng);
+    (void)co_await eng.open();
+    int running = workflows;
+    for (int i = 0; i < workflows; ++i) {
+      asio::co_spawn(
+          co_await asio::this_coro::executor,
+          [&eng, &running, i, steps]() -> asio::awaitable<void> {
+            auto h = co_await eng.start("counter", "t" + std::to_string(i), steps);
+            (void)co_await h.result<int>();
+            --running;
+          },
+          asio::detached);
+      if (i % 20 == 0) co_await test::sleep_ms(2);  // let ticks fall between the starts
+    }
+    while (running > 0) co_await test::sleep_ms(1);
+    CHECK(eng.stats().ownership_lost == 0);
+    CHECK(eng.stats().journal_loads == 0);  // nothing was claimed a second time
+  }());
+  for (int i = 0; i < steps; ++i) CHECK(probe.calls["s" + std::to_string(i)] == workflows);
+}
+
 TEST_CASE("starting an existing id returns it and never runs it twice", "[workflow][start]") {
   probe.reset();
   const auto schema = test::fresh_schema("idem");

@@ -72,7 +72,8 @@ struct run_state {
   group_committer* committer = nullptr;  // journal rows share commits with other runs
   const store* st = nullptr;
   engine_counters* counters = nullptr;
-  const bool* stopping = nullptr;  // the engine is shutting down
+  const bool* stopping = nullptr;      // the engine is shutting down
+  const void* launch_token = nullptr;  // identifies this run's entry in the engine's map
 
   void add_entry(int seq, journal_entry e) {
     if (seq < 0) return;

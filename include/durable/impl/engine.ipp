@@ -256,6 +256,8 @@ inline asio::awaitable<void> engine::maintain(std::shared_ptr<detail::engine_sta
   auto timer = s->maintenance;
   const std::string& name_array = s->names;
   const std::string versions = detail::text_array(s->options.run_versions);
+  // Our own unfinished workflows that ran nowhere here at the previous tick.
+  std::set<std::string, std::less<>> suspected;
   for (;;) {
     timer->expires_after(s->options.heartbeat_interval);
     asio::error_code ec;
@@ -271,13 +273,22 @@ inline asio::awaitable<void> engine::maintain(std::shared_ptr<detail::engine_sta
                                                 name_array, 100, versions));
       batch.push_back(s->st.workflows_owned(s->options.executor_id));
       std::vector<std::string> ids;
+      std::set<std::string, std::less<>> orphans;
       {
         auto c = co_await s->pool.acquire();
         auto r = co_await c->run_batch(std::move(batch));
         for (const pg::row row : r[1]) ids.push_back(row.get<std::string>(0));
         for (const pg::row row : r[2])
-          if (s->registry.contains(row.text(1))) ids.push_back(row.get<std::string>(0));
+          if (s->registry.contains(row.text(1)) && !s->running.contains(row.text(0)) &&
+              !s->retrying.contains(row.text(0)))
+            orphans.insert(row.get<std::string>(0));
       }
+      // An orphan is claimed only if the previous tick saw it too: one whose start or
+      // dispatch has committed but whose launch here is a moment away (the reply not read
+      // yet) is not an orphan, and claiming it would run it twice.
+      for (const auto& id : orphans)
+        if (suspected.contains(id)) ids.push_back(id);
+      suspected = std::move(orphans);
       for (auto& id : ids)
         if (!s->stopping && !s->running.contains(id) && !s->retrying.contains(id))
           (void)co_await claim_and_run(s, std::move(id));
@@ -359,6 +370,7 @@ inline void engine::launch(std::shared_ptr<detail::engine_state> s,
   auto done = std::make_shared<asio::steady_timer>(s->ex, asio::steady_timer::time_point::max());
   if (auto old = s->running.find(run->id); old != s->running.end()) old->second.done->cancel();
   s->running[run->id] = {done};
+  run->launch_token = done.get();
   asio::co_spawn(s->ex, execute(s, std::move(run), std::move(inputs)), asio::detached);
 }
 
@@ -429,7 +441,9 @@ inline asio::awaitable<void> engine::execute(std::shared_ptr<detail::engine_stat
       kind = outcome::retry;
     }
   }
-  if (auto it = s->running.find(run->id); it != s->running.end()) {
+  // Only this run's own entry: a newer run of the same workflow may have replaced it.
+  if (auto it = s->running.find(run->id);
+      it != s->running.end() && it->second.done.get() == run->launch_token) {
     it->second.done->cancel();
     s->running.erase(it);
   }
