@@ -10,6 +10,7 @@
 #include <asio/experimental/awaitable_operators.hpp>
 #include <catch2/catch.hpp>
 
+#include "support/conninfo.hpp"
 #include "support/processes.hpp"
 #include "support/workflows.hpp"
 
@@ -218,8 +219,20 @@ asio::awaitable<int> visible_wf(context& ctx, int n) {
   co_return complete;
 }
 
+/// Three steps; the middle one ("slow") is the one a test's trigger delays on the server.
+asio::awaitable<int> slow_middle_wf(context& ctx, int x) {
+  int sum = x;
+  for (const char* name : {"before", "slow", "after"})
+    sum += co_await ctx.step(name, [name] {
+      ++probe.calls[name];
+      return 1;
+    });
+  co_return sum;
+}
+
 void register_all(engine& e) {
   e.register_workflow("visible", &visible_wf);
+  e.register_workflow("slow_middle", &slow_middle_wf);
   e.register_workflow("counter", &counter_wf);
   e.register_workflow("shape", &shape_wf);
   e.register_workflow("failing", &failing_wf);
@@ -471,6 +484,70 @@ TEST_CASE("an engine ticking every millisecond never runs its own workflow twice
     CHECK(eng.stats().journal_loads == 0);  // nothing was claimed a second time
   }());
   for (int i = 0; i < steps; ++i) CHECK(probe.calls["s" + std::to_string(i)] == workflows);
+}
+
+TEST_CASE("runs whose group commit lost its connection are claimed again and finish once",
+          "[workflow][group-commit][failure]") {
+  // A trigger holds every batch carrying a "slow" row on the server for 100 ms; the test
+  // terminates the backend running the first such batch, so its outcome is unknown to every
+  // run in it.
+  probe.reset();
+  const auto schema = test::fresh_schema("gclost");
+  const std::string app = "durable-gclost-" + std::to_string(::getpid());
+  constexpr int workflows = 20;
+  test::run([&]() -> asio::awaitable<void> {
+    auto o = test::options(schema);
+    o.conninfo = test::with_option(test::conninfo(), "application_name", app);
+    o.io_retry_delay = 20ms;
+    engine eng(co_await asio::this_coro::executor, o);
+    register_all(eng);
+    (void)co_await eng.open();
+    auto killer = co_await pg::connection::connect(test::conninfo());
+    co_await killer->exec("CREATE FUNCTION " + q(schema) + R"(.hold_slow() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.name = 'slow' AND current_setting('durable_test.held', true) IS DISTINCT FROM 'yes' THEN
+    PERFORM set_config('durable_test.held', 'yes', true);
+    PERFORM pg_sleep(0.1);
+  END IF;
+  RETURN NEW;
+END $$)");
+    co_await killer->exec("CREATE TRIGGER hold_slow BEFORE INSERT ON " + q(schema) +
+                          ".steps FOR EACH ROW EXECUTE FUNCTION " + q(schema) + ".hold_slow()");
+    int running = workflows;
+    for (int i = 0; i < workflows; ++i)
+      asio::co_spawn(
+          co_await asio::this_coro::executor,
+          [&eng, &running, i]() -> asio::awaitable<void> {
+            auto h = co_await eng.start("slow_middle", "l" + std::to_string(i), i);
+            const int sum = co_await h.result<int>();
+            CHECK(sum == i + 3);
+            --running;
+          },
+          asio::detached);
+    long killed = 0;
+    for (int i = 0; i < 5000 && killed == 0; ++i) {
+      auto r = co_await killer->exec(
+          "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+          "WHERE application_name = $1 AND wait_event = 'PgSleep'",
+          app);
+      killed = r[0].get<long>(0);
+      if (killed == 0) co_await test::sleep_ms(1);
+    }
+    CHECK(killed == 1);
+    while (running > 0) co_await test::sleep_ms(1);
+    // The runs of the lost batch were claimed again (a new epoch) and replayed.
+    CHECK(eng.stats().journal_loads >= 1);
+    auto r = co_await killer->exec("SELECT count(*), count(DISTINCT (workflow_id, seq)) FROM " +
+                                   q(schema) + ".steps");
+    CHECK(r[0].get<long>(0) == workflows * 3);
+    CHECK(r[0].get<long>(1) == workflows * 3);
+    auto done = co_await killer->exec("SELECT count(*) FROM " + q(schema) +
+                                      ".workflows WHERE status = 'succeeded'");
+    CHECK(done[0].get<long>(0) == workflows);
+  }());
+  // Every step ran at least once per workflow; one whose row was in the lost batch ran again.
+  for (const char* name : {"before", "slow", "after"}) CHECK(probe.calls[name] >= workflows);
 }
 
 TEST_CASE("starting an existing id returns it and never runs it twice", "[workflow][start]") {
