@@ -54,17 +54,7 @@ inline std::string with_schema(std::string_view text, const std::string& schema)
 
 /// A text[] literal ({"a","b"}) for binding a list of strings as one parameter.
 inline std::string text_array(const std::vector<std::string>& items) {
-  std::string out = "{";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    if (i) out += ',';
-    out += '"';
-    for (char c : items[i]) {
-      if (c == '"' || c == '\\') out += '\\';
-      out += c;
-    }
-    out += '"';
-  }
-  return out + "}";
+  return *pg::to_param(items);
 }
 
 /// 64-bit FNV-1a; keys the migration advisory lock per schema.

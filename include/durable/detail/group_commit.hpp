@@ -127,13 +127,7 @@ private:
   asio::awaitable<pg::result> run_impl(pg::statement st) {
     auto it = std::make_shared<item>(ex_);
     it->st = std::move(st);
-    queue_.push_back(it);
-    start_flushers();
-    if (!it->finished) {
-      asio::error_code ec;
-      co_await it->done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    }
-    if (it->err) std::rethrow_exception(it->err);
+    co_await submit(it);
     co_return std::move(it->res);
   }
 
@@ -141,6 +135,12 @@ private:
     if (!st_) throw error("group_committer::append: no store was given");
     auto it = std::make_shared<item>(ex_);
     it->row = std::move(row);
+    co_await submit(it);
+    co_return it->journaled;
+  }
+
+  /// Queues `it` and waits until its batch has committed; rethrows its error.
+  asio::awaitable<void> submit(item_ptr it) {
     queue_.push_back(it);
     start_flushers();
     if (!it->finished) {
@@ -148,7 +148,6 @@ private:
       co_await it->done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     }
     if (it->err) std::rethrow_exception(it->err);
-    co_return it->journaled;
   }
 
   void start_flushers() {
@@ -191,15 +190,11 @@ private:
 
   /// One statement writing every journal row among `rows`.
   pg::statement merged_rows(const std::vector<item_ptr>& rows) const {
-    const std::size_t n = rows.size();
     std::vector<std::string> ids, names, kinds, statuses;
     std::vector<std::int64_t> epochs;
     std::vector<int> seqs, attempts;
     std::vector<std::optional<std::string>> outputs, errors;
     std::vector<double> started;
-    ids.reserve(n), names.reserve(n), kinds.reserve(n), statuses.reserve(n);
-    epochs.reserve(n), seqs.reserve(n), attempts.reserve(n), outputs.reserve(n);
-    errors.reserve(n), started.reserve(n);
     for (const auto& it : rows) {
       const journal_row& r = *it->row;
       ids.push_back(r.workflow_id);
