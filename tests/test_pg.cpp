@@ -294,25 +294,19 @@ TEST_CASE("group commit: concurrent statements share a round trip; a failing one
     pg::pool pool(ex, test::conninfo(), 2);
     detail::group_committer committer(ex, pool, {.max_batch = 512, .max_in_flight = 1});
     constexpr int n = 50;
-    int pending = n;
     std::vector<std::string> outcomes(n);
     // Each statement is submitted from its own coroutine; all are submitted in the same turn
     // of the event loop, so they travel in one batch.
-    for (int i = 0; i < n; ++i)
-      asio::co_spawn(
-          ex,
-          [&, i]() -> asio::awaitable<void> {
-            pg::statement st = pg::sql("INSERT INTO " + table + " VALUES ($1) RETURNING k", i);
-            try {
-              auto r = co_await committer.run(std::move(st));
-              outcomes[std::size_t(i)] = "ok " + std::to_string(r[0].get<int>(0));
-            } catch (const pg::sql_error& e) {
-              outcomes[std::size_t(i)] = e.sqlstate();
-            }
-            --pending;
-          },
-          asio::detached);
-    while (pending > 0) co_await sleep_for(1ms);
+    auto all = test::spawn_all(ex, n, [&](int i) -> asio::awaitable<void> {
+      pg::statement st = pg::sql("INSERT INTO " + table + " VALUES ($1) RETURNING k", i);
+      try {
+        auto r = co_await committer.run(std::move(st));
+        outcomes[std::size_t(i)] = "ok " + std::to_string(r[0].get<int>(0));
+      } catch (const pg::sql_error& e) {
+        outcomes[std::size_t(i)] = e.sqlstate();
+      }
+    });
+    co_await test::wait_all(all);
     for (int i = 0; i < n; ++i)
       CHECK(outcomes[std::size_t(i)] == (i == 13 ? "23514" : "ok " + std::to_string(i)));
     // One batch with all 50 failed on row 13; the other 49 went out again and committed.

@@ -358,17 +358,14 @@ TEST_CASE("concurrent runs share commits, and no step resumes before its row is 
     pg::pool watcher(co_await asio::this_coro::executor, test::conninfo(), 4);
     observer = &watcher;
     const auto before = eng.stats();
-    int complete = 0, running = workflows;
-    for (int i = 0; i < workflows; ++i)  // all started at once
-      asio::co_spawn(
-          co_await asio::this_coro::executor,
-          [&eng, &complete, &running, i, steps]() -> asio::awaitable<void> {
-            auto h = co_await eng.start("visible", "v" + std::to_string(i), steps);
-            complete += co_await h.result<int>();
-            --running;
-          },
-          asio::detached);
-    while (running > 0) co_await test::sleep_ms(1);
+    int complete = 0;
+    auto all = test::spawn_all(  // all started at once
+        co_await asio::this_coro::executor, workflows,
+        [&eng, &complete, steps](int i) -> asio::awaitable<void> {
+          auto h = co_await eng.start("visible", "v" + std::to_string(i), steps);
+          complete += co_await h.result<int>();
+        });
+    co_await test::wait_all(all);
     // Every "look" step saw the row of the step before it: each step resumed only after
     // its row was committed, although rows were committed many at a time.
     CHECK(complete == workflows * steps);
@@ -408,28 +405,23 @@ TEST_CASE("journal rows of a batch share one statement; a fenced or faulty row f
     auto submit = [&](std::vector<std::tuple<std::string, int, int>> rows)
         -> asio::awaitable<std::vector<std::string>> {
       std::vector<std::string> out(rows.size());
-      std::size_t pending = rows.size();
-      for (std::size_t i = 0; i < rows.size(); ++i)
-        asio::co_spawn(
-            ex,
-            [&, i]() -> asio::awaitable<void> {
-              detail::group_committer::journal_row r;
-              r.workflow_id = std::get<0>(rows[i]);
-              r.epoch = std::get<1>(rows[i]);
-              r.seq = std::get<2>(rows[i]);
-              r.name = "s";
-              r.kind = "step";
-              r.status = "succeeded";
-              r.output = "\"x\\\"y\"";  // a JSON string with a quote and a backslash
-              try {
-                out[i] = co_await committer.append(std::move(r)) ? "ok" : "fenced";
-              } catch (const pg::sql_error& e) {
-                out[i] = e.sqlstate();
-              }
-              --pending;
-            },
-            asio::detached);
-      while (pending > 0) co_await test::sleep_ms(1);
+      auto all = test::spawn_all(ex, int(rows.size()), [&](int i) -> asio::awaitable<void> {
+        const auto& [id, epoch, seq] = rows[std::size_t(i)];
+        detail::group_committer::journal_row r;
+        r.workflow_id = id;
+        r.epoch = epoch;
+        r.seq = seq;
+        r.name = "s";
+        r.kind = "step";
+        r.status = "succeeded";
+        r.output = "\"x\\\"y\"";  // a JSON string with a quote and a backslash
+        try {
+          out[std::size_t(i)] = co_await committer.append(std::move(r)) ? "ok" : "fenced";
+        } catch (const pg::sql_error& e) {
+          out[std::size_t(i)] = e.sqlstate();
+        }
+      });
+      co_await test::wait_all(all);
       co_return out;
     };
     // b is owned under epoch 2 now: its row is fenced out, the others are written, all in
@@ -467,19 +459,17 @@ TEST_CASE("an engine ticking every millisecond never runs its own workflow twice
     engine eng(co_await asio::this_coro::executor, o);
     register_all(eng);
     (void)co_await eng.open();
-    int running = workflows;
-    for (int i = 0; i < workflows; ++i) {
-      asio::co_spawn(
-          co_await asio::this_coro::executor,
-          [&eng, &running, i, steps]() -> asio::awaitable<void> {
-            auto h = co_await eng.start("counter", "t" + std::to_string(i), steps);
+    std::vector<std::shared_ptr<test::spawned>> chunks;
+    for (int chunk = 0; chunk < workflows / 20; ++chunk) {
+      chunks.push_back(test::spawn_all(
+          co_await asio::this_coro::executor, 20,
+          [&eng, chunk, steps](int i) -> asio::awaitable<void> {
+            auto h = co_await eng.start("counter", "t" + std::to_string(chunk * 20 + i), steps);
             (void)co_await h.result<int>();
-            --running;
-          },
-          asio::detached);
-      if (i % 20 == 0) co_await test::sleep_ms(2);  // let ticks fall between the starts
+          }));
+      co_await test::sleep_ms(2);  // let ticks fall between the starts
     }
-    while (running > 0) co_await test::sleep_ms(1);
+    for (auto& chunk : chunks) co_await test::wait_all(chunk);
     CHECK(eng.stats().ownership_lost == 0);
     CHECK(eng.stats().journal_loads == 0);  // nothing was claimed a second time
   }());
@@ -514,17 +504,12 @@ BEGIN
 END $$)");
     co_await killer->exec("CREATE TRIGGER hold_slow BEFORE INSERT ON " + q(schema) +
                           ".steps FOR EACH ROW EXECUTE FUNCTION " + q(schema) + ".hold_slow()");
-    int running = workflows;
-    for (int i = 0; i < workflows; ++i)
-      asio::co_spawn(
-          co_await asio::this_coro::executor,
-          [&eng, &running, i]() -> asio::awaitable<void> {
-            auto h = co_await eng.start("slow_middle", "l" + std::to_string(i), i);
-            const int sum = co_await h.result<int>();
-            CHECK(sum == i + 3);
-            --running;
-          },
-          asio::detached);
+    auto all = test::spawn_all(
+        co_await asio::this_coro::executor, workflows, [&eng](int i) -> asio::awaitable<void> {
+          auto h = co_await eng.start("slow_middle", "l" + std::to_string(i), i);
+          const int sum = co_await h.result<int>();
+          CHECK(sum == i + 3);
+        });
     long killed = 0;
     for (int i = 0; i < 5000 && killed == 0; ++i) {
       auto r = co_await killer->exec(
@@ -535,7 +520,7 @@ END $$)");
       if (killed == 0) co_await test::sleep_ms(1);
     }
     CHECK(killed == 1);
-    while (running > 0) co_await test::sleep_ms(1);
+    co_await test::wait_all(all);
     // The runs of the lost batch were claimed again (a new epoch) and replayed.
     CHECK(eng.stats().journal_loads >= 1);
     auto r = co_await killer->exec("SELECT count(*), count(DISTINCT (workflow_id, seq)) FROM " +

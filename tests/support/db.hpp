@@ -3,11 +3,16 @@
 
 #include <unistd.h>
 
+#include <asio/any_io_executor.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -50,6 +55,38 @@ T run(asio::awaitable<T> a) {
   io.run();
   if (error) std::rethrow_exception(error);
   if constexpr (!std::is_void_v<T>) return std::move(*value);
+}
+
+/// Coroutines started by spawn_all(): how many still run, and the first exception.
+struct spawned {
+  int running = 0;
+  std::exception_ptr error;
+};
+
+/// Starts f(0) ... f(n - 1) (each returning asio::awaitable<void>) as concurrent coroutines
+/// on `ex`; they begin in the same turn of the event loop. Await wait_all() on the result.
+template <class F>
+std::shared_ptr<spawned> spawn_all(const asio::any_io_executor& ex, int n, F f) {
+  auto state = std::make_shared<spawned>();
+  state->running = n;
+  for (int i = 0; i < n; ++i)
+    asio::co_spawn(
+        ex, [f, i] { return f(i); },
+        [state](std::exception_ptr e) {
+          if (e && !state->error) state->error = e;
+          --state->running;
+        });
+  return state;
+}
+
+/// Waits until every coroutine of spawn_all() has ended; rethrows the first exception.
+inline asio::awaitable<void> wait_all(std::shared_ptr<spawned> state) {
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  while (state->running > 0) {
+    t.expires_after(std::chrono::milliseconds(1));
+    co_await t.async_wait(asio::use_awaitable);
+  }
+  if (state->error) std::rethrow_exception(state->error);
 }
 
 /// The message of the E that awaiting `a` throws, or nullopt if it completes. (Catch's
