@@ -216,6 +216,16 @@ inline std::vector<char*> with_interleaving(int argc, char** argv) {
   return args;
 }
 
+/// benchmark::Initialize with interleaved repetitions (see with_interleaving); false after
+/// reporting an argument Google Benchmark does not know.
+inline bool initialize(int argc, char** argv) {
+  static std::vector<char*> args;
+  args = with_interleaving(argc, argv);
+  int n = int(args.size()) - 1;
+  benchmark::Initialize(&n, args.data());
+  return !benchmark::ReportUnrecognizedArguments(n, args.data());
+}
+
 /// "met" or "MISSED" for a measured value against an upper bound.
 inline const char* verdict(double value, double bound) { return value <= bound ? "met" : "MISSED"; }
 

@@ -247,10 +247,7 @@ void print_ratio(const bench::collecting_reporter& rep, const char* label,
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto args = bench::with_interleaving(argc, argv);
-  int n = int(args.size()) - 1;
-  benchmark::Initialize(&n, args.data());
-  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  if (!bench::initialize(argc, argv)) return 1;
 
   const std::string conninfo = bench::conninfo();
   asio::io_context io;

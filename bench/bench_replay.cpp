@@ -316,32 +316,23 @@ BENCHMARK(BM_first_execution)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_paired_new_step)->Iterations(24)->UseRealTime()->Unit(benchmark::kMillisecond);
+// Journal lengths 10 to 10,000, repeated (interleaved) like the others.
+void journal_lengths(benchmark::internal::Benchmark* b) {
+  for (int n : {10, 100, 1000, 10000}) b->Arg(n);
+  b->Repetitions(repetitions)->MinTime(0.5);
+}
+
 BENCHMARK(BM_replay)
-    ->Arg(10)
-    ->Arg(100)
-    ->Arg(1000)
-    ->Arg(10000)
-    ->Repetitions(repetitions)
-    ->MinTime(0.5)
+    ->Apply(journal_lengths)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Complexity(benchmark::oN);
 BENCHMARK(BM_raw_journal_load)
-    ->Arg(10)
-    ->Arg(100)
-    ->Arg(1000)
-    ->Arg(10000)
-    ->Repetitions(repetitions)
-    ->MinTime(0.5)
+    ->Apply(journal_lengths)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_replay_in_process)
-    ->Arg(10)
-    ->Arg(100)
-    ->Arg(1000)
-    ->Arg(10000)
-    ->Repetitions(repetitions)
-    ->MinTime(0.5)
+    ->Apply(journal_lengths)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
@@ -457,10 +448,7 @@ void print_summary(const bench::collecting_reporter& rep) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto args = bench::with_interleaving(argc, argv);
-  int n = int(args.size()) - 1;
-  benchmark::Initialize(&n, args.data());
-  if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
+  if (!bench::initialize(argc, argv)) return 1;
 
   asio::io_context io;
   durable::engine_options options;
