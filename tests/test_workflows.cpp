@@ -337,9 +337,12 @@ TEST_CASE("a new step costs one round trip; resuming loads the journal in one qu
         CHECK(s.journal_loads == 1);
         CHECK(s.steps_replayed == done_before_crash);
         CHECK(s.steps_executed == n - done_before_crash);
-        // Round trips of this engine: migrate (4), executor row (1), list owned workflows (1),
-        // claim + journal load (1, I1), one per new step (I2), the final status (1).
-        CHECK(s.round_trips == 4 + 1 + 1 + 1 + (n - done_before_crash) + 1);
+        // Round trips of this engine: migrate (4), executor row (3: the id's holder, the
+        // abandoned engine of this process, still looks alive, so the row is refused, its
+        // holder looked up and found to be this process, and the id taken), list owned
+        // workflows (1), claim + journal load (1, I1), one per new step (I2), the final
+        // status (1).
+        CHECK(s.round_trips == 4 + 3 + 1 + 1 + (n - done_before_crash) + 1);
         auto h = eng.handle("w-io");
         const int sum = co_await h.result<int>();
         CHECK(sum == 28);

@@ -126,12 +126,60 @@ inline void require_live(run_state& s, int seq, const std::string& name) {
     throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
                        "' not started because the engine is shutting down; another executor "
                        "resumes the workflow");
+  if (s.lease_expired && *s.lease_expired)
+    throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
+                       "' not started because this executor could not renew its lease in time; "
+                       "the workflow is resumed by replay once an executor reaches the database");
+  if (s.io_refused) throw error(*s.io_refused);
   if (s.io_failed)
     throw error("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
                 "' not run because an earlier journal write failed; the workflow is retried");
   if (!s.pool)
     throw error("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
                 "' has no journal row, and this replay has no database to run it against");
+}
+/// A step issued while a step function of the same run executes: from inside that function
+/// (a nested step), or from a branch that runs beside it, which would number steps by
+/// timing instead of program order (I4). Rejected at once; the workflow is parked.
+inline void check_not_nested(run_state& s, const std::string& name) {
+  if (s.step_functions_running == 0) return;
+  s.misuse = "workflow '" + s.id + "' (" + s.name + "): step '" + name +
+             "' was issued while the function of step '" + s.running_step +
+             "' is running. A step cannot be issued from inside another step's function (step "
+             "functions do plain work; issue the steps one after the other in the workflow), "
+             "nor from a concurrent branch once another branch's step has begun (issue "
+             "concurrent steps up front, then await them together, see I4 in "
+             "docs/concepts.md). The workflow is parked: fix the code, then resume it";
+  throw error(*s.misuse);
+}
+
+/// Counts a step function as running for check_not_nested() while it is in scope.
+class step_function_scope {
+public:
+  step_function_scope(run_state& s, const std::string& name) : s_(s), saved_(s.running_step) {
+    ++s_.step_functions_running;
+    s_.running_step = name;
+  }
+  step_function_scope(const step_function_scope&) = delete;
+  step_function_scope& operator=(const step_function_scope&) = delete;
+  ~step_function_scope() {
+    --s_.step_functions_running;
+    s_.running_step = std::move(saved_);
+  }
+
+private:
+  run_state& s_;
+  std::string saved_;
+};
+
+/// After a step function failed: errors that are not the step's own (a nested step, the
+/// engine shutting down and cancelling it) are raised as they are, never journaled.
+inline void check_failure_is_the_steps(run_state& s, int seq, const std::string& name) {
+  if (s.misuse) throw error(*s.misuse);
+  if (s.stopping && *s.stopping)
+    throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
+                       "' ended while the engine shut down; its outcome is not journaled and "
+                       "another executor runs it again");
 }
 }  // namespace detail
 
@@ -169,6 +217,7 @@ public:
                                                                             retry policy = {}) {
     using T = detail::step_value_t<std::decay_t<F>>;
     detail::check_step_function<std::decay_t<F>>();
+    detail::check_not_nested(*s_, name);
     return run_step<T>(s_->next_seq++, std::move(name), "step", std::forward<F>(fn), policy);
   }
 
@@ -179,22 +228,26 @@ public:
       typename detail::awaitable_value<std::invoke_result_t<F&, pg::transaction&>>::type> {
     using T = typename detail::awaitable_value<std::invoke_result_t<F&, pg::transaction&>>::type;
     detail::check_step_function<std::decay_t<F>>();
+    detail::check_not_nested(*s_, name);
     return run_transaction<T>(s_->next_seq++, std::move(name), std::forward<F>(fn), policy);
   }
 
   /// The wall-clock time, journaled (I6): a replay sees the time of the first run.
   [[nodiscard]] asio::awaitable<std::chrono::system_clock::time_point> now() {
+    detail::check_not_nested(*s_, "now");
     return now_impl(s_->next_seq++);
   }
 
   /// 64 random bits, journaled (I6).
   [[nodiscard]] asio::awaitable<std::uint64_t> random() {
+    detail::check_not_nested(*s_, "random");
     return run_step<std::uint64_t>(s_->next_seq++, "random", "random", [] { return random_u64(); },
                                    {});
   }
 
   /// A random (version 4) UUID, journaled (I6).
   [[nodiscard]] asio::awaitable<std::string> uuid() {
+    detail::check_not_nested(*s_, "uuid");
     return run_step<std::string>(s_->next_seq++, "uuid", "uuid", [] { return make_uuid(); }, {});
   }
 
@@ -240,6 +293,7 @@ private:
       s.current_seq = seq;
       const step_info info{seq, name, attempt, s.key(seq)};
       try {
+        detail::step_function_scope scope(s, name);
         if constexpr (detail::awaitable_value<detail::step_return_t<F>>::is_awaitable) {
           if constexpr (std::is_void_v<T>) {
             co_await detail::call_step(fn, info);
@@ -258,6 +312,7 @@ private:
       } catch (...) {
         failure = detail::capture(std::current_exception());
       }
+      if (!value) detail::check_failure_is_the_steps(s, seq, name);
       if (value || attempt >= std::max(policy.max_attempts, 1)) break;
       co_await detail::sleep_for(policy.delay(attempt));
     }
@@ -291,19 +346,31 @@ private:
         std::optional<pg::transaction> tx;
         tx.emplace(conn->begin());
         try {
+          detail::step_function_scope scope(s, name);
           if constexpr (std::is_void_v<T>) {
             co_await fn(*tx);
             value.emplace();
           } else {
             value.emplace(co_await fn(*tx));
           }
-        } catch (const pg::connection_error&) {
+        } catch (const pg::sql_error& e) {
+          // A serialization failure, deadlock, timeout or cancel is the database's, not the
+          // step's: the run is retried (the function runs again in a fresh transaction).
+          if (detail::classify(e) == detail::io_verdict::transient) {
+            s.io_failed = true;
+            s.io_error = detail::describe_io_failure(e);
+            throw;
+          }
+          failure = detail::capture(std::current_exception());
+        } catch (const pg::connection_error& e) {
           // The database, not the step, failed: retry the workflow instead of journaling it.
           s.io_failed = true;
+          s.io_error = detail::describe_io_failure(e);
           throw;
         } catch (...) {
           failure = detail::capture(std::current_exception());
         }
+        if (!value) detail::check_failure_is_the_steps(s, seq, name);
         if (value) {
           std::optional<std::string> output;
           if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
@@ -321,11 +388,24 @@ private:
                                              std::to_string(seq) + " '" + name +
                                              "' rolled back because another executor took "
                                              "the workflow over; this run stops");
+            // The journal row (statement 0) refused, or any transient error: the library's
+            // failure, never journaled as the step's. COMMIT refused (a deferred constraint of
+            // the user's tables): the step's own failure.
+            if (e.batch_index() == 0 || detail::classify(e) == detail::io_verdict::transient) {
+              detail::note_io_failure(s, seq, name, e);
+              throw;
+            }
             failure = detail::capture(std::current_exception());
             value.reset();
-          } catch (const pg::connection_error&) {
+          } catch (const pg::connection_error& e) {
             s.io_failed = true;
+            s.io_error = detail::describe_io_failure(e);
             throw;
+          } catch (const durable::error&) {
+            // The function left the transaction failed (it caught a failing statement and
+            // returned): it rolls back, and that is the step's failure.
+            failure = detail::capture(std::current_exception());
+            value.reset();
           }
           if (value) {
             if (s.counters) ++s.counters->steps_executed;

@@ -21,108 +21,14 @@
 
 #include "durable/codec.hpp"
 #include "durable/context.hpp"
+#include "durable/detail/engine_state.hpp"
 #include "durable/detail/run_state.hpp"
 #include "durable/error.hpp"
+#include "durable/options.hpp"
 #include "durable/pg/pool.hpp"
 #include "durable/store.hpp"
 
 namespace durable {
-
-struct engine_options {
-  /// libpq conninfo string or URL; empty means the PG* environment variables.
-  std::string conninfo{};
-  /// Schema holding every table (created by migrate()).
-  std::string schema = "durable";
-  /// Identity under which this engine owns workflows. open() resumes the unfinished
-  /// workflows of this id, so keep it stable across restarts of the same process slot.
-  /// Default: $DURABLE_EXECUTOR_ID, else the host name.
-  std::string executor_id{};
-  /// Application version stamped on the workflows this engine starts or enqueues.
-  std::string app_version{};
-  /// Application versions whose workflows this executor runs from queues and takes over
-  /// from dead executors; empty runs every version. Others stay queued (see the `queued`
-  /// view for the reason).
-  std::vector<std::string> run_versions{};
-  std::size_t pool_size = 8;
-  /// Run migrations in open().
-  bool migrate = true;
-  /// Pause before a workflow whose database I/O failed is claimed and replayed again.
-  std::chrono::milliseconds io_retry_delay{500};
-  /// How often open()'s background loop refreshes this executor's lease and looks for
-  /// workflows of executors whose lease ran out.
-  std::chrono::milliseconds heartbeat_interval{1000};
-  /// An executor that has not heartbeaten for this long is presumed dead: live executors
-  /// take its unfinished workflows over (bumping their epoch, which fences the old owner).
-  std::chrono::milliseconds lease_timeout{5000};
-  /// How often the dispatcher looks for queued work when no notification arrives.
-  /// Notifications (LISTEN/NOTIFY) make it react at once; polling keeps it correct where
-  /// notifications are lost (connection poolers, some Postgres-compatible databases).
-  std::chrono::milliseconds poll_interval{500};
-  /// At most this many queued workflows claimed per queue in one dispatch round (within the
-  /// queue's limits). Larger rounds start a burst sooner; smaller ones leave more of it to
-  /// other executors. worker_concurrency bounds what one executor holds in any case.
-  std::size_t dispatch_batch = 64;
-  /// Listen for enqueue notifications on a dedicated connection.
-  bool listen = true;
-  /// Group commit: journal rows, starts and finishes of concurrent workflows share round
-  /// trips and commits (one WAL flush for many rows). At most this many rows per batch...
-  std::size_t group_commit_max_batch = 512;
-  /// ...and at most this many batches in flight at once (each on its own pooled
-  /// connection). A row submitted while fewer are in flight goes out at once, so a single
-  /// workflow's steps see no added latency.
-  std::size_t group_commit_in_flight = 2;
-  /// Queues this executor dispatches (serve_queue() adds more). start() inside a
-  /// transaction uses "default".
-  std::vector<std::string> queues{"default"};
-};
-
-// The option structs below hold only trivially copyable members (string_view, not string):
-// GCC 12 corrupts class temporaries with owning members created inside a co_await
-// expression, and `co_await eng.enqueue({.queue = "q"}, ...)` is the natural way to write it.
-// Every string they refer to is copied before the call returns.
-
-/// Limits of a queue, shared by every executor that serves it (see docs/queues.md).
-struct queue_options {
-  std::string_view name;
-  std::optional<int> concurrency{};         ///< running workflows, across all executors
-  std::optional<int> worker_concurrency{};  ///< running workflows, per executor
-  std::optional<int> rate_limit{};          ///< starts per rate_period
-  std::chrono::milliseconds rate_period{1000};
-};
-
-/// What enqueue() does when the deduplication key is taken by an unfinished workflow.
-enum class on_duplicate { return_existing, fail };
-
-struct enqueue_options {
-  std::string_view queue = "default";
-  int priority = 0;  ///< higher starts first
-  std::optional<std::string_view> dedup_key{};
-  std::chrono::milliseconds delay{0};  ///< not started before this much time has passed
-  on_duplicate duplicate = on_duplicate::return_existing;
-};
-static_assert(std::is_trivially_copyable_v<queue_options> &&
-              std::is_trivially_copyable_v<enqueue_options>);
-
-/// Counters that show what work cost; the pool's are statements and round trips sent.
-struct engine_stats {
-  std::uint64_t round_trips = 0;
-  std::uint64_t statements = 0;
-  std::uint64_t journal_loads = 0;
-  std::uint64_t steps_replayed = 0;
-  std::uint64_t steps_executed = 0;
-  std::uint64_t ownership_lost = 0;
-  std::uint64_t group_commits = 0;       ///< batches the group committer sent
-  std::size_t largest_group_commit = 0;  ///< most statements in one of them
-};
-
-/// What status() reports; see docs/concepts.md for the lifecycle.
-struct workflow_status {
-  std::string status;  // pending, running, sleeping, succeeded, failed, parked, cancelled
-  std::optional<std::string> reason;
-  std::int64_t epoch = 0;
-  int attempts = 0;
-  std::optional<std::string> executor_id;
-};
 
 class engine;
 
@@ -136,66 +42,53 @@ nlohmann::json encode_inputs(const Args&... args) {
   return inputs;
 }
 
-struct registered_workflow {
-  std::string name;
-  std::string signature;
-  std::function<void(const nlohmann::json&)> check_inputs;
-
-  /// Throws a clear error if `inputs` do not decode as this workflow's parameters.
-  void check_arguments(const std::string& op, const std::string& id,
-                       const nlohmann::json& inputs) const {
-    try {
-      check_inputs(inputs);
-    } catch (const codec_error& e) {
-      throw error(op + "('" + name + "', '" + id + "'): workflow '" + name + "' takes " +
-                  signature + " but was given arguments that do not convert: " + e.what());
-    }
-  }
-  std::function<asio::awaitable<std::optional<std::string>>(context&, const nlohmann::json&)>
-      invoke;
+/// The signature of a workflow callable: asio::awaitable<R>(context&, Args...).
+template <class Sig>
+struct workflow_signature {
+  static constexpr bool valid = false;
 };
-
-struct engine_state {
-  engine_state(asio::any_io_executor e, engine_options o)
-      : ex(e),
-        options(std::move(o)),
-        st(options.schema),
-        pool(e, options.conninfo, options.pool_size, st.catalog()),
-        committer(e, pool, {options.group_commit_max_batch, options.group_commit_in_flight}, &st) {}
-
-  asio::any_io_executor ex;
-  engine_options options;
-  store st;
-  pg::pool pool;
-  group_committer committer;
-  std::map<std::string, registered_workflow, std::less<>> registry;
-  engine_counters counters;
-  bool stopping = false;
-  std::shared_ptr<asio::steady_timer> maintenance;
-  std::shared_ptr<asio::steady_timer> dispatch_timer;
-  std::vector<std::string> queues = options.queues;
-  std::set<std::string, std::less<>> retrying;  // ids to claim again after an I/O error
-  std::string names = "{}";                     // the registered workflow names as a text[] literal
-  bool wake_pending = false;
-  // A wake-up that arrives while the dispatcher is busy is kept, not lost.
-  void wake_dispatcher() {
-    wake_pending = true;
-    if (dispatch_timer) dispatch_timer->cancel();
-  }
-  // Local runs by workflow id; waiters in result() sleep on `done` until the run ends.
-  struct local_run {
-    std::shared_ptr<asio::steady_timer> done;
-  };
-  std::map<std::string, local_run, std::less<>> running;
-};
-
-template <class T>
-struct workflow_traits;
 template <class R, class... Args>
-struct workflow_traits<asio::awaitable<R> (*)(context&, Args...)> {
+struct workflow_signature<asio::awaitable<R>(context&, Args...)> {
+  static constexpr bool valid = true;
   using result = R;
-  using inputs = std::tuple<std::decay_t<Args>...>;
+  using args = std::tuple<Args...>;
 };
+
+/// The call signature of a function, function pointer, or object with one operator().
+template <class F, class = void>
+struct call_signature {
+  using type = void;
+};
+template <class R, class... A>
+struct call_signature<R (*)(A...), void> {
+  using type = R(A...);
+};
+template <class R, class... A>
+struct call_signature<R (*)(A...) noexcept, void> {
+  using type = R(A...);
+};
+template <class M>
+struct member_call_signature {
+  using type = void;
+};
+#define DURABLE_MEMBER_SIGNATURE(QUALIFIERS)                \
+  template <class R, class C, class... A>                   \
+  struct member_call_signature<R (C::*)(A...) QUALIFIERS> { \
+    using type = R(A...);                                   \
+  };
+DURABLE_MEMBER_SIGNATURE()
+DURABLE_MEMBER_SIGNATURE(const)
+DURABLE_MEMBER_SIGNATURE(noexcept)
+DURABLE_MEMBER_SIGNATURE(const noexcept)
+DURABLE_MEMBER_SIGNATURE(&)
+DURABLE_MEMBER_SIGNATURE(const&)
+#undef DURABLE_MEMBER_SIGNATURE
+template <class F>
+struct call_signature<F, std::void_t<decltype(&F::operator())>>
+    : member_call_signature<decltype(&F::operator())> {};
+
+template <class F>
+using workflow_signature_of = workflow_signature<typename call_signature<std::decay_t<F>>::type>;
 
 }  // namespace detail
 
@@ -243,10 +136,18 @@ public:
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
 
-  /// Registers a workflow function `asio::awaitable<R>(durable::context&, Args...)` under a
-  /// stable name; the name is what the database records, so renaming it strands workflows.
-  template <class R, class... Args>
-  void register_workflow(std::string name, asio::awaitable<R> (*fn)(context&, Args...));
+  /// Registers a workflow under a stable name; the name is what the database records, so
+  /// renaming it strands workflows. `fn` is anything callable as
+  /// `asio::awaitable<R>(durable::context&, Args...)` with one signature: a function, a
+  /// lambda (capturing the application's services, say), a function object. The engine
+  /// keeps a copy of it for its whole life.
+  template <class F>
+  void register_workflow(std::string name, F fn);
+
+  /// Registers member function `fn` of `object` (which must outlive the engine's runs).
+  template <class R, class C, class... Args>
+  void register_workflow(std::string name, asio::awaitable<R> (C::*fn)(context&, Args...),
+                         C* object);
 
   /// Migrates (unless disabled), registers this executor, resumes the unfinished workflows
   /// it owned, and starts the background loop that heartbeats and takes over the workflows
@@ -357,6 +258,8 @@ public:
   [[nodiscard]] std::size_t running() const noexcept { return s_->running.size(); }
 
 private:
+  template <class R, class... Args, class Fn>
+  void add_workflow(std::string name, std::shared_ptr<Fn> fn);
   asio::awaitable<bool> recover_impl(std::string workflow_id);
   void check_enqueue(const enqueue_options& opts, const std::string& name, const std::string& id,
                      const nlohmann::json& inputs) const;
@@ -364,18 +267,8 @@ private:
   asio::awaitable<void> run_statement(pg::statement st);
   asio::awaitable<workflow_handle> enqueue_run(pg::transaction* tx, bool fail_on_duplicate,
                                                std::string name, std::string id, pg::statement st);
-  static asio::awaitable<void> dispatch(std::shared_ptr<detail::engine_state> s);
-  static asio::awaitable<void> listen_loop(std::shared_ptr<detail::engine_state> s);
   asio::awaitable<workflow_handle> start_encoded(std::string name, std::string id,
                                                  nlohmann::json inputs);
-  static void launch(std::shared_ptr<detail::engine_state> s,
-                     std::shared_ptr<detail::run_state> run, nlohmann::json inputs);
-  static asio::awaitable<void> execute(std::shared_ptr<detail::engine_state> s,
-                                       std::shared_ptr<detail::run_state> run,
-                                       nlohmann::json inputs);
-  static asio::awaitable<void> maintain(std::shared_ptr<detail::engine_state> s);
-  static asio::awaitable<bool> claim_and_run(std::shared_ptr<detail::engine_state> s,
-                                             std::string id);
 
   std::shared_ptr<detail::engine_state> s_;
 };

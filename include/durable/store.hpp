@@ -216,7 +216,19 @@ BEGIN
 END
 $fn$)",
        }},
-
+      {5,
+       "bounded claims, executor instances",
+       {
+           // I9: a claim that finds no journal row added since the previous claim counts as a
+           // claim without progress; past the engine's limit the claim parks the workflow.
+           R"(ALTER TABLE {s}.workflows
+  ADD COLUMN stalled_claims integer NOT NULL DEFAULT 0,
+  ADD COLUMN progress_mark  integer NOT NULL DEFAULT 0,
+  ADD COLUMN last_error     text)",
+           // The process that holds an executor id now (a random token per engine), so that a
+           // second live process with the same id is refused instead of fighting over work.
+           R"(ALTER TABLE {s}.executors ADD COLUMN instance text NOT NULL DEFAULT '')",
+       }},
   };
   return all;
 }
@@ -267,6 +279,26 @@ public:
   template <class... A>
   [[nodiscard]] pg::statement workflow_claim(const A&... a) const {
     return call("workflow_claim", a...);
+  }
+  template <class... A>
+  [[nodiscard]] pg::statement workflows_claim(const A&... a) const {
+    return call("workflows_claim", a...);
+  }
+  template <class... A>
+  [[nodiscard]] pg::statement journals_load(const A&... a) const {
+    return call("journals_load", a...);
+  }
+  template <class... A>
+  [[nodiscard]] pg::statement workflow_note_error(const A&... a) const {
+    return call("workflow_note_error", a...);
+  }
+  template <class... A>
+  [[nodiscard]] pg::statement executor_register(const A&... a) const {
+    return call("executor_register", a...);
+  }
+  template <class... A>
+  [[nodiscard]] pg::statement executor_get(const A&... a) const {
+    return call("executor_get", a...);
   }
   template <class... A>
   [[nodiscard]] pg::statement workflow_finish(const A&... a) const {
@@ -382,9 +414,39 @@ RETURNING name, inputs::text, epoch)"},
    SET status = $3, output = $4::jsonb, error = $5::jsonb, status_reason = $6, updated_at = now(),
        completed_at = CASE WHEN $3 IN ('succeeded', 'failed', 'cancelled') THEN now() END
  WHERE id = $1 AND epoch = $2)"},
-        // $1 executor_id
+        // $1 executor_id, $2 versions it runs (text[], empty = all)
         {"workflows_owned", R"(SELECT id, name FROM {s}.workflows
- WHERE executor_id = $1 AND status IN ('pending', 'running') ORDER BY created_at)"},
+ WHERE executor_id = $1 AND status IN ('pending', 'running')
+   AND (cardinality($2::text[]) = 0 OR app_version = ANY($2::text[]))
+ ORDER BY created_at)"},
+        // $1 ids (text[]), $2 executor_id, $3 workflow names it runs (text[]), $4 versions it
+        // runs (text[], empty = all), $5 most claims in a row without progress (I9).
+        // Claims every listed workflow that is unfinished and runnable here, bumping its epoch
+        // (I3). A claim that finds no journal row added since the previous claim counts as
+        // stalled; past the limit the workflow is parked instead (status 'parked' returned).
+        {"workflows_claim", R"(UPDATE {s}.workflows w
+   SET stalled_claims = CASE WHEN j.n = w.progress_mark THEN w.stalled_claims + 1 ELSE 0 END,
+       progress_mark = j.n,
+       status = CASE WHEN j.n = w.progress_mark AND w.stalled_claims >= $5 THEN 'parked'
+                     ELSE 'running' END,
+       status_reason = CASE WHEN j.n = w.progress_mark AND w.stalled_claims >= $5
+         THEN format('claimed %s times in a row without journaling a step (the limit is '
+                     'max_claims_without_progress = %s); last error: %s',
+                     w.stalled_claims + 1, $5, coalesce(w.last_error, 'none recorded'))
+         ELSE w.status_reason END,
+       executor_id = $2, epoch = w.epoch + 1, attempts = w.attempts + 1,
+       started_at = coalesce(w.started_at, now()), updated_at = now()
+  FROM (SELECT x.id, (SELECT count(*)::integer FROM {s}.steps s WHERE s.workflow_id = x.id) AS n
+          FROM {s}.workflows x WHERE x.id = ANY($1::text[])) j
+ WHERE w.id = j.id AND w.status IN ('pending', 'running') AND w.name = ANY($3::text[])
+   AND (cardinality($4::text[]) = 0 OR w.app_version = ANY($4::text[]))
+RETURNING w.id, w.name, w.inputs::text, w.epoch, w.status, w.status_reason)"},
+        // $1 ids (text[]). I1: every listed journal in one query.
+        {"journals_load", R"(SELECT workflow_id, seq, name, kind, status, output::text, error::text
+  FROM {s}.steps WHERE workflow_id = ANY($1::text[]) ORDER BY workflow_id, seq)"},
+        // $1 id, $2 epoch, $3 the error that ended the run (shown when I9 parks it).
+        {"workflow_note_error", R"(UPDATE {s}.workflows SET last_error = $3, updated_at = now()
+ WHERE id = $1 AND epoch = $2)"},
         // $1 id. I1: the whole journal in one query.
         {"journal_load", R"(SELECT seq, name, kind, status, output::text, error::text
   FROM {s}.steps WHERE workflow_id = $1 ORDER BY seq)"},
@@ -461,11 +523,12 @@ UPDATE {s}.workflows w
 RETURNING w.id, w.name, w.inputs::text, w.epoch)"},
         // $1 channel, $2 payload
         {"notify", R"(SELECT pg_notify($1, $2))"},
-        // $1 id
-        {"executor_heartbeat", R"(UPDATE {s}.executors SET heartbeat_at = now() WHERE id = $1)"},
-        // $1 id. Graceful shutdown: the lease ends now, so others take over at once.
-        {"executor_release",
-         R"(UPDATE {s}.executors SET heartbeat_at = '-infinity' WHERE id = $1)"},
+        // $1 id, $2 instance. No row updated: another process took the id over.
+        {"executor_heartbeat", R"(UPDATE {s}.executors SET heartbeat_at = now()
+ WHERE id = $1 AND instance = $2)"},
+        // $1 id, $2 instance. Graceful shutdown: the lease ends now, so others take over at once.
+        {"executor_release", R"(UPDATE {s}.executors SET heartbeat_at = '-infinity'
+ WHERE id = $1 AND instance = $2)"},
         // $1 this executor, $2 lease timeout (ms), $3 workflow names it runs (text[]),
         // $4 how many at most, $5 versions it runs (text[], empty = all). SKIP LOCKED: two live
         // executors never take the same workflow;
@@ -483,6 +546,25 @@ taken AS (
 UPDATE {s}.workflows w SET executor_id = $1, updated_at = now()
   FROM taken WHERE w.id = taken.id
 RETURNING w.id)"},
+        // $1 id, $2 host, $3 pid, $4 app_version, $5 versions it runs (text[], empty = all),
+        // $6 instance, $7 lease timeout (ms), $8 take the id even if its holder looks alive.
+        // Registers this process under the id unless another live process holds it (its
+        // heartbeat is younger than the lease): then no row.
+        {"executor_register",
+         R"(INSERT INTO {s}.executors AS e (id, host, pid, app_version, versions,
+                                 instance)
+VALUES ($1, $2, $3, $4, $5::text[], $6)
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+  app_version = excluded.app_version, versions = excluded.versions, instance = excluded.instance,
+  started_at = now(), heartbeat_at = now()
+  WHERE e.instance = excluded.instance OR $8::boolean
+     OR e.heartbeat_at < now() - make_interval(secs => $7::double precision / 1000)
+RETURNING true)"},
+        // $1 id: who holds it, and how long ago it heartbeat (ms).
+        {"executor_get", R"(SELECT host, pid, instance,
+       CASE WHEN heartbeat_at = '-infinity' THEN 'infinity'::double precision
+            ELSE (extract(epoch FROM now() - heartbeat_at) * 1000)::double precision END
+  FROM {s}.executors WHERE id = $1)"},
         // $1 id, $2 host, $3 pid, $4 app_version, $5 versions it runs (text[], empty = all)
         {"executor_upsert", R"(INSERT INTO {s}.executors (id, host, pid, app_version, versions)
 VALUES ($1, $2, $3, $4, $5::text[])

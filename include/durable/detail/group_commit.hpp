@@ -4,16 +4,19 @@
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
-#include <asio/detached.hpp>
 #include <asio/post.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -96,6 +99,23 @@ public:
   /// The object that owns this committer and its pool; a batch in flight keeps it alive.
   void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
 
+  /// Called with a description of anything that escapes a flusher (nothing should: a
+  /// batch's errors go to its submitters).
+  void on_failure(std::function<void(const std::string&)> f) { on_failure_ = std::move(f); }
+
+  /// When the oldest batch now in flight was sent, if any: the lease keeper withholds the
+  /// heartbeat while journal writes hang, so that the lease does not outlive them.
+  [[nodiscard]] std::optional<std::chrono::steady_clock::time_point> oldest_in_flight() const {
+    if (sent_at_.empty()) return std::nullopt;
+    return *sent_at_.begin();
+  }
+
+  /// Cancels every batch in flight (shutdown past its deadline); their submitters get the
+  /// error, and their statements' outcome is unknown.
+  void cancel_all() {
+    for (const auto& sig : flushers_) sig->emit(asio::cancellation_type::terminal);
+  }
+
 private:
   struct item {
     explicit item(const asio::any_io_executor& ex)
@@ -156,7 +176,23 @@ private:
     if (queue_.empty() || starting_ || in_flight_ >= options_.max_in_flight) return;
     starting_ = true;
     ++in_flight_;
-    asio::co_spawn(ex_, flush(this, owner_.lock()), asio::detached);
+    auto sig = std::make_shared<asio::cancellation_signal>();
+    flushers_.insert(sig);
+    asio::co_spawn(ex_, flush(this, owner_.lock()),
+                   asio::bind_cancellation_slot(
+                       sig->slot(), [this, sig, keep = owner_.lock()](std::exception_ptr e) {
+                         flushers_.erase(sig);
+                         if (!e) return;
+                         std::string what = "unknown error";
+                         try {
+                           std::rethrow_exception(e);
+                         } catch (const std::exception& x) {
+                           what = x.what();
+                         } catch (...) {
+                           what = "an exception not derived from std::exception";
+                         }
+                         if (on_failure_) on_failure_("a group commit flusher failed: " + what);
+                       }));
   }
 
   static void finish(const item_ptr& it) {
@@ -242,6 +278,12 @@ private:
       }
       ++counters_.batches;
       counters_.largest_batch = std::max(counters_.largest_batch, items.size());
+      const auto sent = sent_at_.insert(std::chrono::steady_clock::now());
+      struct unmark {
+        std::multiset<std::chrono::steady_clock::time_point>& set;
+        std::multiset<std::chrono::steady_clock::time_point>::iterator it;
+        ~unmark() { set.erase(it); }
+      } unmark_sent{sent_at_, sent};
       try {
         std::vector<pg::result> results;
         {
@@ -302,6 +344,9 @@ private:
   std::size_t in_flight_ = 0;
   bool starting_ = false;
   counters counters_;
+  std::multiset<std::chrono::steady_clock::time_point> sent_at_;  // batches in flight
+  std::set<std::shared_ptr<asio::cancellation_signal>> flushers_;
+  std::function<void(const std::string&)> on_failure_;
 };
 
 }  // namespace durable::detail

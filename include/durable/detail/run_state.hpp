@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "durable/detail/failure.hpp"
 #include "durable/detail/group_commit.hpp"
 #include "durable/error.hpp"
 #include "durable/pg/pool.hpp"
@@ -64,22 +65,46 @@ struct run_state {
   // workflow's code catches the exception.
   std::optional<nondeterminism_error> nondeterminism;
   std::optional<std::string> park_reason;
-  // Set when the library's own I/O failed: the workflow is retried, not failed.
+  // Set when the library's own I/O failed transiently: the workflow is retried, not failed.
   bool io_failed = false;
+  // Set when the server refused a write it will refuse again (invalid encoding, value too
+  // large, permission denied...): the workflow is parked with this reason, nothing re-runs.
+  std::optional<std::string> io_refused;
+  // What the last I/O failure was, for the hook and for workflows.last_error.
+  std::string io_error;
+  // A step issued while another step's function runs (a nested step): a programming error
+  // that parks the workflow with this reason instead of journaling anything.
+  std::optional<std::string> misuse;
+  int step_functions_running = 0;  // step functions (of this run) executing now
+  std::string running_step;        // the innermost of them, for messages
 
   // Services; `pool` is null for an in-memory replay, which may not execute anything.
   pg::pool* pool = nullptr;
   group_committer* committer = nullptr;  // journal rows share commits with other runs
   const store* st = nullptr;
   engine_counters* counters = nullptr;
-  const bool* stopping = nullptr;      // the engine is shutting down
-  const void* launch_token = nullptr;  // identifies this run's entry in the engine's map
+  const bool* stopping = nullptr;       // the engine is shutting down
+  const bool* lease_expired = nullptr;  // this executor could not renew its lease in time
+  const void* launch_token = nullptr;   // identifies this run's entry in the engine's map
 
-  void add_entry(int seq, journal_entry e) {
-    if (seq < 0) return;
+  /// Most step numbers a journal of n rows may skip: gaps come only from concurrent steps
+  /// whose later rows committed before an earlier one (I4), so they are small.
+  static constexpr std::int64_t max_gap = 1 << 16;
+
+  /// Adds a loaded row. Returns an explanation instead if the row cannot be used (a step
+  /// number below zero, repeated, or far beyond the rows loaded), which parks the workflow.
+  [[nodiscard]] std::optional<std::string> add_entry(std::int64_t seq, journal_entry e) {
+    if (seq < 0 || seq > std::int64_t(journal_rows) + max_gap ||
+        (std::size_t(seq) < journal.size() && journal[std::size_t(seq)]))
+      return "workflow '" + id + "' (" + name + "): its journal holds a row with step number " +
+             std::to_string(seq) + " after " + std::to_string(journal_rows) +
+             " rows, which no run of this library writes (step numbers start at 0 and follow "
+             "program order). It is parked: inspect and repair its rows in the steps table, "
+             "then resume it";
     if (std::size_t(seq) >= journal.size()) journal.resize(std::size_t(seq) + 1);
     journal[std::size_t(seq)] = std::move(e);
     ++journal_rows;
+    return std::nullopt;
   }
 
   [[nodiscard]] std::string key(int seq) const { return id + ":" + std::to_string(seq); }
@@ -104,13 +129,15 @@ struct captured_error {
 };
 
 inline captured_error capture(std::exception_ptr e) {
+  // Messages go into JSON and into PostgreSQL text: invalid UTF-8 bytes are replaced.
   try {
     std::rethrow_exception(e);
   } catch (const std::exception& x) {
-    return {demangle(typeid(x).name()), x.what()};
+    return {valid_utf8(demangle(typeid(x).name())), valid_utf8(x.what())};
   } catch (...) {
     const std::type_info* t = abi::__cxa_current_exception_type();
-    return {t ? demangle(t->name()) : "unknown", "(an exception not derived from std::exception)"};
+    return {t ? valid_utf8(demangle(t->name())) : "unknown",
+            "(an exception not derived from std::exception)"};
   }
 }
 
@@ -161,9 +188,29 @@ inline void check_fully_replayed(run_state& s) {
 inline asio::awaitable<pg::pool::lease> acquire(run_state& s) {
   try {
     co_return co_await s.pool->acquire();
-  } catch (...) {
+  } catch (const std::exception& e) {
     s.io_failed = true;
+    s.io_error = describe_io_failure(e);
     throw;
+  }
+}
+
+/// Records a failure of the library's own I/O while journaling step `seq`: a transient one
+/// retries the run; one the server will repeat parks the workflow (the step is not re-run).
+inline void note_io_failure(run_state& s, int seq, const std::string& name,
+                            const std::exception& e) {
+  s.io_error = describe_io_failure(e);
+  if (classify(e) == io_verdict::permanent) {
+    if (!s.io_refused)
+      s.io_refused =
+          valid_utf8("workflow '" + s.id + "' (" + s.name + "): the journal row of step " +
+                     std::to_string(seq) + " '" + name +
+                     "' was refused by the server, which will refuse it again (" + s.io_error +
+                     "). The workflow is parked and the step is not run again: fix "
+                     "the cause (the value, the step name, the database's "
+                     "permissions), then resume it");
+  } else {
+    s.io_failed = true;
   }
 }
 
@@ -201,10 +248,10 @@ inline asio::awaitable<void> append(run_state& s, int seq, const std::string& na
                     "' was not journaled because another executor took the "
                     "workflow over (" +
                     e.server_message() + "); this run stops and the new owner continues");
-    s.io_failed = true;
+    note_io_failure(s, seq, name, e);
     throw;
-  } catch (const durable::error&) {
-    s.io_failed = true;
+  } catch (const std::exception& e) {
+    note_io_failure(s, seq, name, e);
     throw;
   }
   if (s.counters) ++s.counters->steps_executed;

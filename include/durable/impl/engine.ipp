@@ -1,15 +1,10 @@
 // Implementation of durable/engine.hpp; included at its end.
 #pragma once
 
+#include "durable/detail/background.hpp"
+
 namespace durable {
 namespace detail {
-
-inline std::string default_executor_id() {
-  if (const char* e = std::getenv("DURABLE_EXECUTOR_ID"); e && *e) return e;
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0 || !*host) return "executor";
-  return host;
-}
 
 template <class... Args>
 std::string signature_of() {
@@ -18,10 +13,11 @@ std::string signature_of() {
   return s + ")";
 }
 
-template <class R, class... Args>
-asio::awaitable<std::optional<std::string>> invoke_workflow(asio::awaitable<R> (*fn)(context&,
-                                                                                     Args...),
-                                                            context& ctx, nlohmann::json inputs) {
+/// Decodes the journaled inputs and calls the workflow. The arguments live in this frame
+/// while the workflow runs, so a workflow may take them by reference.
+template <class R, class... Args, class Fn>
+asio::awaitable<std::optional<std::string>> invoke_workflow(std::shared_ptr<Fn> fn, context& ctx,
+                                                            nlohmann::json inputs) {
   std::tuple<std::decay_t<Args>...> args;
   try {
     args = durable::decode<std::tuple<std::decay_t<Args>...>>(inputs);
@@ -32,7 +28,7 @@ asio::awaitable<std::optional<std::string>> invoke_workflow(asio::awaitable<R> (
                               signature_of<Args...>() + ": " + e.what() +
                               "; the workflow's parameters changed while it was in flight");
   }
-  auto call = [&](auto&... a) { return fn(ctx, a...); };
+  auto call = [&](auto&... a) { return (*fn)(ctx, a...); };
   if constexpr (std::is_void_v<R>) {
     co_await std::apply(call, args);
     co_return std::nullopt;
@@ -68,21 +64,59 @@ inline void check_same_workflow(const std::string& op, const std::string& id,
 
 inline engine::engine(asio::any_io_executor ex, engine_options options) {
   if (options.executor_id.empty()) options.executor_id = detail::default_executor_id();
-  s_ = std::make_shared<detail::engine_state>(ex, std::move(options));
+  if (options.max_running == 0)
+    throw error(
+        "engine_options::max_running must be at least 1 (it caps the workflows that run "
+        "in this process at once)");
+  if (options.max_claims_without_progress < 1)
+    throw error("engine_options::max_claims_without_progress must be at least 1");
+  s_ = std::make_shared<detail::engine_state>(ex, std::move(options), detail::random_hex(16));
+  s_->versions = detail::text_array(s_->options.run_versions);
   s_->committer.set_owner(s_);
+  std::weak_ptr<detail::engine_state> weak = s_;
+  s_->committer.on_failure([weak](const std::string& what) {
+    if (auto s = weak.lock()) s->report(severity::error, "committer", "", what);
+  });
 }
 
-template <class R, class... Args>
-void engine::register_workflow(std::string name, asio::awaitable<R> (*fn)(context&, Args...)) {
+template <class F>
+void engine::register_workflow(std::string name, F fn) {
+  using sig = detail::workflow_signature_of<F>;
+  static_assert(sig::valid,
+                "register_workflow: the workflow must be callable as "
+                "asio::awaitable<R>(durable::context&, Args...) with exactly one signature: a "
+                "function, a lambda or a function object (not a generic lambda)");
+  if constexpr (std::is_pointer_v<F> || std::is_member_pointer_v<F>) {
+    if (!fn) throw error("register_workflow('" + name + "'): the function pointer is null");
+  }
+  [&]<class... Args>(std::tuple<Args...>*) {
+    add_workflow<typename sig::result, Args...>(std::move(name),
+                                                std::make_shared<std::decay_t<F>>(std::move(fn)));
+  }(static_cast<typename sig::args*>(nullptr));
+}
+
+template <class R, class C, class... Args>
+void engine::register_workflow(std::string name, asio::awaitable<R> (C::*fn)(context&, Args...),
+                               C* object) {
+  if (!fn) throw error("register_workflow('" + name + "'): the member function pointer is null");
+  if (!object) throw error("register_workflow('" + name + "'): the object is null");
+  auto call = [fn, object](context& ctx, auto&... a) { return (object->*fn)(ctx, a...); };
+  add_workflow<R, Args...>(std::move(name), std::make_shared<decltype(call)>(call));
+}
+
+template <class R, class... Args, class Fn>
+void engine::add_workflow(std::string name, std::shared_ptr<Fn> fn) {
   using inputs_t = std::tuple<std::decay_t<Args>...>;
   if (name.empty()) throw error("register_workflow: the workflow name must not be empty");
-  if (!fn) throw error("register_workflow('" + name + "'): the function pointer is null");
+  if (s_->opened)
+    throw error("register_workflow('" + name +
+                "'): register every workflow before open(); the engine claims work by name");
   detail::registered_workflow w;
   w.name = name;
   w.signature = detail::signature_of<Args...>();
   w.check_inputs = [](const nlohmann::json& j) { (void)durable::decode<inputs_t>(j); };
   w.invoke = [fn](context& ctx, const nlohmann::json& j) {
-    return detail::invoke_workflow(fn, ctx, j);
+    return detail::invoke_workflow<R, Args...>(fn, ctx, j);
   };
   if (!s_->registry.emplace(name, std::move(w)).second)
     throw error("register_workflow: a workflow named '" + name + "' is already registered");
@@ -97,20 +131,19 @@ inline asio::awaitable<int> engine::migrate() {
 }
 
 inline asio::awaitable<std::size_t> engine::open() {
-  if (s_->options.migrate) (void)co_await migrate();
-  {
-    auto c = co_await s_->pool.acquire();
-    co_await c->run(s_->st.executor_upsert(s_->options.executor_id, detail::default_executor_id(),
-                                           int(::getpid()), s_->options.app_version,
-                                           detail::text_array(s_->options.run_versions)));
-  }
+  auto s = s_;
+  if (s->stopping) throw error("open(): the engine was shut down; create a new one");
+  if (s->options.migrate) (void)co_await migrate();
+  co_await detail::register_executor(s);
+  s->opened = true;
   const std::size_t resumed = co_await recover_pending();
-  if (!s_->maintenance) {
-    s_->maintenance = std::make_shared<asio::steady_timer>(s_->ex);
-    asio::co_spawn(s_->ex, maintain(s_), asio::detached);
-    s_->dispatch_timer = std::make_shared<asio::steady_timer>(s_->ex);
-    asio::co_spawn(s_->ex, dispatch(s_), asio::detached);
-    if (s_->options.listen) asio::co_spawn(s_->ex, listen_loop(s_), asio::detached);
+  if (!s->maintenance) {
+    s->maintenance = std::make_shared<asio::steady_timer>(s->ex);
+    s->dispatch_timer = std::make_shared<asio::steady_timer>(s->ex);
+    detail::supervise(s, "lease", &detail::lease_keeper);
+    detail::supervise(s, "maintenance", &detail::maintenance);
+    detail::supervise(s, "dispatcher", &detail::dispatcher);
+    if (s->options.listen) detail::supervise(s, "listener", &detail::listener);
   }
   co_return resumed;
 }
@@ -190,131 +223,67 @@ inline asio::awaitable<void> engine::run_statement(pg::statement st) {
   co_await c->run(std::move(st));
 }
 
-inline asio::awaitable<void> engine::dispatch(std::shared_ptr<detail::engine_state> s) {
-  auto timer = s->dispatch_timer;
-  const std::string& name_array = s->names;
-  const std::string versions = detail::text_array(s->options.run_versions);
-  const int batch_size = int(std::max<std::size_t>(1, s->options.dispatch_batch));
-  for (;;) {
-    if (s->stopping) co_return;
-    s->wake_pending = false;
-    bool more = false;
-    for (std::size_t i = 0; i < s->queues.size() && !s->stopping; ++i) {
-      const std::string queue = s->queues[i];
-      try {
-        // Lock, claim and commit in one round trip: the claim runs in its own snapshot, taken
-        // after the queue's lock is held, so its counts include every earlier claim.
-        std::vector<pg::statement> batch;
-        batch.push_back(s->st.queue_lock(queue));
-        batch.push_back(
-            s->st.queue_dispatch(s->options.executor_id, queue, name_array, batch_size, versions));
-        std::vector<pg::result> r;
-        {
-          auto c = co_await s->pool.acquire();
-          auto tx = c->begin();
-          r = co_await tx.commit(std::move(batch));
-        }
-        for (const pg::row row : r[1]) {
-          auto run = std::make_shared<detail::run_state>();
-          run->id = row.get<std::string>(0);
-          run->name = row.get<std::string>(1);
-          run->epoch = row.get<std::int64_t>(3);
-          auto inputs = nlohmann::json::parse(row.get<std::string>(2));
-          launch(s, std::move(run), std::move(inputs));
-        }
-        more = more || r[1].rows() == batch_size;
-      } catch (const std::exception&) {
-        // Unreachable or busy database: the next tick tries again.
-      }
-    }
-    if (more || s->wake_pending) continue;
-    timer->expires_after(s->options.poll_interval);
-    asio::error_code ec;
-    co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
-}
-
-inline asio::awaitable<void> engine::listen_loop(std::shared_ptr<detail::engine_state> s) {
-  while (!s->stopping) {
-    try {
-      auto c = co_await pg::connection::connect(s->options.conninfo);
-      co_await c->listen(s->st.channel());
-      s->wake_dispatcher();  // catch up with whatever was queued while nobody listened
-      while (!s->stopping) {
-        (void)co_await c->wait_notification();
-        s->wake_dispatcher();
-      }
-      co_return;
-    } catch (const std::exception&) {
-      // Polling keeps the dispatcher correct meanwhile; reconnect after a pause.
-    }
-    if (!s->stopping) co_await detail::sleep_for(std::chrono::seconds(1));
-  }
-}
-
-inline asio::awaitable<void> engine::maintain(std::shared_ptr<detail::engine_state> s) {
-  auto timer = s->maintenance;
-  const std::string& name_array = s->names;
-  const std::string versions = detail::text_array(s->options.run_versions);
-  // Our own unfinished workflows that ran nowhere here at the previous tick.
-  std::set<std::string, std::less<>> suspected;
-  for (;;) {
-    timer->expires_after(s->options.heartbeat_interval);
-    asio::error_code ec;
-    co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    if (s->stopping) co_return;
-    try {
-      // One round trip: heartbeat, take over from dead executors, and list our own
-      // unfinished workflows (to catch any that run nowhere here, e.g. a claim that failed).
-      std::vector<pg::statement> batch;
-      batch.push_back(s->st.executor_heartbeat(s->options.executor_id));
-      batch.push_back(s->st.workflows_take_over(s->options.executor_id,
-                                                std::int64_t(s->options.lease_timeout.count()),
-                                                name_array, 100, versions));
-      batch.push_back(s->st.workflows_owned(s->options.executor_id));
-      std::vector<std::string> ids;
-      std::set<std::string, std::less<>> orphans;
-      {
-        auto c = co_await s->pool.acquire();
-        auto r = co_await c->run_batch(std::move(batch));
-        for (const pg::row row : r[1]) ids.push_back(row.get<std::string>(0));
-        for (const pg::row row : r[2])
-          if (s->registry.contains(row.text(1)) && !s->running.contains(row.text(0)) &&
-              !s->retrying.contains(row.text(0)))
-            orphans.insert(row.get<std::string>(0));
-      }
-      // An orphan is claimed only if the previous tick saw it too: one whose start or
-      // dispatch has committed but whose launch here is a moment away (the reply not read
-      // yet) is not an orphan, and claiming it would run it twice.
-      for (const auto& id : orphans)
-        if (suspected.contains(id)) ids.push_back(id);
-      suspected = std::move(orphans);
-      for (auto& id : ids)
-        if (!s->stopping && !s->running.contains(id) && !s->retrying.contains(id))
-          (void)co_await claim_and_run(s, std::move(id));
-    } catch (const std::exception&) {
-      // The database is unreachable or busy: try again on the next tick.
-    }
-  }
-}
-
 inline asio::awaitable<void> engine::shutdown(std::chrono::milliseconds grace) {
   auto s = s_;
+  using clock = std::chrono::steady_clock;
   s->stopping = true;
   if (s->maintenance) s->maintenance->cancel();
+  for (const auto& t : s->sleepers) t->cancel();
   s->wake_dispatcher();
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  while (!s->running.empty() && std::chrono::steady_clock::now() < deadline)
+  // Runs stop at their next step boundary; a step still running gets until `grace`.
+  const auto deadline = clock::now() + grace;
+  while (!s->running.empty() && clock::now() < deadline)
     co_await detail::sleep_for(std::chrono::milliseconds(5));
-  // Runs still inside a step past the deadline are fenced out once another executor claims
-  // their workflows (I3).
-  // Ending the lease, and a notification that ends this engine's LISTEN loop (others just
-  // look at their queues once more): after this, the engine's background loops end.
-  std::vector<pg::statement> batch;
-  batch.push_back(s->st.executor_release(s->options.executor_id));
-  batch.push_back(s->st.notify(s->st.channel(), std::string("shutdown")));
-  auto c = co_await s->pool.acquire();
-  co_await c->run_batch(std::move(batch));
+  if (!s->running.empty()) {
+    s->report(severity::warning, "shutdown", "",
+              std::to_string(s->running.size()) +
+                  " runs were still inside a step when the grace period ended; their steps "
+                  "receive cancellation and their outcome is not journaled");
+    for (const auto& [id, run] : s->running) run.cancel->emit(asio::cancellation_type::terminal);
+  }
+  // Ending the lease (others take over at once) and a notification that ends this engine's
+  // LISTEN loop: bounded, so that a database that is down cannot hold shutdown up.
+  const auto hard = clock::now() + s->options.shutdown_timeout;
+  auto released = std::make_shared<bool>(false);
+  auto release_signal = std::make_shared<asio::cancellation_signal>();
+  auto release = [](std::shared_ptr<detail::engine_state> s,
+                    std::shared_ptr<bool> released) -> asio::awaitable<void> {
+    std::vector<pg::statement> batch;
+    batch.push_back(s->st.executor_release(s->options.executor_id, s->instance));
+    batch.push_back(s->st.notify(s->st.channel(), std::string("shutdown")));
+    auto c = co_await s->pool.acquire();
+    co_await c->run_batch(std::move(batch));
+    *released = true;
+  };
+  auto release_done = std::make_shared<bool>(false);
+  auto release_error = std::make_shared<std::string>();
+  asio::co_spawn(s->ex, release(s, released),
+                 asio::bind_cancellation_slot(release_signal->slot(),
+                                              [release_done, release_error](std::exception_ptr e) {
+                                                if (e) *release_error = detail::describe(e);
+                                                *release_done = true;
+                                              }));
+  while ((!*release_done || !s->running.empty()) && clock::now() < hard)
+    co_await detail::sleep_for(std::chrono::milliseconds(5));
+  if (!*release_done) {
+    release_signal->emit(asio::cancellation_type::terminal);
+    s->report(severity::warning, "shutdown", "",
+              "the lease could not be released within shutdown_timeout (is the database "
+              "reachable?); other executors take this one's workflows over once the lease runs "
+              "out");
+  } else if (!*released) {
+    s->report(severity::warning, "shutdown", "",
+              "the lease could not be released: " + *release_error +
+                  "; other executors take this one's workflows over once the lease runs out");
+  }
+  // Whatever still runs is cut short now: background parts, runs that ignored cancellation,
+  // journal batches in flight.
+  for (const auto& t : s->tasks) t->emit(asio::cancellation_type::terminal);
+  for (const auto& t : s->sleepers) t->cancel();
+  for (const auto& [id, run] : s->running) run.cancel->emit(asio::cancellation_type::terminal);
+  s->committer.cancel_all();
+  if (s->dispatch_timer) s->dispatch_timer->cancel();
+  s->report(severity::info, "shutdown", "", "shut down");
 }
 
 inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, std::string id,
@@ -340,7 +309,7 @@ inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, 
       run->id = id;
       run->name = name;
       run->epoch = 1;
-      launch(s, std::move(run), std::move(inputs));
+      detail::launch(s, std::move(run), std::move(inputs));
       co_return workflow_handle(s, std::move(id));
     }
     if (!r.empty()) {
@@ -360,158 +329,11 @@ inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, 
   co_return workflow_handle(s, std::move(id));
 }
 
-inline void engine::launch(std::shared_ptr<detail::engine_state> s,
-                           std::shared_ptr<detail::run_state> run, nlohmann::json inputs) {
-  run->pool = &s->pool;
-  run->committer = &s->committer;
-  run->st = &s->st;
-  run->counters = &s->counters;
-  run->stopping = &s->stopping;
-  auto done = std::make_shared<asio::steady_timer>(s->ex, asio::steady_timer::time_point::max());
-  if (auto old = s->running.find(run->id); old != s->running.end()) old->second.done->cancel();
-  s->running[run->id] = {done};
-  run->launch_token = done.get();
-  asio::co_spawn(s->ex, execute(s, std::move(run), std::move(inputs)), asio::detached);
-}
-
-inline asio::awaitable<void> engine::execute(std::shared_ptr<detail::engine_state> s,
-                                             std::shared_ptr<detail::run_state> run,
-                                             nlohmann::json inputs) {
-  enum class outcome { succeeded, failed, parked, lost, retry };  // lost: someone else continues
-  outcome kind = outcome::failed;
-  std::optional<std::string> output, error_json, reason;
-  auto park_nondeterminism = [&](const nondeterminism_error& e) {
-    kind = outcome::parked;
-    reason = e.what();
-    error_json = nlohmann::json{{"type", "durable::nondeterminism_error"},
-                                {"message", e.what()},
-                                {"seq", e.seq()},
-                                {"journaled", e.journaled()},
-                                {"requested", e.requested()}}
-                     .dump();
-  };
-  try {
-    context ctx(*run);
-    output = co_await s->registry.at(run->name).invoke(ctx, inputs);
-    detail::check_fully_replayed(*run);
-    kind = outcome::succeeded;
-  } catch (const ownership_lost&) {
-    kind = outcome::lost;
-    ++s->counters.ownership_lost;
-  } catch (const detail::run_released&) {
-    kind = outcome::lost;
-  } catch (const nondeterminism_error& e) {
-    park_nondeterminism(e);
-  } catch (const workflow_parked& e) {
-    kind = outcome::parked;
-    reason = e.what();
-    error_json = nlohmann::json{{"type", "durable::workflow_parked"}, {"message", e.what()}}.dump();
-  } catch (...) {
-    kind = outcome::failed;
-    error_json = detail::capture(std::current_exception()).to_json();
-  }
-  // What the run learned overrides what the workflow's code did with the exception.
-  if (kind != outcome::lost) {
-    if (run->io_failed) {
-      kind = outcome::retry;
-    } else if (run->nondeterminism) {
-      park_nondeterminism(*run->nondeterminism);
-    } else if (run->park_reason) {
-      kind = outcome::parked;
-      reason = run->park_reason;
-      error_json =
-          nlohmann::json{{"type", "durable::codec_error"}, {"message", *run->park_reason}}.dump();
-    }
-  }
-  if (kind != outcome::lost && kind != outcome::retry) {
-    static constexpr const char* names[] = {"succeeded", "failed", "parked"};
-    try {
-      // GCC 12 mishandles temporaries of a conditional inside a co_await expression, so
-      // statements are built into locals first (here and elsewhere).
-      std::optional<std::string> final_output;
-      if (kind == outcome::succeeded) final_output = output.value_or("null");
-      pg::statement finish = s->st.workflow_finish(
-          run->id, run->epoch, std::string(names[int(kind)]), final_output, error_json, reason);
-      auto r = co_await s->committer.run(std::move(finish));
-      if (r.affected() == 0) {  // I3: a newer epoch owns it now
-        kind = outcome::lost;
-        ++s->counters.ownership_lost;
-      }
-    } catch (const std::exception&) {
-      kind = outcome::retry;
-    }
-  }
-  // Only this run's own entry: a newer run of the same workflow may have replaced it.
-  if (auto it = s->running.find(run->id);
-      it != s->running.end() && it->second.done.get() == run->launch_token) {
-    it->second.done->cancel();
-    s->running.erase(it);
-  }
-  s->wake_dispatcher();  // a slot in some queue may have come free
-  if (kind == outcome::retry) {
-    // The outcome of our last write is unknown: claim again (new epoch) and replay.
-    const std::string id = run->id;
-    s->retrying.insert(id);
-    struct unmark {
-      std::shared_ptr<detail::engine_state> s;
-      std::string id;
-      ~unmark() { s->retrying.erase(id); }
-    } guard{s, id};
-    auto delay = s->options.io_retry_delay;
-    for (;;) {
-      co_await detail::sleep_for(delay);
-      if (s->stopping) co_return;
-      try {
-        (void)co_await claim_and_run(s, id);
-        co_return;
-      } catch (const std::exception&) {
-        delay = std::min(delay * 2, std::chrono::milliseconds(30000));
-      }
-    }
-  }
-}
-
-inline asio::awaitable<bool> engine::claim_and_run(std::shared_ptr<detail::engine_state> s,
-                                                   std::string id) {
-  std::vector<pg::result> r;
-  {
-    auto c = co_await s->pool.acquire();
-    // Claim and load travel in one round trip and one implicit transaction (I1). Loading
-    // after the claim means a previous owner's in-flight row is either visible here or
-    // rejected by the fence.
-    std::vector<pg::statement> batch;
-    batch.push_back(s->st.workflow_claim(id, s->options.executor_id, s->names));
-    batch.push_back(s->st.journal_load(id));
-    r = co_await c->run_batch(std::move(batch));
-  }
-  ++s->counters.journal_loads;
-  if (r[0].empty()) co_return false;
-  auto run = std::make_shared<detail::run_state>();
-  run->id = id;
-  run->name = r[0][0].get<std::string>(0);
-  auto inputs = nlohmann::json::parse(r[0][0].get<std::string>(1));
-  run->epoch = r[0][0].get<std::int64_t>(2);
-  if (!s->registry.contains(run->name))
-    throw error("recover('" + id + "'): workflow '" + run->name +
-                "' is not registered with this engine");
-  run->journal.reserve(std::size_t(r[1].rows()));
-  for (const pg::row row : r[1]) {
-    detail::journal_entry e;
-    e.name = row.get<std::string>(1);
-    e.kind = row.get<std::string>(2);
-    e.failed = row.text(3) == "failed";
-    if (!row.is_null(4)) e.output = row.text(4);
-    if (!row.is_null(5)) e.error = row.text(5);
-    run->add_entry(row.get<int>(0), std::move(e));
-  }
-  launch(s, std::move(run), std::move(inputs));
-  co_return true;
-}
-
 inline asio::awaitable<bool> engine::recover_impl(std::string workflow_id) {
   auto s = s_;
   if (s->running.contains(workflow_id)) co_return true;
-  if (co_await claim_and_run(s, workflow_id)) co_return true;
+  std::vector<std::string> ids{workflow_id};
+  if (co_await detail::claim_runs(s, std::move(ids), "recover") > 0) co_return true;
   // Not claimed: finished, parked, unknown, or not a workflow this engine runs. Say which
   // only for the last case (the others are answers, not errors).
   pg::statement get = s->st.workflow_get(workflow_id);
@@ -527,16 +349,16 @@ inline asio::awaitable<std::size_t> engine::recover_pending() {
   auto s = s_;
   std::vector<std::string> ids;
   {
+    pg::statement owned = s->st.workflows_owned(s->options.executor_id, s->versions);
     auto c = co_await s->pool.acquire();
-    auto r = co_await c->run(s->st.workflows_owned(s->options.executor_id));
+    auto r = co_await c->run(std::move(owned));
     for (const pg::row row : r)
       if (s->registry.contains(row.text(1)) && !s->running.contains(row.text(0)))
         ids.push_back(row.get<std::string>(0));
   }
-  std::size_t n = 0;
-  for (auto& id : ids)
-    if (co_await claim_and_run(s, std::move(id))) ++n;
-  co_return n;
+  // Up to this engine's room; maintenance picks up the rest as runs end.
+  if (ids.size() > s->room()) ids.resize(s->room());
+  co_return co_await detail::claim_runs(s, std::move(ids), "open");
 }
 
 inline engine_stats engine::stats() const {

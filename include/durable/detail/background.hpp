@@ -1,0 +1,285 @@
+// The engine's background parts, each started by open() under the supervisor:
+//   dispatcher   claims queued workflows within their queues' limits and this engine's room
+//   listener     LISTEN for enqueues (polling in the dispatcher is the fallback)
+//   lease keeper heartbeats on a connection of its own, never behind claims; stops the
+//                runs at their next step when the lease could not be renewed in time
+//   maintenance  takes over the workflows of executors whose lease ran out, and re-claims
+//                this executor's own workflows that run nowhere here
+#pragma once
+
+#include <asio/experimental/awaitable_operators.hpp>
+#include <chrono>
+#include <memory>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "durable/detail/runner.hpp"
+
+namespace durable::detail {
+
+template <class T>
+asio::awaitable<std::optional<T>> within_impl(asio::awaitable<T> op,
+                                              std::chrono::milliseconds limit) {
+  using namespace asio::experimental::awaitable_operators;
+  asio::steady_timer timer(co_await asio::this_coro::executor, limit);
+  auto wait = timer.async_wait(asio::use_awaitable);
+  auto race = std::move(op) || std::move(wait);
+  auto r = co_await std::move(race);
+  if (r.index() == 0) co_return std::move(std::get<0>(r));
+  co_return std::nullopt;
+}
+
+/// Runs `op` unless `limit` passes first; then `op` is cancelled and nullopt returned. (A
+/// plain function: GCC 12 mishandles a prvalue passed straight to a coroutine in co_await.)
+template <class T>
+asio::awaitable<std::optional<T>> within(asio::awaitable<T> op, std::chrono::milliseconds limit) {
+  return within_impl(std::move(op), limit);
+}
+
+// ---- registration ---------------------------------------------------------------------------
+
+/// Registers this process under its executor id. If another live process holds the id, waits
+/// (up to the lease timeout, plus a heartbeat) for its lease to run out, then refuses with a
+/// clear error. A holder on this host whose process is gone is replaced at once.
+inline asio::awaitable<void> register_executor(std::shared_ptr<engine_state> s) {
+  const auto& o = s->options;
+  const auto give_up = std::chrono::steady_clock::now() + o.lease_timeout + o.heartbeat_interval;
+  const std::string host = host_name();
+  const int pid = int(::getpid());
+  bool force = false;
+  for (;;) {
+    {
+      pg::statement reg =
+          s->st.executor_register(o.executor_id, host, pid, o.app_version, s->versions, s->instance,
+                                  std::int64_t(o.lease_timeout.count()), force);
+      auto c = co_await s->pool.acquire();
+      auto r = co_await c->run(std::move(reg));
+      if (!r.empty()) co_return;
+    }
+    pg::statement get = s->st.executor_get(o.executor_id);
+    pg::result holder;
+    {
+      auto c = co_await s->pool.acquire();
+      holder = co_await c->run(std::move(get));
+    }
+    if (holder.empty()) continue;  // released meanwhile: try again
+    const std::string their_host = holder[0].get<std::string>(0);
+    const int their_pid = holder[0].get<int>(1);
+    const double age_ms = holder[0].get<double>(3);
+    if (their_host == host && process_gone(their_pid)) {
+      force = true;
+      continue;
+    }
+    const std::string who = "executor id '" + o.executor_id + "' is held by a live process (host " +
+                            their_host + ", pid " + std::to_string(their_pid) +
+                            ", last heartbeat " + std::to_string(std::int64_t(age_ms)) + " ms ago)";
+    if (std::chrono::steady_clock::now() >= give_up)
+      throw error("open(): " + who +
+                  ". Two processes must not share an executor id: give each process its own "
+                  "engine_options::executor_id (or leave it unset for a unique default), or stop "
+                  "the other process first");
+    s->report(severity::warning, "lease", "",
+              who + "; waiting for its lease (" + std::to_string(o.lease_timeout.count()) +
+                  " ms) to run out");
+    co_await sleep_for(std::min(o.heartbeat_interval, std::chrono::milliseconds(250)));
+  }
+}
+
+// ---- lease keeper ---------------------------------------------------------------------------
+
+inline asio::awaitable<void> lease_keeper(std::shared_ptr<engine_state> s) {
+  const auto& o = s->options;
+  using clock = std::chrono::steady_clock;
+  auto renewed = clock::now();  // open() registered the executor just now
+  failure_reporter problems("lease");
+  std::unique_ptr<pg::connection> conn;
+  // Each statement may take at most half the lease: a heartbeat that is late is no use.
+  const auto limit = std::max(o.lease_timeout / 2, std::chrono::milliseconds(1));
+  while (!s->stopping) {
+    co_await pause(s, o.heartbeat_interval);
+    if (s->stopping) break;
+    std::string trouble;
+    const auto oldest = s->committer.oldest_in_flight();
+    if (oldest && clock::now() - *oldest > o.lease_timeout) {
+      // Journal writes hang (a lock, a stuck server): a fresh heartbeat would keep every
+      // other executor away from workflows this one cannot advance.
+      trouble = "journal writes have been waiting for " +
+                std::to_string(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - *oldest)
+                        .count()) +
+                " ms; the heartbeat is withheld so that the lease can run out";
+    } else {
+      try {
+        if (!conn || !conn->is_open()) {
+          conn.reset();
+          auto connected =
+              co_await within(pg::connection::connect(o.conninfo, s->st.catalog()), limit);
+          if (!connected)
+            throw error("connecting took longer than " + std::to_string(limit.count()) + " ms");
+          conn = std::move(*connected);
+        }
+        pg::statement beat = s->st.executor_heartbeat(o.executor_id, s->instance);
+        auto r = co_await within(conn->run(std::move(beat)), limit);
+        if (!r) {
+          conn.reset();  // cancelled mid-statement: unusable
+          throw error("the heartbeat got no answer within " + std::to_string(limit.count()) +
+                      " ms");
+        }
+        if (r->affected() == 0) {
+          s->id_taken = true;
+          s->lease_expired = true;
+          s->report(severity::error, "lease", "",
+                    "another process registered under executor id '" + o.executor_id +
+                        "': this engine stops its runs at their next step and takes no more work");
+          co_return;
+        }
+        renewed = clock::now();
+        if (s->lease_expired)
+          s->report(severity::info, "lease", "", "lease renewed; this executor takes work again");
+        s->lease_expired = false;
+        problems.ok(*s);
+        continue;
+      } catch (const std::exception& e) {
+        trouble = "heartbeat failed: " + describe_io_failure(e);
+      }
+    }
+    problems.failed(*s, trouble);
+    if (!s->lease_expired && clock::now() - renewed > o.lease_timeout) {
+      s->lease_expired = true;
+      s->report(severity::warning, "lease", "",
+                "the lease could not be renewed for longer than lease_timeout (" +
+                    std::to_string(o.lease_timeout.count()) +
+                    " ms): runs stop at their next step, and another executor may take "
+                    "their workflows over");
+    }
+  }
+}
+
+// ---- maintenance: takeover and orphans ------------------------------------------------------
+
+inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
+  auto timer = s->maintenance;
+  failure_reporter problems("maintenance");
+  // Our own unfinished workflows that ran nowhere here at the previous tick.
+  std::set<std::string, std::less<>> suspected;
+  for (;;) {
+    timer->expires_after(s->options.heartbeat_interval);
+    asio::error_code ec;
+    co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (s->stopping) co_return;
+    if (s->lease_expired) continue;  // no new work while the lease is in doubt
+    try {
+      std::vector<std::string> ids;
+      std::set<std::string, std::less<>> orphans;
+      {
+        std::vector<pg::statement> batch;
+        const std::int64_t room = std::int64_t(std::min<std::size_t>(s->room(), claim_batch));
+        batch.push_back(s->st.workflows_take_over(s->options.executor_id,
+                                                  std::int64_t(s->options.lease_timeout.count()),
+                                                  s->names, room, s->versions));
+        batch.push_back(s->st.workflows_owned(s->options.executor_id, s->versions));
+        auto c = co_await s->pool.acquire();
+        auto r = co_await c->run_batch(std::move(batch));
+        for (const pg::row row : r[0]) ids.push_back(row.get<std::string>(0));
+        for (const pg::row row : r[1])
+          if (s->registry.contains(row.text(1)) && !s->running.contains(row.text(0)) &&
+              !s->retrying.contains(row.text(0)))
+            orphans.insert(row.get<std::string>(0));
+      }
+      if (!ids.empty())
+        s->report(severity::info, "maintenance", "",
+                  "took over " + std::to_string(ids.size()) +
+                      " workflows of executors whose lease ran out");
+      // An orphan is claimed only if the previous tick saw it too: one whose start or
+      // dispatch has committed but whose launch here is a moment away (the reply not read
+      // yet) is not an orphan, and claiming it would run it twice.
+      for (const auto& id : orphans)
+        if (suspected.contains(id) && ids.size() < s->room()) ids.push_back(id);
+      suspected = std::move(orphans);
+      std::erase_if(ids, [&](const std::string& id) {
+        return s->running.contains(id) || s->retrying.contains(id);
+      });
+      if (!ids.empty() && !s->stopping) (void)co_await claim_runs(s, std::move(ids), "maintenance");
+      problems.ok(*s);
+    } catch (const std::exception& e) {
+      problems.failed(*s, "takeover and orphan check failed: " + describe_io_failure(e) +
+                              "; trying again at the next tick");
+    }
+  }
+}
+
+// ---- dispatcher -----------------------------------------------------------------------------
+
+inline asio::awaitable<void> dispatcher(std::shared_ptr<engine_state> s) {
+  auto timer = s->dispatch_timer;
+  failure_reporter problems("dispatcher");
+  for (;;) {
+    if (s->stopping) co_return;
+    s->wake_pending = false;
+    bool more = false;
+    for (std::size_t i = 0; i < s->queues.size() && !s->stopping && !s->lease_expired; ++i) {
+      const std::size_t room =
+          std::min(s->room(), std::max<std::size_t>(1, s->options.dispatch_batch));
+      if (room == 0) break;  // a run that ends wakes the dispatcher
+      const std::string queue = s->queues[i];
+      try {
+        // Lock, claim and commit in one round trip: the claim runs in its own snapshot, taken
+        // after the queue's lock is held, so its counts include every earlier claim.
+        std::vector<pg::statement> batch;
+        batch.push_back(s->st.queue_lock(queue));
+        batch.push_back(
+            s->st.queue_dispatch(s->options.executor_id, queue, s->names, int(room), s->versions));
+        std::vector<pg::result> r;
+        {
+          auto c = co_await s->pool.acquire();
+          auto tx = c->begin();
+          r = co_await tx.commit(std::move(batch));
+        }
+        for (const pg::row row : r[1]) {
+          auto run = std::make_shared<run_state>();
+          run->id = row.get<std::string>(0);
+          run->name = row.get<std::string>(1);
+          run->epoch = row.get<std::int64_t>(3);
+          auto inputs = nlohmann::json::parse(row.get<std::string>(2));
+          launch(s, std::move(run), std::move(inputs));
+        }
+        more = more || std::size_t(r[1].rows()) == room;
+        problems.ok(*s);
+      } catch (const std::exception& e) {
+        problems.failed(*s, "dispatching queue '" + queue + "' failed: " + describe_io_failure(e) +
+                                "; trying again at the next poll");
+      }
+    }
+    if ((more || s->wake_pending) && s->room() > 0 && !s->lease_expired) continue;
+    timer->expires_after(s->options.poll_interval);
+    asio::error_code ec;
+    co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+// ---- listener -------------------------------------------------------------------------------
+
+inline asio::awaitable<void> listener(std::shared_ptr<engine_state> s) {
+  failure_reporter problems("listener");
+  while (!s->stopping) {
+    try {
+      auto c = co_await pg::connection::connect(s->options.conninfo);
+      co_await c->listen(s->st.channel());
+      problems.ok(*s);
+      s->wake_dispatcher();  // catch up with whatever was queued while nobody listened
+      while (!s->stopping) {
+        (void)co_await c->wait_notification();
+        s->wake_dispatcher();
+      }
+      co_return;
+    } catch (const std::exception& e) {
+      problems.failed(*s, "LISTEN connection failed: " + describe_io_failure(e) +
+                              "; polling covers for it, reconnecting in 1 s");
+    }
+    co_await pause(s, std::chrono::seconds(1));
+  }
+}
+
+}  // namespace durable::detail

@@ -1,0 +1,131 @@
+// The engine's shared state: options, store, pool, group committer, registry, the runs of
+// this process, and the event hook. Every part of the engine (runner, dispatcher, lease
+// keeper, listener, maintenance) reads and writes it on the engine's executor.
+#pragma once
+
+#include <asio/any_io_executor.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/steady_timer.hpp>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "durable/context.hpp"
+#include "durable/detail/group_commit.hpp"
+#include "durable/detail/run_state.hpp"
+#include "durable/error.hpp"
+#include "durable/events.hpp"
+#include "durable/options.hpp"
+#include "durable/pg/pool.hpp"
+#include "durable/store.hpp"
+
+namespace durable::detail {
+
+/// A registered workflow: its name, its signature for messages, an argument check, and the
+/// call that decodes the journaled inputs and runs it.
+struct registered_workflow {
+  std::string name;
+  std::string signature;
+  std::function<void(const nlohmann::json&)> check_inputs;
+
+  /// Throws a clear error if `inputs` do not decode as this workflow's parameters.
+  void check_arguments(const std::string& op, const std::string& id,
+                       const nlohmann::json& inputs) const {
+    try {
+      check_inputs(inputs);
+    } catch (const codec_error& e) {
+      throw error(op + "('" + name + "', '" + id + "'): workflow '" + name + "' takes " +
+                  signature + " but was given arguments that do not convert: " + e.what());
+    }
+  }
+  std::function<asio::awaitable<std::optional<std::string>>(context&, const nlohmann::json&)>
+      invoke;
+};
+
+/// A run of a workflow in this process.
+struct local_run {
+  std::shared_ptr<asio::steady_timer> done;           // waiters in result() sleep on it
+  std::shared_ptr<asio::cancellation_signal> cancel;  // shutdown past its grace period
+};
+
+struct engine_state {
+  engine_state(asio::any_io_executor e, engine_options o, std::string instance_token)
+      : ex(e),
+        options(std::move(o)),
+        instance(std::move(instance_token)),
+        st(options.schema),
+        pool(e, options.conninfo, options.pool_size, st.catalog()),
+        committer(e, pool, {options.group_commit_max_batch, options.group_commit_in_flight}, &st) {}
+
+  asio::any_io_executor ex;
+  engine_options options;
+  std::string instance;  // this engine's token in executors.instance
+  store st;
+  pg::pool pool;
+  group_committer committer;
+  std::map<std::string, registered_workflow, std::less<>> registry;
+  engine_counters counters;
+  std::string names = "{}";     // the registered workflow names as a text[] literal
+  std::string versions = "{}";  // options.run_versions as a text[] literal
+
+  // ---- lifecycle
+  bool opened = false;
+  bool stopping = false;
+  bool lease_expired = false;  // the lease keeper could not renew the lease in time
+  bool id_taken = false;       // another process registered under this executor id
+
+  // ---- background parts (started by open(), each watched by the supervisor)
+  std::shared_ptr<asio::steady_timer> maintenance;
+  std::shared_ptr<asio::steady_timer> dispatch_timer;
+  std::vector<std::string> queues = options.queues;
+  std::set<std::shared_ptr<asio::cancellation_signal>> tasks;  // running background parts
+  std::set<std::shared_ptr<asio::steady_timer>> sleepers;      // pauses shutdown cuts short
+  bool wake_pending = false;
+  // A wake-up that arrives while the dispatcher is busy is kept, not lost.
+  void wake_dispatcher() {
+    wake_pending = true;
+    if (dispatch_timer) dispatch_timer->cancel();
+  }
+
+  // ---- runs of this process, by workflow id
+  std::map<std::string, local_run, std::less<>> running;
+  std::set<std::string, std::less<>> retrying;  // ids to claim again after an I/O error
+
+  [[nodiscard]] std::size_t room() const noexcept {
+    const std::size_t busy = running.size() + retrying.size();
+    return busy >= options.max_running ? 0 : options.max_running - busy;
+  }
+
+  // ---- events
+  std::uint64_t events_reported = 0;
+  void report(severity level, std::string_view component, std::string_view workflow_id,
+              const std::string& message) noexcept {
+    if (level < options.min_severity) return;
+    ++events_reported;
+    const std::string text = valid_utf8(message);
+    const event e{level, component, workflow_id, text};
+    try {
+      if (options.on_event) {
+        options.on_event(e);
+        return;
+      }
+    } catch (const std::exception& x) {
+      std::fprintf(stderr, "[durable] the event hook threw: %s\n", x.what());
+    } catch (...) {
+      std::fprintf(stderr, "[durable] the event hook threw\n");
+    }
+    std::string id = workflow_id.empty() ? std::string() : " workflow " + std::string(workflow_id);
+    std::fprintf(stderr, "[durable] %s %s%s: %s\n", std::string(to_string(level)).c_str(),
+                 std::string(component).c_str(), id.c_str(), text.c_str());
+  }
+};
+
+}  // namespace durable::detail

@@ -1,0 +1,408 @@
+// The runner: claims workflows (many per statement), loads their journals (one query, I1),
+// runs them by replay, and maps each run's outcome to the workflow's status: succeeded,
+// failed, parked (with its reason), or retried after a transient failure of the library's
+// own I/O (bounded by I9). The supervisor watches every coroutine the engine starts.
+#pragma once
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/redirect_error.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "durable/detail/engine_state.hpp"
+
+namespace durable::detail {
+
+// ---- identities -----------------------------------------------------------------------------
+
+inline std::string host_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0 || !*host) return "localhost";
+  return host;
+}
+
+inline std::string random_hex(int digits) {
+  thread_local std::mt19937_64 gen{std::random_device{}()};
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (int i = 0; i < digits; ++i) out += hex[gen() % 16];
+  return out;
+}
+
+/// $DURABLE_EXECUTOR_ID, else "<host>:<pid>:<random>": unique per process, so that two
+/// processes on one host never share an id by accident.
+inline std::string default_executor_id() {
+  if (const char* e = std::getenv("DURABLE_EXECUTOR_ID"); e && *e) return e;
+  return host_name() + ":" + std::to_string(::getpid()) + ":" + random_hex(6);
+}
+
+/// True if process `pid` on this host is known to be gone.
+inline bool process_gone(int pid) {
+  if (pid <= 0) return false;
+  if (pid == ::getpid()) return true;  // this process: the engine that held it is gone
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+inline std::string describe(std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return valid_utf8(x.what());
+  } catch (...) {
+    return "an exception not derived from std::exception";
+  }
+}
+
+// ---- sleeping that shutdown can cut short ---------------------------------------------------
+
+/// Waits `d` unless the engine stops first (shutdown cancels every such timer).
+inline asio::awaitable<void> pause(std::shared_ptr<engine_state> s, std::chrono::milliseconds d) {
+  if (s->stopping) co_return;
+  auto t = std::make_shared<asio::steady_timer>(s->ex, d);
+  s->sleepers.insert(t);
+  asio::error_code ec;
+  co_await t->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  s->sleepers.erase(t);
+}
+
+// ---- the supervisor -------------------------------------------------------------------------
+
+using part_fn = asio::awaitable<void> (*)(std::shared_ptr<engine_state>);
+
+/// Runs a background part of the engine. If it ends with an exception, the supervisor
+/// reports it and starts it again after a pause that grows with each restart (up to 30 s);
+/// shutdown cancels it.
+inline void supervise(std::shared_ptr<engine_state> s, std::string_view component, part_fn body,
+                      int restarts = 0) {
+  auto sig = std::make_shared<asio::cancellation_signal>();
+  s->tasks.insert(sig);
+  asio::co_spawn(s->ex, body(s),
+                 asio::bind_cancellation_slot(sig->slot(), [s, sig, component, body,
+                                                            restarts](std::exception_ptr e) {
+                   s->tasks.erase(sig);
+                   if (!e) return;
+                   if (s->stopping) {
+                     s->report(severity::debug, component, "", "ended at shutdown: " + describe(e));
+                     return;
+                   }
+                   const auto delay = std::chrono::milliseconds(
+                       std::min<std::int64_t>(30000, 1000LL << std::min(restarts, 5)));
+                   s->report(severity::error, "supervisor", "",
+                             std::string(component) + " stopped with an error: " + describe(e) +
+                                 "; restarting it in " + std::to_string(delay.count()) + " ms");
+                   auto t = std::make_shared<asio::steady_timer>(s->ex, delay);
+                   s->sleepers.insert(t);
+                   t->async_wait([s, t, component, body, restarts](const asio::error_code&) {
+                     s->sleepers.erase(t);
+                     if (!s->stopping) supervise(s, component, body, restarts + 1);
+                   });
+                 }));
+}
+
+/// Reports a part's repeated failures once when they start (and again at most every
+/// minute), and once when the part works again.
+class failure_reporter {
+public:
+  explicit failure_reporter(std::string_view component) : component_(component) {}
+  void failed(engine_state& s, const std::string& what) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!failing_ || now - last_ > std::chrono::minutes(1)) {
+      s.report(severity::warning, component_, "", what);
+      last_ = now;
+    }
+    failing_ = true;
+  }
+  void ok(engine_state& s) {
+    if (failing_) s.report(severity::info, component_, "", "works again");
+    failing_ = false;
+  }
+
+private:
+  std::string_view component_;
+  bool failing_ = false;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+// ---- outcomes -------------------------------------------------------------------------------
+
+/// Writes a workflow's final state (fenced by its epoch, I3). Returns false if a newer
+/// epoch owns it now.
+inline asio::awaitable<bool> write_final(std::shared_ptr<engine_state> s, std::string id,
+                                         std::int64_t epoch, std::string status,
+                                         std::optional<std::string> output,
+                                         std::optional<std::string> error_json,
+                                         std::optional<std::string> reason) {
+  pg::statement finish = s->st.workflow_finish(id, epoch, status, output, error_json, reason);
+  auto r = co_await s->committer.run(std::move(finish));
+  co_return r.affected() > 0;
+}
+
+inline std::string error_json(std::string_view type, const std::string& message) {
+  return nlohmann::json{{"type", type}, {"message", valid_utf8(message)}}.dump();
+}
+
+/// Parks a workflow with `reason` (an operator resumes it once the cause is fixed).
+inline asio::awaitable<void> park(std::shared_ptr<engine_state> s, std::string id,
+                                  std::int64_t epoch, std::string type, std::string reason) {
+  reason = valid_utf8(reason);
+  std::optional<std::string> err = error_json(type, reason);
+  std::optional<std::string> why = reason;
+  std::optional<std::string> no_output;
+  const std::string status = "parked";
+  (void)co_await write_final(s, id, epoch, status, no_output, err, why);
+}
+
+asio::awaitable<void> execute(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> run,
+                              nlohmann::json inputs);
+
+/// Removes a run's entry (only its own: a newer run of the workflow may have replaced it)
+/// and wakes whoever waits on it.
+inline void end_run(engine_state& s, const std::string& id, const void* token) {
+  if (auto it = s.running.find(id); it != s.running.end() && it->second.done.get() == token) {
+    it->second.done->cancel();
+    s.running.erase(it);
+  }
+}
+
+/// Starts a run of a claimed workflow on the engine's executor.
+inline void launch(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> run,
+                   nlohmann::json inputs) {
+  run->pool = &s->pool;
+  run->committer = &s->committer;
+  run->st = &s->st;
+  run->counters = &s->counters;
+  run->stopping = &s->stopping;
+  run->lease_expired = &s->lease_expired;
+  auto done = std::make_shared<asio::steady_timer>(s->ex, asio::steady_timer::time_point::max());
+  auto cancel = std::make_shared<asio::cancellation_signal>();
+  if (auto old = s->running.find(run->id); old != s->running.end()) old->second.done->cancel();
+  s->running[run->id] = local_run{done, cancel};
+  run->launch_token = done.get();
+  asio::co_spawn(
+      s->ex, execute(s, run, std::move(inputs)),
+      asio::bind_cancellation_slot(cancel->slot(), [s, run, done, cancel](std::exception_ptr e) {
+        // execute() handles everything; this is the net under it (I9: no
+        // exception leaves a workflow `running` here without a run).
+        if (e)
+          s->report(severity::error, "runner", run->id,
+                    "the run ended with an unhandled exception: " + describe(e));
+        end_run(*s, run->id, done.get());
+      }));
+}
+
+/// Most workflows claimed by one statement.
+inline constexpr std::size_t claim_batch = 100;
+
+/// Claims the workflows `ids` for this executor (epoch bumped, I3) and loads their journals,
+/// in one round trip per `claim_batch` ids (I1: one query loads every journal), then starts
+/// their runs. A workflow the claim parks (I9) or whose journal cannot be used is parked
+/// and reported. Returns the number of runs started.
+inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
+                                               std::vector<std::string> ids,
+                                               std::string_view component) {
+  std::size_t started = 0;
+  for (std::size_t from = 0; from < ids.size(); from += claim_batch) {
+    const std::vector<std::string> chunk(
+        ids.begin() + std::ptrdiff_t(from),
+        ids.begin() + std::ptrdiff_t(std::min(ids.size(), from + claim_batch)));
+    std::vector<pg::result> r;
+    {
+      std::vector<pg::statement> batch;
+      batch.push_back(s->st.workflows_claim(chunk, s->options.executor_id, s->names, s->versions,
+                                            s->options.max_claims_without_progress));
+      batch.push_back(s->st.journals_load(chunk));
+      auto c = co_await s->pool.acquire();
+      r = co_await c->run_batch(std::move(batch));
+    }
+    ++s->counters.journal_loads;
+    std::map<std::string, std::shared_ptr<run_state>, std::less<>> runs;
+    std::map<std::string, std::string, std::less<>> inputs, unusable;
+    for (const pg::row row : r[0]) {
+      auto id = row.get<std::string>(0);
+      if (row.text(4) == "parked") {
+        s->report(severity::warning, component, id,
+                  "parked by its claim: " + row.get<std::optional<std::string>>(5).value_or(""));
+        continue;
+      }
+      auto run = std::make_shared<run_state>();
+      run->id = id;
+      run->name = row.get<std::string>(1);
+      run->epoch = row.get<std::int64_t>(3);
+      inputs[id] = row.get<std::string>(2);
+      runs[id] = std::move(run);
+    }
+    for (const pg::row row : r[1]) {
+      const auto it = runs.find(row.text(0));
+      if (it == runs.end() || unusable.contains(it->first)) continue;
+      journal_entry e;
+      e.name = row.get<std::string>(2);
+      e.kind = row.get<std::string>(3);
+      e.failed = row.text(4) == "failed";
+      if (!row.is_null(5)) e.output = row.text(5);
+      if (!row.is_null(6)) e.error = row.text(6);
+      if (auto why = it->second->add_entry(row.get<std::int64_t>(1), std::move(e)))
+        unusable[it->first] = *why;
+    }
+    for (auto& [id, run] : runs) {
+      if (auto u = unusable.find(id); u != unusable.end()) {
+        const std::string type = "durable::journal_error";
+        co_await park(s, id, run->epoch, type, u->second);
+        s->report(severity::warning, component, id, "parked: " + u->second);
+        continue;
+      }
+      if (component != "runner")
+        s->report(severity::info, component, id,
+                  "claimed under epoch " + std::to_string(run->epoch) + " and resumed by replay");
+      launch(s, run, nlohmann::json::parse(inputs[id]));
+      ++started;
+    }
+  }
+  co_return started;
+}
+
+// ---- a run ----------------------------------------------------------------------------------
+
+inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
+                                     std::shared_ptr<run_state> run, nlohmann::json inputs) {
+  // lost: someone else continues (ownership moved on, or this engine stopped the run).
+  enum class outcome { succeeded, failed, parked, lost, retry };
+  outcome kind = outcome::failed;
+  std::optional<std::string> output, err, reason;
+  auto park_nondeterminism = [&](const nondeterminism_error& e) {
+    kind = outcome::parked;
+    reason = valid_utf8(e.what());
+    err = nlohmann::json{{"type", "durable::nondeterminism_error"},
+                         {"message", *reason},
+                         {"seq", e.seq()},
+                         {"journaled", valid_utf8(e.journaled())},
+                         {"requested", valid_utf8(e.requested())}}
+              .dump();
+  };
+  auto park_with = [&](std::string_view type, const std::string& why) {
+    kind = outcome::parked;
+    reason = valid_utf8(why);
+    err = error_json(type, *reason);
+  };
+  try {
+    context ctx(*run);
+    output = co_await s->registry.at(run->name).invoke(ctx, inputs);
+    check_fully_replayed(*run);
+    kind = outcome::succeeded;
+  } catch (const ownership_lost&) {
+    kind = outcome::lost;
+    ++s->counters.ownership_lost;
+  } catch (const run_released&) {
+    kind = outcome::lost;
+  } catch (const nondeterminism_error& e) {
+    park_nondeterminism(e);
+  } catch (const workflow_parked& e) {
+    park_with("durable::workflow_parked", e.what());
+  } catch (...) {
+    kind = outcome::failed;
+    err = capture(std::current_exception()).to_json();
+  }
+  // What the run learned overrides what the workflow's code did with the exception.
+  if (kind != outcome::lost) {
+    if (run->misuse) {
+      park_with("durable::misuse", *run->misuse);
+    } else if (run->io_refused) {
+      park_with("durable::journal_refused", *run->io_refused);
+    } else if (run->io_failed) {
+      kind = outcome::retry;
+    } else if (run->nondeterminism) {
+      park_nondeterminism(*run->nondeterminism);
+    } else if (run->park_reason) {
+      park_with("durable::codec_error", *run->park_reason);
+    }
+  }
+  bool refused = false;
+  if (kind == outcome::succeeded || kind == outcome::failed || kind == outcome::parked) {
+    static constexpr const char* names[] = {"succeeded", "failed", "parked"};
+    try {
+      std::optional<std::string> final_output;
+      if (kind == outcome::succeeded) final_output = output.value_or("null");
+      const std::string status = names[int(kind)];
+      if (!co_await write_final(s, run->id, run->epoch, status, final_output, err,
+                                reason)) {  // I3: a newer epoch owns it now
+        kind = outcome::lost;
+        ++s->counters.ownership_lost;
+      }
+    } catch (const std::exception& e) {
+      run->io_error = describe_io_failure(e);
+      refused = classify(e) == io_verdict::permanent && kind != outcome::parked;
+      kind = outcome::retry;
+    }
+  }
+  if (refused) {
+    // The server refuses this final state (an output it cannot store, say): park with the
+    // reason instead, which carries no output.
+    const std::string why = "workflow '" + run->id + "' (" + run->name +
+                            "): its final state could not be written (" + run->io_error +
+                            "); it is parked instead";
+    try {
+      const std::string type = "durable::journal_refused";
+      co_await park(s, run->id, run->epoch, type, why);
+      kind = outcome::parked;
+      reason = why;
+    } catch (const std::exception& again) {
+      run->io_error = describe_io_failure(again);
+    }
+  }
+  end_run(*s, run->id, run->launch_token);
+  s->wake_dispatcher();  // a slot in some queue may have come free
+  if (kind == outcome::parked)
+    s->report(severity::warning, "runner", run->id, "parked: " + reason.value_or(""));
+  else if (kind == outcome::failed)
+    s->report(severity::info, "runner", run->id, "failed: " + err.value_or(""));
+  if (kind != outcome::retry) co_return;
+
+  // The outcome of the last write is unknown, or the database failed transiently: claim the
+  // workflow again (new epoch) after a growing pause, and replay. I9 bounds how often.
+  const std::string id = run->id;
+  s->retrying.insert(id);
+  struct unmark {
+    std::shared_ptr<engine_state> s;
+    std::string id;
+    ~unmark() { s->retrying.erase(id); }
+  } guard{s, id};
+  try {  // best effort: shown when I9 parks the workflow
+    pg::statement note = s->st.workflow_note_error(id, run->epoch, run->io_error);
+    (void)co_await s->committer.run(std::move(note));
+  } catch (const std::exception& e) {
+    s->report(severity::debug, "runner", id,
+              "could not record the last error: " + describe_io_failure(e));
+  }
+  std::string last = run->io_error;
+  auto delay = s->options.io_retry_delay;
+  for (int attempt = 1; !s->stopping; ++attempt) {
+    // Jitter (±25 %) keeps many runs that failed together from retrying together.
+    const auto jittered = std::chrono::milliseconds(std::int64_t(
+        double(delay.count()) * (0.75 + 0.5 * double(std::random_device{}() % 1000) / 1000.0)));
+    s->report(severity::warning, "runner", id,
+              "database I/O failed (" + last + "); claiming the workflow again in " +
+                  std::to_string(jittered.count()) + " ms (retry " + std::to_string(attempt) + ")");
+    co_await pause(s, jittered);
+    if (s->stopping) co_return;
+    try {
+      std::vector<std::string> ids{id};
+      (void)co_await claim_runs(s, std::move(ids), "runner");
+      co_return;
+    } catch (const std::exception& e) {
+      last = describe_io_failure(e);
+      delay = std::min(delay * 2, s->options.io_retry_max_delay);
+    }
+  }
+}
+
+}  // namespace durable::detail

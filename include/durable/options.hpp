@@ -1,0 +1,131 @@
+// The engine's options and the values it reports.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "durable/events.hpp"
+
+namespace durable {
+
+struct engine_options {
+  /// libpq conninfo string or URL; empty means the PG* environment variables.
+  std::string conninfo{};
+  /// Schema holding every table (created by migrate()).
+  std::string schema = "durable";
+  /// Identity under which this engine owns workflows. Default: $DURABLE_EXECUTOR_ID, else
+  /// "<host>:<pid>:<random>", unique per process (another executor takes this one's
+  /// workflows over once its lease runs out). With a stable id per process slot, open()
+  /// resumes the slot's unfinished workflows at once instead. One live process per id: a
+  /// second one is refused by open() (see docs/deployment.md#executor-ids).
+  std::string executor_id{};
+  /// Application version stamped on the workflows this engine starts or enqueues.
+  std::string app_version{};
+  /// Application versions whose workflows this executor runs from queues and takes over
+  /// from dead executors; empty runs every version. Others stay queued (see the `queued`
+  /// view for the reason).
+  std::vector<std::string> run_versions{};
+  std::size_t pool_size = 8;
+  /// Run migrations in open().
+  bool migrate = true;
+  /// Pause before a workflow whose database I/O failed transiently is claimed and replayed
+  /// again; it doubles (with jitter) on every further failure, up to io_retry_max_delay.
+  std::chrono::milliseconds io_retry_delay{500};
+  std::chrono::milliseconds io_retry_max_delay{30000};
+  /// I9: a workflow claimed this many times in a row without journaling anything new (its
+  /// runs crash, or keep failing on transient errors) is parked with its last error instead
+  /// of being claimed again.
+  int max_claims_without_progress = 20;
+  /// At most this many workflows run in this process at once: queue dispatch, takeover and
+  /// open() claim no more (start() of a registered workflow is not limited).
+  std::size_t max_running = 1000;
+  /// Receives what the engine reports (background failures, parks, retries, takeovers) at
+  /// or above `min_severity`. Default: one line per event on stderr.
+  event_hook on_event{};
+  severity min_severity = severity::warning;
+  /// shutdown(): after the grace period, running steps receive cancellation; this long is
+  /// then allowed for them to end and for the lease release to reach the database.
+  std::chrono::milliseconds shutdown_timeout{2000};
+  /// How often open()'s background loop refreshes this executor's lease and looks for
+  /// workflows of executors whose lease ran out.
+  std::chrono::milliseconds heartbeat_interval{1000};
+  /// An executor that has not heartbeaten for this long is presumed dead: live executors
+  /// take its unfinished workflows over (bumping their epoch, which fences the old owner).
+  std::chrono::milliseconds lease_timeout{5000};
+  /// How often the dispatcher looks for queued work when no notification arrives.
+  /// Notifications (LISTEN/NOTIFY) make it react at once; polling keeps it correct where
+  /// notifications are lost (connection poolers, some Postgres-compatible databases).
+  std::chrono::milliseconds poll_interval{500};
+  /// At most this many queued workflows claimed per queue in one dispatch round (within the
+  /// queue's limits). Larger rounds start a burst sooner; smaller ones leave more of it to
+  /// other executors. worker_concurrency bounds what one executor holds in any case.
+  std::size_t dispatch_batch = 64;
+  /// Listen for enqueue notifications on a dedicated connection.
+  bool listen = true;
+  /// Group commit: journal rows, starts and finishes of concurrent workflows share round
+  /// trips and commits (one WAL flush for many rows). At most this many rows per batch...
+  std::size_t group_commit_max_batch = 512;
+  /// ...and at most this many batches in flight at once (each on its own pooled
+  /// connection). A row submitted while fewer are in flight goes out at once, so a single
+  /// workflow's steps see no added latency.
+  std::size_t group_commit_in_flight = 2;
+  /// Queues this executor dispatches (serve_queue() adds more). start() inside a
+  /// transaction uses "default".
+  std::vector<std::string> queues{"default"};
+};
+
+// The option structs below hold only trivially copyable members (string_view, not string):
+// GCC 12 corrupts class temporaries with owning members created inside a co_await
+// expression, and `co_await eng.enqueue({.queue = "q"}, ...)` is the natural way to write it.
+// Every string they refer to is copied before the call returns.
+
+/// Limits of a queue, shared by every executor that serves it (see docs/queues.md).
+struct queue_options {
+  std::string_view name;
+  std::optional<int> concurrency{};         ///< running workflows, across all executors
+  std::optional<int> worker_concurrency{};  ///< running workflows, per executor
+  std::optional<int> rate_limit{};          ///< starts per rate_period
+  std::chrono::milliseconds rate_period{1000};
+};
+
+/// What enqueue() does when the deduplication key is taken by an unfinished workflow.
+enum class on_duplicate { return_existing, fail };
+
+struct enqueue_options {
+  std::string_view queue = "default";
+  int priority = 0;  ///< higher starts first
+  std::optional<std::string_view> dedup_key{};
+  std::chrono::milliseconds delay{0};  ///< not started before this much time has passed
+  on_duplicate duplicate = on_duplicate::return_existing;
+};
+static_assert(std::is_trivially_copyable_v<queue_options> &&
+              std::is_trivially_copyable_v<enqueue_options>);
+
+/// Counters that show what work cost; the pool's are statements and round trips sent.
+struct engine_stats {
+  std::uint64_t round_trips = 0;
+  std::uint64_t statements = 0;
+  std::uint64_t journal_loads = 0;
+  std::uint64_t steps_replayed = 0;
+  std::uint64_t steps_executed = 0;
+  std::uint64_t ownership_lost = 0;
+  std::uint64_t group_commits = 0;       ///< batches the group committer sent
+  std::size_t largest_group_commit = 0;  ///< most statements in one of them
+};
+
+/// What status() reports; see docs/concepts.md for the lifecycle.
+struct workflow_status {
+  std::string status;  // pending, running, sleeping, succeeded, failed, parked, cancelled
+  std::optional<std::string> reason;
+  std::int64_t epoch = 0;
+  int attempts = 0;
+  std::optional<std::string> executor_id;
+};
+
+}  // namespace durable
