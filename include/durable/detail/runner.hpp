@@ -32,11 +32,13 @@ inline std::string host_name() {
   return host;
 }
 
+/// Random hex digits straight from the system's source: a generator's state would be
+/// shared by processes forked from one parent, and so would their "unique" tokens.
 inline std::string random_hex(int digits) {
-  thread_local std::mt19937_64 gen{std::random_device{}()};
+  std::random_device rd;
   static constexpr char hex[] = "0123456789abcdef";
   std::string out;
-  for (int i = 0; i < digits; ++i) out += hex[gen() % 16];
+  for (int i = 0; i < digits; ++i) out += hex[rd() % 16];
   return out;
 }
 

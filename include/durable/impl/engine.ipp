@@ -258,11 +258,13 @@ inline asio::awaitable<void> engine::shutdown(std::chrono::milliseconds grace) {
   auto release_done = std::make_shared<bool>(false);
   auto release_error = std::make_shared<std::string>();
   asio::co_spawn(s->ex, release(s, released),
-                 asio::bind_cancellation_slot(release_signal->slot(),
-                                              [release_done, release_error](std::exception_ptr e) {
-                                                if (e) *release_error = detail::describe(e);
-                                                *release_done = true;
-                                              }));
+                 asio::bind_cancellation_slot(
+                     release_signal->slot(),
+                     // The signal must outlive the coroutine bound to it: the handler keeps it.
+                     [release_done, release_error, release_signal](std::exception_ptr e) {
+                       if (e) *release_error = detail::describe(e);
+                       *release_done = true;
+                     }));
   while ((!*release_done || !s->running.empty()) && clock::now() < hard)
     co_await detail::sleep_for(std::chrono::milliseconds(5));
   if (!*release_done) {

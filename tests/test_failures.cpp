@@ -1,0 +1,765 @@
+// Failure paths of the runtime, each injected against the real server: journal rows the
+// server refuses, transient errors (lock and statement timeouts), messages that are not
+// UTF-8, nested steps, unusable journal rows, executor ids held by another process,
+// application versions, a heartbeat that must not wait behind claims, bounded work, a
+// database that disappears during shutdown, the event hook and the supervisor.
+//
+// Note: Catch's assertion macros never contain co_await here (GCC 12 miscompiles that).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <asio/io_context.hpp>
+#include <catch2/catch.hpp>
+#include <mutex>
+
+#include "support/conninfo.hpp"
+#include "support/proxy.hpp"
+#include "support/workflows.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+using test::probe;
+
+namespace {
+
+std::string q(const std::string& schema) { return detail::quote_identifier(schema); }
+
+/// Events the engine reported, for assertions.
+struct event_log {
+  std::vector<std::string> lines;  // "level component workflow: message"
+  void add(const event& e) {
+    lines.push_back(std::string(to_string(e.level)) + " " + std::string(e.component) + " " +
+                    std::string(e.workflow_id) + ": " + std::string(e.message));
+  }
+  [[nodiscard]] int count(const std::string& needle) const {
+    int n = 0;
+    for (const auto& l : lines) n += l.find(needle) != std::string::npos;
+    return n;
+  }
+};
+event_log events;
+
+engine_options options(const std::string& schema, const std::string& id = "exec-f") {
+  auto o = test::options(schema, id);
+  o.io_retry_delay = 10ms;
+  o.min_severity = severity::debug;
+  o.on_event = [](const event& e) { events.add(e); };
+  return o;
+}
+
+struct workflow_row {
+  std::string status;
+  std::string reason;
+  std::string error;
+  int stalled_claims = 0;
+};
+
+// Parameters are string_views (trivially copyable): GCC 12 corrupts a std::string prvalue
+// passed to a coroutine inside co_await.
+asio::awaitable<workflow_row> row_of(engine& eng, std::string_view id_view) {
+  const std::string id(id_view);
+  auto c = co_await eng.pool().acquire();
+  auto r = co_await c->exec(
+      "SELECT status, coalesce(status_reason, ''), coalesce(error::text, ''), "
+      "stalled_claims FROM " +
+          q(eng.schema().schema()) + ".workflows WHERE id = $1",
+      id);
+  if (r.empty()) throw std::runtime_error("no workflow " + id);
+  co_return workflow_row{r[0].get<std::string>(0), r[0].get<std::string>(1),
+                         r[0].get<std::string>(2), r[0].get<int>(3)};
+}
+
+/// Waits until workflow `id` has status `status` (or fails after ~20 s).
+asio::awaitable<workflow_row> wait_status(engine& eng, std::string_view id_view,
+                                          std::string_view status_view) {
+  const std::string id(id_view), status(status_view);
+  for (int i = 0; i < 4000; ++i) {
+    auto row = co_await row_of(eng, id);
+    if (row.status == status) co_return row;
+    co_await test::sleep_ms(5);
+  }
+  auto row = co_await row_of(eng, id);
+  throw std::runtime_error("workflow " + id + " is " + row.status + " (" + row.reason +
+                           "), never " + status);
+}
+
+// ---- workflows under test -------------------------------------------------------------------
+
+asio::awaitable<int> bad_name_wf(context& ctx) {
+  std::string name = "step-\xff\xfe";
+  co_return co_await ctx.step(name, [] {
+    ++probe.calls["bad_name"];
+    return 1;
+  });
+}
+
+struct with_nul {
+  std::string text;
+  NLOHMANN_DEFINE_TYPE_INTRUSIVE(with_nul, text)
+};
+
+asio::awaitable<int> nul_value_wf(context& ctx) {
+  auto v = co_await ctx.step("nul", [] {
+    ++probe.calls["nul"];
+    return with_nul{std::string("a\0b", 3)};
+  });
+  co_return int(v.text.size());
+}
+
+asio::awaitable<std::size_t> huge_value_wf(context& ctx) {
+  // Over jsonb's limit of 256 MB for one value.
+  auto v = co_await ctx.step("huge", [] {
+    ++probe.calls["huge"];
+    return std::vector<std::string>(300, std::string(1 << 20, 'x'));
+  });
+  co_return v.size();
+}
+
+asio::awaitable<int> simple_wf(context& ctx) {
+  co_return co_await ctx.step("one", [] {
+    ++probe.calls["one"];
+    return 1;
+  });
+}
+
+asio::awaitable<int> tx_counter_wf(context& ctx, std::string table) {
+  co_return co_await ctx.transaction("insert", [&](pg::transaction& tx) -> asio::awaitable<int> {
+    ++probe.calls["insert"];
+    co_await tx.exec("INSERT INTO " + table + " (v) VALUES (1)");
+    co_return 1;
+  });
+}
+
+asio::awaitable<int> throws_bad_utf8_wf(context&) {
+  throw std::runtime_error("bad \xff\xfe bytes");
+  co_return 0;
+}
+
+asio::awaitable<std::string> step_throws_bad_utf8_wf(context& ctx) {
+  try {
+    co_await ctx.step("bad", []() -> int { throw std::runtime_error("step \xc3\x28 bytes"); });
+  } catch (const step_failed& e) {
+    co_return e.error_message();
+  }
+  co_return "";
+}
+
+asio::awaitable<int> nested_sync_wf(context& ctx) {
+  co_return co_await ctx.step("outer", [&ctx] {
+    ++probe.calls["outer"];
+    (void)ctx.step("inner", [] { return 2; });
+    return 1;
+  });
+}
+
+asio::awaitable<int> nested_async_wf(context& ctx) {
+  co_return co_await ctx.step("outer", [&ctx]() -> asio::awaitable<int> {
+    ++probe.calls["outer"];
+    co_return co_await ctx.step("inner", [] { return 2; });
+  });
+}
+
+asio::awaitable<int> hang_wf(context& ctx, int n) {
+  int sum = 0;
+  for (int i = 0; i < n; ++i) {
+    std::string name = "s" + std::to_string(i);
+    co_await test::maybe_hang(name);
+    sum += co_await ctx.step(name, [i, &name] {
+      ++probe.calls[name];
+      return i;
+    });
+  }
+  co_return sum;
+}
+
+/// A step that waits long and records whether it saw cancellation.
+asio::awaitable<int> long_step_wf(context& ctx) {
+  co_return co_await ctx.step("long", []() -> asio::awaitable<int> {
+    ++probe.calls["long"];
+    try {
+      co_await test::sleep_ms(60000);
+    } catch (const std::system_error& e) {
+      if (e.code() == asio::error::operation_aborted) probe.seen.push_back("cancelled");
+      throw;
+    }
+    co_return 1;
+  });
+}
+
+/// A step that takes a while, to keep runs in flight.
+asio::awaitable<int> busy_wf(context& ctx) {
+  co_return co_await ctx.step("busy", []() -> asio::awaitable<int> {
+    ++probe.calls["busy"];
+    co_await test::sleep_ms(20);
+    co_return 1;
+  });
+}
+
+void register_all(engine& e) {
+  e.register_workflow("bad_name", &bad_name_wf);
+  e.register_workflow("nul_value", &nul_value_wf);
+  e.register_workflow("huge_value", &huge_value_wf);
+  e.register_workflow("simple", &simple_wf);
+  e.register_workflow("tx_counter", &tx_counter_wf);
+  e.register_workflow("throws_bad_utf8", &throws_bad_utf8_wf);
+  e.register_workflow("step_throws_bad_utf8", &step_throws_bad_utf8_wf);
+  e.register_workflow("nested_sync", &nested_sync_wf);
+  e.register_workflow("nested_async", &nested_async_wf);
+  e.register_workflow("hang", &hang_wf);
+  e.register_workflow("long_step", &long_step_wf);
+  e.register_workflow("busy", &busy_wf);
+}
+
+/// Runs `body(engine)` with a fresh engine (options from `tweak`) on a fresh io_context;
+/// afterwards the io_context is abandoned, like a process that died.
+template <class Body, class Tweak>
+void with_engine(const std::string& schema, Body body, Tweak tweak) {
+  test::run([&]() -> asio::awaitable<void> {
+    auto o = options(schema);
+    tweak(o);
+    engine eng(co_await asio::this_coro::executor, o);
+    register_all(eng);
+    (void)co_await eng.open();
+    co_await body(eng);
+  }());
+}
+template <class Body>
+void with_engine(const std::string& schema, Body body) {
+  with_engine(schema, body, [](engine_options&) {});
+}
+
+/// Runs one workflow that the server refuses to journal; it must be parked with the
+/// server's SQLSTATE, and its step must have run once.
+void expect_refused(const std::string& workflow, const std::string& step,
+                    const std::string& sqlstate) {
+  probe.reset();
+  events = {};
+  const auto schema = test::fresh_schema("refuse");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    const std::string id = "w-" + workflow;
+    auto h = co_await eng.start(workflow, id);
+    auto row = co_await wait_status(eng, h.id(), "parked");
+    CHECK_THAT(row.reason, Catch::Contains("SQLSTATE " + sqlstate) && Catch::Contains("step 0 '") &&
+                               Catch::Contains("refused by the server"));
+    auto err = co_await test::error_of<workflow_parked>(h.result<int>());
+    CHECK(err);
+    // Give a retry loop time to show itself: it would run the step again.
+    co_await test::sleep_ms(200);
+    CHECK(eng.running() == 0);
+    CHECK(co_await test::journal_rows(eng, h.id()) == 0);
+  });
+  CHECK(probe.calls[step] == 1);
+  CHECK(events.count("parked") >= 1);
+}
+
+}  // namespace
+
+TEST_CASE("a journal row the server refuses parks the workflow and the step runs once",
+          "[failure][refused]") {
+  SECTION("a step name that is not UTF-8") { expect_refused("bad_name", "bad_name", "22021"); }
+  SECTION("a value holding a NUL character") { expect_refused("nul_value", "nul", "22P05"); }
+}
+
+TEST_CASE("a value over jsonb's size limit parks the workflow", "[failure][refused][large]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("huge");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("huge_value", "w-huge");
+    auto row = co_await wait_status(eng, h.id(), "parked");
+    CHECK_THAT(row.reason, Catch::Contains("SQLSTATE 54000") && Catch::Contains("'huge'"));
+    co_await test::sleep_ms(200);
+  });
+  CHECK(probe.calls["huge"] == 1);
+}
+
+TEST_CASE("journal writes without EXECUTE permission park the workflow",
+          "[failure][refused][permission]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("perm");
+  const std::string role = "durable_norights_" + std::to_string(::getpid());
+  // The schema is created by a privileged engine first; then a role that may use the tables
+  // but not the journal functions runs the workflow.
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto c = co_await eng.pool().acquire();
+    co_await c->exec("DROP ROLE IF EXISTS " + role);
+    co_await c->exec("CREATE ROLE " + role + " LOGIN PASSWORD 'pw-norights'");
+    co_await c->exec("GRANT USAGE ON SCHEMA " + q(schema) + " TO " + role);
+    co_await c->exec("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + q(schema) +
+                     " TO " + role);
+    co_await c->exec("REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA " + q(schema) + " FROM PUBLIC");
+  });
+  auto limited = test::with_option(test::with_option(test::conninfo(), "user", role), "password",
+                                   "pw-norights");
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto h = co_await eng.start("simple", "w-perm");
+        auto row = co_await wait_status(eng, h.id(), "parked");
+        CHECK_THAT(row.reason, Catch::Contains("SQLSTATE 42501"));
+        co_await test::sleep_ms(200);
+      },
+      [&](engine_options& o) {
+        o.conninfo = limited;
+        o.migrate = false;
+        o.listen = false;
+      });
+  CHECK(probe.calls["one"] == 1);
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto c = co_await eng.pool().acquire();
+    co_await c->exec("DROP OWNED BY " + role);
+    co_await c->exec("DROP ROLE " + role);
+  });
+}
+
+TEST_CASE("lock and statement timeouts are retried, never journaled as the step's failure",
+          "[failure][transient]") {
+  probe.reset();
+  events = {};
+  const auto schema = test::fresh_schema("lockto");
+  constexpr int n = 20;
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        {
+          auto c = co_await eng.pool().acquire();
+          co_await c->exec("CREATE TABLE " + q(schema) + ".effects (v int)");
+        }
+        // Another session holds the journal table for a while: every journal write times out.
+        auto holder = co_await pg::connection::connect(test::conninfo());
+        auto tx = holder->begin();
+        co_await tx.exec("LOCK TABLE " + q(schema) + ".steps IN EXCLUSIVE MODE");
+        std::vector<workflow_handle> hs;
+        const std::string table = q(schema) + ".effects";
+        for (int i = 0; i < n; ++i) {
+          const std::string id = "w" + std::to_string(i);
+          hs.push_back(co_await eng.start("tx_counter", id, table));
+        }
+        co_await test::sleep_ms(800);
+        co_await tx.rollback();
+        for (auto& h : hs) {
+          const int v = co_await h.result<int>();
+          CHECK(v == 1);
+        }
+        auto c = co_await eng.pool().acquire();
+        auto failed = co_await c->exec("SELECT count(*) FROM " + q(schema) +
+                                       ".steps WHERE status = 'failed'");
+        CHECK(failed[0].get<long>(0) == 0);
+        auto effects = co_await c->exec("SELECT count(*) FROM " + table);
+        CHECK(effects[0].get<long>(0) == n);  // committed with the journal row: exactly once
+      },
+      [&](engine_options& o) {
+        o.conninfo = test::with_option(test::conninfo(), "options", "-c statement_timeout=150");
+        o.io_retry_delay = 50ms;
+        o.io_retry_max_delay = 200ms;
+        o.max_claims_without_progress = 1000;  // this test is about retrying, not I9
+      });
+  CHECK(probe.calls["insert"] > n);  // retried, in fresh transactions
+  CHECK(events.count("SQLSTATE 57014") >= 1);
+}
+
+TEST_CASE("a workflow whose runs keep failing is parked after its claims without progress (I9)",
+          "[failure][i9]") {
+  probe.reset();
+  events = {};
+  const auto schema = test::fresh_schema("i9");
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto holder = co_await pg::connection::connect(test::conninfo());
+        auto tx = holder->begin();
+        co_await tx.exec("LOCK TABLE " + q(schema) + ".steps IN EXCLUSIVE MODE");
+        auto h = co_await eng.start("simple", "w-i9");
+        auto row = co_await wait_status(eng, h.id(), "parked");
+        CHECK_THAT(row.reason, Catch::Contains("without journaling a step") &&
+                                   Catch::Contains("max_claims_without_progress = 3") &&
+                                   Catch::Contains("57014"));
+        co_await tx.rollback();
+        co_await test::sleep_ms(200);
+        CHECK(eng.running() == 0);
+      },
+      [&](engine_options& o) {
+        o.conninfo = test::with_option(test::conninfo(), "options", "-c statement_timeout=100");
+        o.max_claims_without_progress = 3;
+      });
+  // The first run and three claims, each running the step once: bounded.
+  CHECK(probe.calls["one"] == 4);
+  CHECK(events.count("parked by its claim") == 1);
+}
+
+TEST_CASE("messages that are not UTF-8 are journaled with the bad bytes replaced",
+          "[failure][utf8]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("utf8");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("throws_bad_utf8", "w-wf");
+    auto err = co_await test::error_of<workflow_failed>(h.result<int>());
+    REQUIRE(err);
+    CHECK_THAT(*err, Catch::Contains("bad \xEF\xBF\xBD\xEF\xBF\xBD bytes"));
+    auto h2 = co_await eng.start("step_throws_bad_utf8", "w-step");
+    const auto msg = co_await h2.result<std::string>();
+    CHECK(msg == "step \xEF\xBF\xBD( bytes");
+    co_await test::wait_idle(eng);
+    auto c = co_await eng.pool().acquire();
+    auto r = co_await c->exec("SELECT status, error->>'message' FROM " + q(schema) +
+                              ".steps WHERE workflow_id = 'w-step'");
+    REQUIRE(r.rows() == 1);
+    CHECK(r[0].get<std::string>(0) == "failed");
+    CHECK(r[0].get<std::string>(1) == "step \xEF\xBF\xBD( bytes");
+  });
+  CHECK(detail::valid_utf8("ok \xe2\x82\xac") == "ok \xe2\x82\xac");
+  CHECK(detail::valid_utf8(std::string("a\0b", 3)) ==
+        "a\xEF\xBF\xBD"
+        "b");
+  CHECK(detail::valid_utf8("\xed\xa0\x80") == "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate
+  CHECK(detail::valid_utf8("\xf0\x9f\x98\x80") == "\xf0\x9f\x98\x80");
+  CHECK(detail::valid_utf8("\xc0\xaf") == "\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong
+}
+
+TEST_CASE("a step issued inside another step's function is rejected and the workflow parked",
+          "[failure][nested]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("nested");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    for (std::string wf : {"nested_sync", "nested_async"}) {
+      const std::string id = "w-" + wf;
+      auto h = co_await eng.start(wf, id);
+      auto row = co_await wait_status(eng, h.id(), "parked");
+      CHECK_THAT(row.reason, Catch::Contains("step 'inner' was issued while the function of step "
+                                             "'outer' is running"));
+      CHECK(co_await test::journal_rows(eng, h.id()) == 0);
+    }
+  });
+  CHECK(probe.calls["outer"] == 2);
+}
+
+TEST_CASE("a journal row with an absurd step number parks that workflow, not the engine",
+          "[failure][journal]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("absurd");
+  probe.hang_before = "s1";
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    (void)co_await eng.start("hang", "w-absurd", 3);
+    co_await test::wait_rows(eng, "w-absurd", 1);
+    auto c = co_await eng.pool().acquire();
+    co_await c->exec("INSERT INTO " + q(schema) +
+                     ".steps (workflow_id, seq, name, kind, status, output, epoch) "
+                     "VALUES ('w-absurd', 2147483647, 'x', 'step', 'succeeded', '1', 1)");
+  });
+  probe.hang_before.clear();
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto row = co_await wait_status(eng, "w-absurd", "parked");
+    CHECK_THAT(row.reason, Catch::Contains("step number 2147483647"));
+    // The engine works on.
+    auto h = co_await eng.start("simple", "w-after");
+    const int v = co_await h.result<int>();
+    CHECK(v == 1);
+  });
+}
+
+TEST_CASE("a second live process with a held executor id is refused", "[failure][executor-id]") {
+  const auto schema = test::fresh_schema("heldid");
+  auto tweak = [](engine_options& o) {
+    o.executor_id = "shared-id";
+    o.lease_timeout = 1000ms;
+    o.heartbeat_interval = 100ms;
+  };
+  // The default id is unique per process and engine.
+  const engine_options defaults;
+  test::run([&]() -> asio::awaitable<void> {
+    engine a(co_await asio::this_coro::executor, defaults);
+    engine b(co_await asio::this_coro::executor, defaults);
+    CHECK(a.executor_id() != b.executor_id());
+    CHECK_THAT(a.executor_id(), Catch::Contains(":" + std::to_string(::getpid()) + ":"));
+  }());
+  with_engine(schema, [](engine&) -> asio::awaitable<void> { co_return; });  // migrate
+  int ready[2];
+  REQUIRE(::pipe(ready) == 0);
+  const pid_t holder = ::fork();
+  if (holder == 0) {
+    ::close(ready[0]);
+    try {
+      with_engine(
+          schema,
+          [&](engine&) -> asio::awaitable<void> {
+            (void)!::write(ready[1], "r", 1);
+            co_await test::sleep_ms(600000);
+          },
+          tweak);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "holder: %s\n", e.what());
+    }
+    ::_exit(1);
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  REQUIRE(::read(ready[0], &byte, 1) == 1);
+  ::close(ready[0]);
+  std::string refused;
+  try {
+    with_engine(
+        schema, [](engine&) -> asio::awaitable<void> { co_return; }, tweak);
+  } catch (const durable::error& e) {
+    refused = e.what();
+  }
+  CHECK_THAT(refused, Catch::Contains("executor id 'shared-id' is held by a live process") &&
+                          Catch::Contains("pid " + std::to_string(holder)));
+  ::kill(holder, SIGKILL);
+  int status = 0;
+  ::waitpid(holder, &status, 0);
+  // Its process is gone: the id is taken at once, without waiting for the lease.
+  bool opened = false;
+  with_engine(
+      schema,
+      [&](engine&) -> asio::awaitable<void> {
+        opened = true;
+        co_return;
+      },
+      tweak);
+  CHECK(opened);
+}
+
+TEST_CASE("run_versions applies to the workflows an executor id already owns",
+          "[failure][versions]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("ownver");
+  probe.hang_before = "s1";
+  auto version = [](std::string v) {
+    return [v](engine_options& o) {
+      o.app_version = v;
+      o.run_versions = {v};
+    };
+  };
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        (void)co_await eng.start("hang", "w-v1", 3);
+        co_await test::wait_rows(eng, "w-v1", 1);
+      },
+      version("v1"));
+  probe.hang_before.clear();
+  // Same executor id, version 2: it must not resume the version 1 workflow.
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        co_await test::sleep_ms(100);
+        CHECK(eng.running() == 0);
+        const bool recovered = co_await eng.recover("w-v1");
+        CHECK(!recovered);
+      },
+      version("v2"));
+  CHECK(probe.calls["s1"] == 0);
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        const int sum = co_await eng.handle("w-v1").result<int>();
+        CHECK(sum == 3);
+      },
+      version("v1"));
+  CHECK(probe.calls["s1"] == 1);
+}
+
+TEST_CASE("the heartbeat has its own connection and never waits behind claims",
+          "[failure][lease]") {
+  const auto schema = test::fresh_schema("beat");
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        // Hold the engine's only pooled connection: claims, journal writes and the dispatcher
+        // all wait, but the lease must stay fresh.
+        auto held = co_await eng.pool().acquire();
+        auto watcher = co_await pg::connection::connect(test::conninfo());
+        const std::string sql = "SELECT extract(epoch FROM now() - heartbeat_at) * 1000 FROM " +
+                                q(schema) + ".executors WHERE id = $1";
+        double worst = 0;
+        for (int i = 0; i < 30; ++i) {
+          co_await test::sleep_ms(50);
+          auto r = co_await watcher->exec(sql, eng.executor_id());
+          worst = std::max(worst, r[0].get<double>(0));
+        }
+        CHECK(worst < 1000);  // the lease (1 s) never ran out while the pool was exhausted
+      },
+      [](engine_options& o) {
+        o.pool_size = 1;
+        o.heartbeat_interval = 100ms;
+        o.lease_timeout = 1000ms;
+      });
+}
+
+TEST_CASE("open() claims many workflows per statement and resumes them together",
+          "[failure][bounded]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("many");
+  constexpr int n = 250;
+  probe.hang_before = "s1";
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    for (int i = 0; i < n; ++i) {
+      const std::string id = "m" + std::to_string(i);
+      (void)co_await eng.start("hang", id, 2);
+    }
+    for (int i = 0; i < n; ++i) {
+      const std::string id = "m" + std::to_string(i);
+      co_await test::wait_rows(eng, id, 1);
+    }
+  });
+  probe.hang_before.clear();
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        // open() resumed every one with three claim statements (100 per statement).
+        CHECK(eng.stats().journal_loads == 3);
+        co_await test::wait_idle(eng);
+        auto c = co_await eng.pool().acquire();
+        auto r = co_await c->exec("SELECT count(*) FROM " + q(schema) +
+                                  ".workflows WHERE status = 'succeeded'");
+        CHECK(r[0].get<long>(0) == n);
+      },
+      [](engine_options& o) {
+        o.queues.clear();
+        o.listen = false;
+      });
+  CHECK(probe.calls["s1"] == n);
+}
+
+TEST_CASE("an executor runs at most max_running workflows", "[failure][bounded]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("cap");
+  constexpr int n = 40;
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        std::vector<workflow_handle> hs;
+        for (int i = 0; i < n; ++i) {
+          const std::string id = "c" + std::to_string(i);
+          hs.push_back(co_await eng.enqueue({}, "busy", id));
+        }
+        std::size_t most = 0;
+        int finished = 0;
+        while (finished < n) {
+          most = std::max(most, eng.running());
+          auto c = co_await eng.pool().acquire();
+          auto r = co_await c->exec("SELECT count(*) FROM " + q(schema) +
+                                    ".workflows WHERE status = 'succeeded'");
+          finished = int(r[0].get<long>(0));
+          co_await test::sleep_ms(2);
+        }
+        CHECK(most <= 4);
+        CHECK(most >= 1);
+      },
+      [](engine_options& o) {
+        o.max_running = 4;
+        o.poll_interval = 20ms;
+      });
+  CHECK(probe.calls["busy"] == n);
+}
+
+TEST_CASE("shutdown ends within its bounds while the database is unreachable",
+          "[failure][shutdown]") {
+  probe.reset();
+  events = {};
+  const auto schema = test::fresh_schema("down");
+  with_engine(schema, [](engine&) -> asio::awaitable<void> { co_return; });  // migrate
+  test::tcp_proxy proxy(test::conninfo());
+  asio::io_context io;
+  bool shut = false;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        auto o = options(schema);
+        o.conninfo = proxy.conninfo(test::conninfo());
+        o.shutdown_timeout = 1000ms;
+        o.heartbeat_interval = 100ms;
+        engine eng(co_await asio::this_coro::executor, o);
+        register_all(eng);
+        (void)co_await eng.open();
+        (void)co_await eng.start("long_step", "w-long");
+        while (probe.calls["long"] == 0) co_await test::sleep_ms(2);
+        proxy.blackhole();  // the network to the database goes dead
+        co_await eng.shutdown(300ms);
+        shut = true;
+      },
+      [](std::exception_ptr e) {
+        if (e) std::rethrow_exception(e);
+      });
+  // io.run() returns once nothing is left: every part of the engine ended. (A generous
+  // limit; without bounded shutdown it would never return.)
+  io.run_for(std::chrono::seconds(60));
+  CHECK(io.stopped());
+  CHECK(shut);
+  CHECK(probe.seen == std::vector<std::string>{"cancelled"});  // the step saw cancellation
+  CHECK(events.count("could not be released") == 1);
+}
+
+TEST_CASE("the event hook reports a background failure and its recovery", "[failure][hook]") {
+  events = {};
+  const auto schema = test::fresh_schema("hook");
+  with_engine(schema, [&](engine&) -> asio::awaitable<void> {
+    // Cut the LISTEN connection from the server side.
+    auto killer = co_await pg::connection::connect(test::conninfo());
+    for (int i = 0; i < 500; ++i) {
+      auto r = co_await killer->exec(
+          "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+          "WHERE query LIKE 'LISTEN %' AND position($1 in query) > 0 AND pid <> pg_backend_pid()",
+          schema);
+      if (r[0].get<long>(0) > 0) break;
+      co_await test::sleep_ms(5);
+    }
+    for (int i = 0; i < 1000 && events.count("listener : works again") == 0; ++i)
+      co_await test::sleep_ms(5);
+  });
+  CHECK(events.count("warning listener : LISTEN connection failed") == 1);
+  CHECK(events.count("info listener : works again") == 1);
+}
+
+TEST_CASE("the supervisor restarts a background part that fails, and reports it",
+          "[failure][supervisor]") {
+  events = {};
+  static int runs = 0;
+  runs = 0;
+  test::run([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto o = options(test::fresh_schema("sup"));
+    auto s = std::make_shared<detail::engine_state>(ex, o, "token");
+    detail::supervise(s, "test-part",
+                      [](std::shared_ptr<detail::engine_state>) -> asio::awaitable<void> {
+                        if (++runs == 1) throw std::runtime_error("first run fails");
+                        co_return;
+                      });
+    for (int i = 0; i < 2000 && runs < 2; ++i) co_await test::sleep_ms(2);
+  }());
+  CHECK(runs == 2);
+  CHECK(events.count("error supervisor : test-part stopped with an error: first run fails; "
+                     "restarting it in 1000 ms") == 1);
+}
+
+TEST_CASE("register_workflow takes lambdas with captures and member functions", "[api][register]") {
+  struct billing {
+    int rate = 3;
+    asio::awaitable<int> charge(context& ctx, int units) {
+      co_return co_await ctx.step("charge", [&] { return units * rate; });
+    }
+  };
+  billing service;
+  const auto schema = test::fresh_schema("callables");
+  test::run([&]() -> asio::awaitable<void> {
+    engine eng(co_await asio::this_coro::executor, options(schema));
+    int offset = 100;
+    eng.register_workflow("lambda", [&offset](context& ctx, std::string s) -> asio::awaitable<int> {
+      co_return co_await ctx.step("len", [&] { return int(s.size()); }) + offset;
+    });
+    eng.register_workflow("member", &billing::charge, &service);
+    (void)co_await eng.open();
+    auto h1 = co_await eng.start("lambda", "l1", std::string("abcd"));
+    auto h2 = co_await eng.start("member", "m1", 5);
+    const int a = co_await h1.result<int>();
+    const int b = co_await h2.result<int>();
+    CHECK(a == 104);
+    CHECK(b == 15);
+    try {
+      eng.register_workflow("late", &simple_wf);
+      FAIL("registered after open()");
+    } catch (const durable::error& e) {
+      CHECK_THAT(std::string(e.what()), Catch::Contains("before open()"));
+    }
+  }());
+}
