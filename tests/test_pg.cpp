@@ -524,3 +524,93 @@ TEST_CASE("a schema newer than the library is refused with a clear error", "[pg]
     co_await c->exec("DROP SCHEMA " + detail::quote_identifier(schema) + " CASCADE");
   }());
 }
+
+// ---- schema names -----------------------------------------------------------------------------
+
+namespace {
+
+// Migrates `schema`, then runs what an engine runs against it: an enqueue whose NOTIFY reaches
+// a connection listening on store::channel(), and the shutdown notification.
+asio::awaitable<void> schema_round_trip(std::string schema) {
+  store st(schema);
+  CHECK(st.channel().size() <= 63);
+  auto c = co_await pg::connection::connect(test::conninfo(), st.catalog());
+  auto listener = co_await connect();
+  const int applied = co_await st.migrate(*c);
+  CHECK(applied == store::latest_version());
+  const int again = co_await st.migrate(*c);
+  CHECK(again == 0);
+  co_await listener->listen(st.channel());
+
+  pg::statement enqueue = st.workflow_enqueue(
+      std::string("w-1"), std::string("wf"), std::string("[1]"), std::string("q-1"), 0,
+      std::optional<std::string>(), std::int64_t(0), std::string(""), st.channel());
+  auto r = co_await c->run(std::move(enqueue));
+  REQUIRE(r.rows() == 1);
+  CHECK(r[0].get<bool>(0));
+  auto n1 = co_await listener->wait_notification();
+  CHECK(n1.channel == st.channel());
+  CHECK(n1.payload == "q-1");
+
+  pg::statement shutdown = st.notify(st.channel(), std::string("shutdown"));
+  co_await c->run(std::move(shutdown));
+  auto n2 = co_await listener->wait_notification();
+  CHECK(n2.channel == st.channel());
+  CHECK(n2.payload == "shutdown");
+
+  // The function bodies of the migrations work under this name too.
+  pg::statement step =
+      st.step_append(std::string("w-1"), std::int64_t(0), 0, std::string("s"), std::string("step"),
+                     std::string("succeeded"), std::optional<std::string>("1"),
+                     std::optional<std::string>(), 1, 0.0);
+  co_await c->run(std::move(step));
+  auto rows = co_await c->exec("SELECT count(*) FROM " + detail::quote_identifier(schema) +
+                               ".steps WHERE workflow_id = 'w-1'");
+  CHECK(rows[0].get<int>(0) == 1);
+  co_await c->exec("DROP SCHEMA " + detail::quote_identifier(schema) + " CASCADE");
+}
+
+std::string padded(std::string name, std::size_t size, const std::string& fill) {
+  while (name.size() + fill.size() <= size) name += fill;
+  while (name.size() < size) name += 'x';
+  return name;
+}
+
+}  // namespace
+
+TEST_CASE("a 63-byte schema name migrates, enqueues and notifies", "[pg][schema-name]") {
+  const std::string ascii = padded(test::fresh_schema("long"), 63, "_abcdefghij");
+  REQUIRE(ascii.size() == 63);
+  CHECK(store(ascii).channel().size() == 63);
+  test::run(schema_round_trip(ascii));
+
+  // Multi-byte characters: the channel is cut at a character boundary (else the server
+  // would reject it as invalid UTF-8).
+  const std::string utf8 = padded(test::fresh_schema("ü"), 63, "ü");
+  REQUIRE(utf8.size() == 63);
+  test::run(schema_round_trip(utf8));
+}
+
+TEST_CASE("schema names up to 55 bytes keep their NOTIFY channel", "[pg][schema-name]") {
+  const std::string name(55, 's');
+  CHECK(store(name).channel() == "durable:" + name);
+  CHECK(store("durable").channel() == "durable:durable");
+  // Longer names that share their first 38 bytes still get distinct channels.
+  const std::string a = std::string(60, 'a'), b = std::string(59, 'a') + "b";
+  CHECK(store(a).channel() != store(b).channel());
+  CHECK(store(a).channel().size() == 63);
+}
+
+TEST_CASE("a schema name containing $fn$ and a double quote migrates", "[pg][schema-name]") {
+  test::run(schema_round_trip(test::fresh_schema("q") + "$fn$\"x$fn_1$"));
+  test::run(schema_round_trip(test::fresh_schema("d") + "$fn$"));
+}
+
+TEST_CASE("invalid schema names are refused with a clear error", "[pg][schema-name]") {
+  CHECK_THROWS_WITH(store(""), Catch::Contains("invalid schema name") && Catch::Contains("empty"));
+  CHECK_THROWS_WITH(store(std::string(64, 'n')),
+                    Catch::Contains("has 64 bytes") && Catch::Contains("at most 63"));
+  CHECK_NOTHROW(store(std::string(63, 'n')));
+  CHECK_THROWS_WITH(store(std::string("a\0b", 3)),
+                    Catch::Contains("NUL character") && Catch::Contains("a\\x00b"));
+}
