@@ -88,6 +88,7 @@ public:
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
   ~connection() {
+    deadline_->owner = nullptr;
     if (socket_.is_open()) socket_.release();  // libpq owns the descriptor
     if (conn_) PQfinish(conn_);
   }
@@ -138,6 +139,11 @@ public:
   [[nodiscard]] PGconn* native_handle() const noexcept { return conn_; }
   [[nodiscard]] const connection_stats& stats() const noexcept { return stats_; }
   [[nodiscard]] int backend_pid() const noexcept { return PQbackendPID(conn_); }
+  [[nodiscard]] const connection_options& options() const noexcept { return options_; }
+  /// Changes the deadline of the batches sent from now on (0 = none).
+  void set_statement_timeout(std::chrono::milliseconds t) noexcept {
+    options_.statement_timeout = t;
+  }
   /// Whether a transaction is open (or was left open and awaits its lazy ROLLBACK).
   [[nodiscard]] bool in_transaction() const noexcept {
     return begin_pending_ || rollback_pending_ || PQtransactionStatus(conn_) != PQTRANS_IDLE;
@@ -156,7 +162,9 @@ private:
   friend class transaction;
   explicit connection(asio::any_io_executor ex, PGconn* c,
                       std::shared_ptr<const statement_catalog> catalog, connection_options options)
-      : conn_(c), socket_(ex), timer_(ex), catalog_(std::move(catalog)), options_(options) {}
+      : conn_(c), socket_(ex), timer_(ex), catalog_(std::move(catalog)), options_(options) {
+    deadline_->owner = this;
+  }
 
   asio::awaitable<std::vector<result>> run_internal(
       std::vector<statement> batch, std::pair<std::string, std::string> explicit_prepare = {});
@@ -166,6 +174,10 @@ private:
   void send(const statement& s);
   void send_prepare(const std::string& name, const std::string& text);
   [[noreturn]] void fail_lost(std::string_view during);
+  void arm_deadline(std::chrono::milliseconds in);
+  void disarm_deadline() noexcept;
+  void deadline_passed();
+  void send_cancel() noexcept;
   std::string statement_label(const statement& s) const;
   std::string quote_identifier(std::string_view id) const;
 
@@ -174,6 +186,17 @@ private:
   asio::steady_timer timer_;
   std::shared_ptr<const statement_catalog> catalog_;
   connection_options options_;
+  // The deadline of the batch in flight. The timer's handler may run after this connection
+  // is gone, so it reaches the connection only through this shared state (owner is reset by
+  // the destructor), and ignores expiries of earlier batches (generation).
+  struct deadline_state {
+    connection* owner = nullptr;
+    std::uint64_t generation = 0;
+    bool expired = false;
+  };
+  std::shared_ptr<deadline_state> deadline_ = std::make_shared<deadline_state>();
+  bool cancel_sent_ = false;
+  const std::string* awaiting_ = nullptr;  // label of the statement whose results we await
   std::vector<std::string> prepared_;
   connection_stats stats_;
   bool broken_ = false;

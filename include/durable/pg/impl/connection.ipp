@@ -554,8 +554,72 @@ inline void connection::send(const statement& s) {
   ++stats_.statements;
 }
 
+// ---- statement deadlines ----------------------------------------------------------------
+//
+// One timer per batch (not per wait, which would cost the hot path a timer each time): when it
+// expires it cancels the socket wait in progress. The waits below then see `expired`, send the
+// server a cancel request and wait once more, for cancel_grace; if that passes too, the
+// connection is given up.
+
+inline void connection::arm_deadline(std::chrono::milliseconds in) {
+  auto st = deadline_;
+  const std::uint64_t generation = ++st->generation;
+  st->expired = false;
+  timer_.expires_after(in);
+  timer_.async_wait([st, generation](const asio::error_code& ec) {
+    if (ec || !st->owner || st->generation != generation) return;
+    st->expired = true;
+    asio::error_code ignored;
+    st->owner->socket_.cancel(ignored);
+  });
+}
+
+inline void connection::disarm_deadline() noexcept {
+  ++deadline_->generation;
+  deadline_->expired = false;
+  timer_.cancel();
+}
+
+inline void connection::send_cancel() noexcept {
+  // PQcancel blocks (it opens a new connection to the server), so it runs on a short-lived
+  // thread of its own. The PGcancel object is independent of the connection.
+  PGcancel* cancel = PQgetCancel(conn_);
+  if (!cancel) return;  // then only the grace period is left
+  try {
+    std::thread([cancel] {
+      char error[256];
+      (void)PQcancel(cancel, error, int(sizeof error));
+      PQfreeCancel(cancel);
+    }).detach();
+  } catch (...) {
+    PQfreeCancel(cancel);
+  }
+}
+
+inline void connection::deadline_passed() {
+  deadline_->expired = false;
+  const std::string label = awaiting_ ? *awaiting_ : std::string("(batch)");
+  if (!cancel_sent_) {
+    cancel_sent_ = true;
+    send_cancel();
+    arm_deadline(options_.cancel_grace);
+    return;
+  }
+  broken_ = true;
+  disarm_deadline();
+  throw statement_timeout(label, options_.statement_timeout, true);
+}
+
 inline asio::awaitable<void> connection::wait_readable() {
-  co_await socket_.async_wait(asio::posix::stream_descriptor::wait_read, asio::use_awaitable);
+  for (;;) {
+    if (deadline_->expired) deadline_passed();
+    try {
+      co_await socket_.async_wait(asio::posix::stream_descriptor::wait_read, asio::use_awaitable);
+      co_return;
+    } catch (const asio::system_error& e) {
+      if (e.code() != asio::error::operation_aborted || !deadline_->expired) throw;
+    }
+  }
 }
 
 inline asio::awaitable<void> connection::flush() {
@@ -563,11 +627,18 @@ inline asio::awaitable<void> connection::flush() {
     const int r = PQflush(conn_);
     if (r == 0) co_return;
     if (r < 0) fail_lost("sending statements");
+    if (deadline_->expired) deadline_passed();
     // The output buffer is full. The server may be blocked writing results to us, so wait
     // for either direction and read whatever arrived before trying to write again.
     using namespace asio::experimental::awaitable_operators;
-    co_await (socket_.async_wait(asio::posix::stream_descriptor::wait_write, asio::use_awaitable) ||
-              socket_.async_wait(asio::posix::stream_descriptor::wait_read, asio::use_awaitable));
+    try {
+      co_await (
+          socket_.async_wait(asio::posix::stream_descriptor::wait_write, asio::use_awaitable) ||
+          socket_.async_wait(asio::posix::stream_descriptor::wait_read, asio::use_awaitable));
+    } catch (const asio::system_error& e) {
+      if (e.code() != asio::error::operation_aborted || !deadline_->expired) throw;
+      continue;
+    }
     if (!PQconsumeInput(conn_)) fail_lost("sending statements");
   }
 }
@@ -631,12 +702,27 @@ inline asio::awaitable<std::vector<result>> connection::run_internal(
   if (!PQpipelineSync(conn_)) fail_lost("sending statements");
   in_flight_ = true;
   ++stats_.round_trips;
+  // Ends the deadline however this coroutine ends (its frame may also just be destroyed).
+  struct deadline_guard {
+    std::shared_ptr<deadline_state> st;
+    ~deadline_guard() {
+      if (connection* c = st->owner) {
+        c->disarm_deadline();
+        c->cancel_sent_ = false;
+        c->awaiting_ = nullptr;
+      }
+    }
+  } guard{deadline_};
+  cancel_sent_ = false;
+  awaiting_ = ops.empty() ? nullptr : &ops.front().label;
+  if (options_.statement_timeout.count() > 0) arm_deadline(options_.statement_timeout);
   co_await flush();
 
   std::vector<result> out;
   out.reserve(batch.size());
   std::optional<sql_error> first_error;
   for (const sent& op : ops) {
+    awaiting_ = &op.label;
     std::optional<result> kept;
     bool ok = true;
     for (;;) {
@@ -678,6 +764,15 @@ inline asio::awaitable<std::vector<result>> connection::run_internal(
   if (sync) PQclear(sync);
   if (!synced) fail_lost("waiting for the end of a pipeline");
   in_flight_ = false;
+  if (cancel_sent_) {
+    // The deadline passed and the server answered. If the cancel is what ended the batch
+    // (57014), it has been used up. Otherwise the batch finished on its own before the
+    // cancel arrived, which may still interrupt whatever this connection runs next: the
+    // connection is retired, and the batch's own outcome is reported.
+    if (first_error && first_error->sqlstate() == "57014")
+      throw statement_timeout(first_error->statement(), options_.statement_timeout, false);
+    broken_ = true;
+  }
   if (first_error) throw std::move(*first_error);
   co_return out;
 }
