@@ -44,6 +44,8 @@ struct engine_options {
   /// view for the reason).
   std::vector<std::string> run_versions{};
   std::size_t pool_size = 8;
+  /// Settings of the pool's connections, e.g. the statement deadline (60 s; 0 = none).
+  pg::connection_options connection{};
   /// Run migrations in open().
   bool migrate = true;
   /// Pause before a workflow whose database I/O failed is claimed and replayed again.
@@ -160,7 +162,7 @@ struct engine_state {
       : ex(e),
         options(std::move(o)),
         st(options.schema),
-        pool(e, options.conninfo, options.pool_size, st.catalog()),
+        pool(e, options.conninfo, options.pool_size, st.catalog(), options.connection),
         committer(e, pool, {options.group_commit_max_batch, options.group_commit_in_flight}, &st) {}
 
   asio::any_io_executor ex;
