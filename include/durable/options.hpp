@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "durable/events.hpp"
+#include "durable/pg/connection.hpp"
 
 namespace durable {
 
@@ -32,6 +33,8 @@ struct engine_options {
   /// view for the reason).
   std::vector<std::string> run_versions{};
   std::size_t pool_size = 8;
+  /// Settings of the pool's connections, e.g. the statement deadline (60 s; 0 = none).
+  pg::connection_options connection{};
   /// Run migrations in open().
   bool migrate = true;
   /// Pause before a workflow whose database I/O failed transiently is claimed and replayed

@@ -24,11 +24,38 @@ public:
 
 namespace detail {
 
+/// The schema name for a message: control characters (NUL included) shown as \xNN.
+inline std::string printable_name(std::string_view id) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : id) {
+    if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
+/// Throws unless `id` is a valid schema name: 1 to 63 bytes (PostgreSQL's identifier limit,
+/// beyond which the server silently truncates) and no NUL character.
+inline void check_schema_name(std::string_view id) {
+  if (id.empty()) throw error("invalid schema name: it is empty; it must have 1 to 63 bytes");
+  if (id.size() > 63)
+    throw error("invalid schema name '" + printable_name(id) + "': it has " +
+                std::to_string(id.size()) +
+                " bytes, but PostgreSQL identifiers have at most 63 bytes");
+  if (id.find('\0') != std::string_view::npos)
+    throw error("invalid schema name '" + printable_name(id) +
+                "': it contains a NUL character, which PostgreSQL does not allow in a name");
+}
+
 /// Quotes an SQL identifier ("a""b"); used for the schema name only.
 inline std::string quote_identifier(std::string_view id) {
-  if (id.empty() || id.size() > 63 || id.find('\0') != std::string_view::npos)
-    throw error("invalid schema name '" + std::string(id) +
-                "': it must have 1 to 63 bytes and no NUL character");
+  check_schema_name(id);
   std::string q = "\"";
   for (char c : id) {
     if (c == '"') q += '"';
@@ -37,14 +64,31 @@ inline std::string quote_identifier(std::string_view id) {
   return q + '"';
 }
 
-/// Replaces every "{s}" in a statement template with the quoted schema name.
+/// The dollar-quote tag for function bodies that contain `quoted_schema`: $fn$ unless that
+/// occurs in the schema name, else the first of $fn_1$, $fn_2$, ... that does not. (The
+/// quoted name starts and ends with a double quote, which no tag contains, so a tag can
+/// only occur inside it, never across its edges.)
+inline std::string dollar_tag(std::string_view quoted_schema) {
+  std::string tag = "$fn$";
+  for (int i = 1; quoted_schema.find(tag) != std::string_view::npos; ++i)
+    tag = "$fn_" + std::to_string(i) + "$";
+  return tag;
+}
+
+/// Replaces every "{s}" in a statement template with the quoted schema name, and every
+/// "$fn$" (the dollar quotes of function bodies in migrations) with a tag that does not
+/// occur in the schema name.
 inline std::string with_schema(std::string_view text, const std::string& schema) {
+  const std::string tag = dollar_tag(schema);
   std::string out;
   out.reserve(text.size() + 64);
   for (std::size_t i = 0; i < text.size();) {
     if (text.compare(i, 3, "{s}") == 0) {
       out += schema;
       i += 3;
+    } else if (text.compare(i, 4, "$fn$") == 0) {
+      out += tag;
+      i += 4;
     } else {
       out += text[i++];
     }
@@ -351,8 +395,24 @@ public:
     return call("notify", a...);
   }
 
-  /// The NOTIFY channel on which enqueues announce their queue.
-  [[nodiscard]] std::string channel() const { return "durable:" + schema_name_; }
+  /// The NOTIFY channel on which enqueues announce their queue: "durable:<schema>" while
+  /// that fits PostgreSQL's 63-byte limit on channel names (schema names up to 55 bytes).
+  /// For longer names it is "durable:", the name's first 38 bytes (cut at a UTF-8
+  /// character boundary), "#" and 16 hex digits of a hash of the whole name: at most 63
+  /// bytes, and distinct for distinct schemas.
+  [[nodiscard]] std::string channel() const { return channel_for(schema_name_); }
+  [[nodiscard]] static std::string channel_for(std::string_view schema) {
+    constexpr std::size_t limit = 63;
+    std::string ch = "durable:";
+    if (ch.size() + schema.size() <= limit) return ch.append(schema);
+    std::size_t keep = limit - ch.size() - 17;
+    while (keep > 0 && (static_cast<unsigned char>(schema[keep]) & 0xC0) == 0x80) --keep;
+    static constexpr char hex[] = "0123456789abcdef";
+    const auto h = static_cast<std::uint64_t>(detail::fnv1a(schema));
+    ch.append(schema.substr(0, keep)).push_back('#');
+    for (int shift = 60; shift >= 0; shift -= 4) ch.push_back(hex[(h >> shift) & 15]);
+    return ch;
+  }
 
   template <class... A>
   [[nodiscard]] pg::statement executor_heartbeat(const A&... a) const {

@@ -62,7 +62,7 @@ struct engine_state {
         options(std::move(o)),
         instance(std::move(instance_token)),
         st(options.schema),
-        pool(e, options.conninfo, options.pool_size, st.catalog()),
+        pool(e, options.conninfo, options.pool_size, st.catalog(), options.connection),
         committer(e, pool, {options.group_commit_max_batch, options.group_commit_in_flight}, &st) {}
 
   asio::any_io_executor ex;

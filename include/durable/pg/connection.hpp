@@ -13,8 +13,10 @@
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/posix/stream_descriptor.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -64,6 +66,21 @@ struct connection_stats {
   std::uint64_t statements = 0;   ///< statements executed, prepares not counted
 };
 
+/// libpq's connect_timeout, when neither the conninfo nor PGCONNECT_TIMEOUT sets one.
+inline constexpr std::chrono::seconds default_connect_timeout{10};
+
+/// Settings of a connection that are not part of the conninfo.
+struct connection_options {
+  /// Deadline of each batch of statements (run, exec, run_batch, a transaction's statements
+  /// and its commit), from sending to the last result. A batch without a complete answer by
+  /// then is cancelled on the server and fails with statement_timeout. 0 means no deadline.
+  std::chrono::milliseconds statement_timeout{std::chrono::seconds(60)};
+  /// After a deadline passed and a cancel request was sent, how long to wait for the
+  /// server's answer before giving the connection up as broken (a dead network, a frozen
+  /// server).
+  std::chrono::milliseconds cancel_grace{std::chrono::seconds(5)};
+};
+
 class transaction;
 
 class connection {
@@ -71,15 +88,24 @@ public:
   connection(const connection&) = delete;
   connection& operator=(const connection&) = delete;
   ~connection() {
+    deadline_->owner = nullptr;
     if (socket_.is_open()) socket_.release();  // libpq owns the descriptor
     if (conn_) PQfinish(conn_);
   }
 
   /// Connects with a conninfo string ("host=... dbname=...") or a URL
   /// ("postgresql://user@host/db"); unset fields come from the PG* environment variables.
+  ///
+  /// Host lists (host=a,b port=1,2, or postgresql://a:1,b:2/db) are tried in order; host
+  /// names are resolved without blocking the event loop. connect_timeout (or
+  /// PGCONNECT_TIMEOUT; default_connect_timeout if neither is set; 0 = none) bounds each
+  /// host's name resolution and each address's connection attempt, authentication included.
+  /// TCP keepalives are on (keepalives_idle=60, keepalives_interval=10, keepalives_count=6)
+  /// unless the conninfo sets them. Error messages never contain a password.
   [[nodiscard]] static asio::awaitable<std::unique_ptr<connection>> connect(
-      std::string conninfo, std::shared_ptr<const statement_catalog> catalog = {}) {
-    return connect_impl(std::move(conninfo), std::move(catalog));
+      std::string conninfo, std::shared_ptr<const statement_catalog> catalog = {},
+      connection_options options = {}) {
+    return connect_impl(std::move(conninfo), std::move(catalog), options);
   }
 
   /// Runs one statement in its own round trip.
@@ -113,6 +139,11 @@ public:
   [[nodiscard]] PGconn* native_handle() const noexcept { return conn_; }
   [[nodiscard]] const connection_stats& stats() const noexcept { return stats_; }
   [[nodiscard]] int backend_pid() const noexcept { return PQbackendPID(conn_); }
+  [[nodiscard]] const connection_options& options() const noexcept { return options_; }
+  /// Changes the deadline of the batches sent from now on (0 = none).
+  void set_statement_timeout(std::chrono::milliseconds t) noexcept {
+    options_.statement_timeout = t;
+  }
   /// Whether a transaction is open (or was left open and awaits its lazy ROLLBACK).
   [[nodiscard]] bool in_transaction() const noexcept {
     return begin_pending_ || rollback_pending_ || PQtransactionStatus(conn_) != PQTRANS_IDLE;
@@ -123,14 +154,17 @@ private:
   // these coroutines: GCC 12 miscompiles a prvalue argument passed straight to a coroutine
   // inside a co_await expression (the parameter copy is not move-constructed).
   static asio::awaitable<std::unique_ptr<connection>> connect_impl(
-      std::string conninfo, std::shared_ptr<const statement_catalog> catalog);
+      std::string conninfo, std::shared_ptr<const statement_catalog> catalog,
+      connection_options options);
   asio::awaitable<result> run_one(statement s);
   asio::awaitable<void> prepare_impl(std::string name, std::string text);
 
   friend class transaction;
   explicit connection(asio::any_io_executor ex, PGconn* c,
-                      std::shared_ptr<const statement_catalog> catalog)
-      : conn_(c), socket_(ex), catalog_(std::move(catalog)) {}
+                      std::shared_ptr<const statement_catalog> catalog, connection_options options)
+      : conn_(c), socket_(ex), timer_(ex), catalog_(std::move(catalog)), options_(options) {
+    deadline_->owner = this;
+  }
 
   asio::awaitable<std::vector<result>> run_internal(
       std::vector<statement> batch, std::pair<std::string, std::string> explicit_prepare = {});
@@ -140,12 +174,29 @@ private:
   void send(const statement& s);
   void send_prepare(const std::string& name, const std::string& text);
   [[noreturn]] void fail_lost(std::string_view during);
+  void arm_deadline(std::chrono::milliseconds in);
+  void disarm_deadline() noexcept;
+  void deadline_passed();
+  void send_cancel() noexcept;
   std::string statement_label(const statement& s) const;
   std::string quote_identifier(std::string_view id) const;
 
   PGconn* conn_ = nullptr;
   asio::posix::stream_descriptor socket_;
+  asio::steady_timer timer_;
   std::shared_ptr<const statement_catalog> catalog_;
+  connection_options options_;
+  // The deadline of the batch in flight. The timer's handler may run after this connection
+  // is gone, so it reaches the connection only through this shared state (owner is reset by
+  // the destructor), and ignores expiries of earlier batches (generation).
+  struct deadline_state {
+    connection* owner = nullptr;
+    std::uint64_t generation = 0;
+    bool expired = false;
+  };
+  std::shared_ptr<deadline_state> deadline_ = std::make_shared<deadline_state>();
+  bool cancel_sent_ = false;
+  const std::string* awaiting_ = nullptr;  // label of the statement whose results we await
   std::vector<std::string> prepared_;
   connection_stats stats_;
   bool broken_ = false;

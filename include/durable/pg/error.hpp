@@ -1,6 +1,7 @@
 // Errors raised by the PostgreSQL layer.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "durable/error.hpp"
@@ -53,6 +54,47 @@ public:
 class connection_lost : public connection_error {
 public:
   using connection_error::connection_error;
+};
+
+/// A batch of statements had no complete answer by its deadline
+/// (connection_options::statement_timeout). The connection sent the server a cancel request:
+/// if the server answered it, the batch failed (it did not commit, unless it was COMMIT
+/// itself racing the deadline) and the connection stays usable; if not even the cancel got
+/// an answer within connection_options::cancel_grace, the connection is broken (a pool
+/// replaces it) and the outcome of the batch is unknown, as with connection_lost. Derives
+/// from connection_error: like a lost connection, it is a transient failure of the
+/// database, not of the statement.
+class statement_timeout : public connection_error {
+public:
+  statement_timeout(std::string statement, std::chrono::milliseconds deadline,
+                    bool connection_broken)
+      : connection_error(format(statement, deadline, connection_broken)),
+        statement_(std::move(statement)),
+        deadline_(deadline),
+        connection_broken_(connection_broken) {}
+
+  /// The statement whose results were awaited when the deadline passed.
+  [[nodiscard]] const std::string& statement() const noexcept { return statement_; }
+  [[nodiscard]] std::chrono::milliseconds deadline() const noexcept { return deadline_; }
+  /// True when the server did not answer the cancel request: the connection was given up
+  /// and the batch's outcome is unknown.
+  [[nodiscard]] bool connection_broken() const noexcept { return connection_broken_; }
+
+private:
+  static std::string format(const std::string& stmt, std::chrono::milliseconds deadline,
+                            bool broken) {
+    std::string s = "statement '" + stmt + "' had no complete answer within its deadline of " +
+                    std::to_string(deadline.count()) + " ms (statement_timeout); ";
+    if (broken)
+      s += "the server did not answer the cancel request either, so the connection was given "
+           "up and the outcome of the statement is unknown";
+    else
+      s += "it was cancelled on the server (SQLSTATE 57014) and did not take effect";
+    return s;
+  }
+  std::string statement_;
+  std::chrono::milliseconds deadline_;
+  bool connection_broken_;
 };
 
 /// A value read from a result did not have the requested C++ type (or was NULL).

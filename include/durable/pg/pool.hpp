@@ -16,11 +16,16 @@ namespace durable::pg {
 namespace detail {
 struct pool_state {
   pool_state(asio::any_io_executor ex, std::string ci, std::size_t size,
-             std::shared_ptr<const statement_catalog> cat)
-      : conninfo(std::move(ci)), catalog(std::move(cat)), slots(size), free(ex, size) {}
+             std::shared_ptr<const statement_catalog> cat, connection_options opts)
+      : conninfo(std::move(ci)),
+        catalog(std::move(cat)),
+        options(opts),
+        slots(size),
+        free(ex, size) {}
 
   std::string conninfo;
   std::shared_ptr<const statement_catalog> catalog;
+  connection_options options;
   std::vector<std::unique_ptr<connection>> slots;
   asio::experimental::channel<void(asio::error_code, std::size_t)> free;
   connection_stats retired;
@@ -71,12 +76,13 @@ public:
   };
 
   /// `size` connections at most, opened lazily with `conninfo`; `catalog` names the
-  /// statements each connection prepares on first use.
+  /// statements each connection prepares on first use; `options` apply to every connection
+  /// (e.g. the statement deadline).
   pool(asio::any_io_executor ex, std::string conninfo, std::size_t size,
-       std::shared_ptr<const statement_catalog> catalog = {}) {
+       std::shared_ptr<const statement_catalog> catalog = {}, connection_options options = {}) {
     if (size == 0) throw durable::error("a connection pool needs at least one connection");
-    state_ =
-        std::make_shared<detail::pool_state>(ex, std::move(conninfo), size, std::move(catalog));
+    state_ = std::make_shared<detail::pool_state>(ex, std::move(conninfo), size, std::move(catalog),
+                                                  options);
     // The channel counts free connections (its values are unused); `idle` says which.
     for (std::size_t i = size; i-- > 0;) {
       state_->idle.push_back(i);
@@ -95,7 +101,7 @@ public:
     if (slot && !alive(*slot)) state->retire(i);
     if (!slot) {
       try {
-        slot = co_await connection::connect(state->conninfo, state->catalog);
+        slot = co_await connection::connect(state->conninfo, state->catalog, state->options);
       } catch (...) {
         state->release(i);
         throw;
@@ -106,6 +112,7 @@ public:
 
   [[nodiscard]] std::size_t size() const noexcept { return state_->slots.size(); }
   [[nodiscard]] const std::string& conninfo() const noexcept { return state_->conninfo; }
+  [[nodiscard]] const connection_options& options() const noexcept { return state_->options; }
 
   /// Statements and round trips of every connection this pool has had.
   [[nodiscard]] connection_stats stats() const noexcept {

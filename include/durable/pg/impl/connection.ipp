@@ -4,8 +4,13 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <asio/experimental/as_tuple.hpp>
+#include <asio/steady_timer.hpp>
+#include <cctype>
+#include <chrono>
 #include <cstring>
 #include <optional>
+#include <thread>
 
 namespace durable::pg {
 namespace detail {
@@ -42,6 +47,132 @@ struct conninfo_options {
   }
 };
 
+// ---- secrets in messages ----------------------------------------------------------------
+
+inline std::string percent_decode(std::string_view s) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex(s[i + 1]) >= 0 && hex(s[i + 2]) >= 0) {
+      out += char(hex(s[i + 1]) * 16 + hex(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+/// The passwords a conninfo string or URL contains, as written and as libpq decodes them:
+/// the URL's userinfo password, a `password` query parameter, a `password=` key/value
+/// (quoted or not), and PGPASSWORD. Works on malformed input too (it is used for errors).
+inline std::vector<std::string> conninfo_secrets(std::string_view ci) {
+  std::vector<std::string> out;
+  auto add = [&](std::string_view raw, bool url) {
+    if (raw.empty()) return;
+    out.emplace_back(raw);
+    if (url) out.push_back(percent_decode(raw));
+  };
+  const bool is_url = ci.rfind("postgresql://", 0) == 0 || ci.rfind("postgres://", 0) == 0;
+  if (is_url) {
+    const std::string_view rest = ci.substr(ci.find("://") + 3);
+    const std::string_view before_query = rest.substr(0, rest.find('?'));
+    // libpq ends the userinfo at the first '@' unless a '/' comes first; a password with a
+    // stray '/' or '@' is also covered by taking everything up to the last '@'.
+    for (std::size_t at : {rest.find_first_of("@/"), before_query.rfind('@')}) {
+      if (at == std::string_view::npos || rest[at] != '@') continue;
+      const std::string_view userinfo = rest.substr(0, at);
+      if (auto colon = userinfo.find(':'); colon != std::string_view::npos)
+        add(userinfo.substr(colon + 1), true);
+    }
+    if (auto q = rest.find('?'); q != std::string_view::npos) {
+      std::string_view query = rest.substr(q + 1);
+      while (!query.empty()) {
+        const std::string_view param = query.substr(0, query.find('&'));
+        if (auto eq = param.find('=');
+            eq != std::string_view::npos && percent_decode(param.substr(0, eq)) == "password")
+          add(param.substr(eq + 1), true);
+        query.remove_prefix(std::min(query.size(), param.size() + 1));
+      }
+    }
+  } else {
+    std::size_t i = 0;
+    auto space = [&](std::size_t k) { return k < ci.size() && std::isspace((unsigned char)ci[k]); };
+    while (i < ci.size()) {
+      while (space(i)) ++i;
+      const std::size_t key_start = i;
+      while (i < ci.size() && ci[i] != '=' && !space(i)) ++i;
+      const std::string_view key = ci.substr(key_start, i - key_start);
+      while (space(i)) ++i;
+      if (i >= ci.size() || ci[i] != '=') {
+        if (i == key_start) ++i;  // never loop on the same character
+        continue;
+      }
+      ++i;
+      while (space(i)) ++i;
+      std::string value;
+      const std::size_t value_start = i;
+      const bool quoted = i < ci.size() && ci[i] == '\'';
+      if (quoted) ++i;
+      while (i < ci.size() && (quoted ? ci[i] != '\'' : !space(i))) {
+        if (ci[i] == '\\' && i + 1 < ci.size()) ++i;
+        value += ci[i++];
+      }
+      if (quoted && i < ci.size()) ++i;
+      if (key == "password") {
+        add(value, false);
+        add(ci.substr(value_start, i - value_start), false);
+      }
+    }
+  }
+  if (const char* env = std::getenv("PGPASSWORD"); env && *env) add(env, false);
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  return out;
+}
+
+/// `message` without any password of `conninfo` (see conninfo_secrets) and without the
+/// password of any URL or `password=` setting it quotes; each becomes "***".
+inline std::string redact(std::string message, std::string_view conninfo) {
+  auto replace_all = [&](const std::string& secret) {
+    for (std::size_t at = message.find(secret); at != std::string::npos;
+         at = message.find(secret, at + 3))
+      message.replace(at, secret.size(), "***");
+  };
+  for (const std::string& secret : conninfo_secrets(conninfo)) replace_all(secret);
+  // Whatever the message still quotes: URL passwords (scheme://user:PASSWORD@) ...
+  for (std::size_t at = message.find("://"); at != std::string::npos;
+       at = message.find("://", at + 3)) {
+    const std::size_t start = at + 3;
+    const std::size_t end = message.find_first_of("@/ \t\n\"'", start);
+    if (end == std::string::npos || message[end] != '@') continue;
+    const std::size_t colon = message.find(':', start);
+    if (colon < end) message.replace(colon + 1, end - colon - 1, "***");
+  }
+  // ... and password=VALUE settings, quoted or not.
+  for (std::size_t at = message.find("password="); at != std::string::npos;
+       at = message.find("password=", at + 1)) {
+    const std::size_t start = at + 9;
+    std::size_t end = start;
+    if (end < message.size() && message[end] == '\'') {
+      for (++end; end < message.size() && message[end] != '\''; ++end)
+        if (message[end] == '\\') ++end;
+      end = std::min(message.size(), end + 1);
+    } else {
+      while (end < message.size() && !std::isspace((unsigned char)message[end]) &&
+             message[end] != '&' && message[end] != '"')
+        ++end;
+    }
+    message.replace(start, end - start, "***");
+  }
+  return message;
+}
+
 inline conninfo_options parse_conninfo(const std::string& conninfo) {
   char* err = nullptr;
   PQconninfoOption* opts = PQconninfoParse(conninfo.c_str(), &err);
@@ -49,7 +180,7 @@ inline conninfo_options parse_conninfo(const std::string& conninfo) {
     std::string msg = err ? err : "out of memory";
     if (err) PQfreemem(err);
     while (!msg.empty() && msg.back() == '\n') msg.pop_back();
-    throw connection_error("invalid PostgreSQL connection string: " + msg);
+    throw connection_error("invalid PostgreSQL connection string: " + redact(msg, conninfo));
   }
   conninfo_options out;
   for (PQconninfoOption* o = opts; o->keyword; ++o)
@@ -72,53 +203,106 @@ inline std::string env_or(const char* name, std::string fallback = {}) {
   return (v && *v) ? std::string(v) : fallback;
 }
 
-}  // namespace detail
+// ---- where to connect -----------------------------------------------------------------------
 
-inline asio::awaitable<std::unique_ptr<connection>> connection::connect_impl(
-    std::string conninfo, std::shared_ptr<const statement_catalog> catalog) {
-  auto ex = co_await asio::this_coro::executor;
-  auto opts = detail::parse_conninfo(conninfo);
-  const std::string where = opts.describe();
-
-  // libpq resolves host names with a blocking getaddrinfo(); resolve them here with Asio's
-  // resolver instead and hand libpq the addresses (hostaddr), keeping host for TLS and errors.
-  std::string host = opts.get("host");
-  if (host.empty()) host = detail::env_or("PGHOST");
-  std::string port = opts.get("port");
-  if (port.empty()) port = detail::env_or("PGPORT", "5432");
-  asio::error_code parse_ec;
-  (void)asio::ip::make_address(host, parse_ec);
-  const bool needs_resolve = !host.empty() && host[0] != '/' && host[0] != '@' &&
-                             host.find(',') == std::string::npos &&
-                             port.find(',') == std::string::npos && parse_ec &&
-                             opts.get("hostaddr").empty() && detail::env_or("PGHOSTADDR").empty();
-  if (needs_resolve) {
-    asio::ip::tcp::resolver resolver(ex);
-    asio::ip::tcp::resolver::results_type endpoints;
-    try {
-      endpoints = co_await resolver.async_resolve(host, port, asio::use_awaitable);
-    } catch (const asio::system_error& e) {
-      throw connection_error(
-          "could not connect to PostgreSQL (" + where + "): could not resolve host name \"" + host +
-          "\": " + e.code().message() + "; check the host in the connection string or PGHOST");
-    }
-    std::vector<std::string> addrs;
-    for (const auto& e : endpoints) {
-      auto a = e.endpoint().address().to_string();
-      if (std::find(addrs.begin(), addrs.end(), a) == addrs.end()) addrs.push_back(a);
-    }
-    std::string hosts, hostaddrs, ports;
-    for (std::size_t i = 0; i < addrs.size(); ++i) {
-      const char* sep = i ? "," : "";
-      hosts += sep + host;
-      hostaddrs += sep + addrs[i];
-      ports += sep + port;
-    }
-    opts.set("host", hosts);
-    opts.set("hostaddr", hostaddrs);
-    opts.set("port", ports);
+inline std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = s.find(',', start);
+    out.push_back(s.substr(start, comma - start));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
   }
+}
 
+/// One entry of the host list: libpq's host, hostaddr and port for it.
+struct connect_target {
+  std::string host, hostaddr, port;
+  /// host:port for messages (the socket directory for a Unix socket).
+  [[nodiscard]] std::string name() const {
+    std::string h = !host.empty() ? host : !hostaddr.empty() ? hostaddr : "(default)";
+    if (h.find(':') != std::string::npos && h[0] != '/') h = "[" + h + "]";
+    return h + ":" + (port.empty() ? "5432" : port);
+  }
+  /// A host name Asio must resolve (not an address, not a socket directory).
+  [[nodiscard]] bool needs_resolve() const {
+    if (host.empty() || !hostaddr.empty() || host[0] == '/' || host[0] == '@') return false;
+    asio::error_code ec;
+    (void)asio::ip::make_address(host, ec);
+    return bool(ec);
+  }
+};
+
+/// The host list of a conninfo (host=a,b port=1,2 or a multi-host URL), as libpq reads it:
+/// host, hostaddr and port lists (or the PGHOST, PGHOSTADDR, PGPORT variables), a single
+/// port applying to every host.
+inline std::vector<connect_target> connect_targets(const conninfo_options& opts) {
+  std::string host = opts.get("host"), hostaddr = opts.get("hostaddr"), port = opts.get("port");
+  if (host.empty()) host = env_or("PGHOST");
+  if (hostaddr.empty()) hostaddr = env_or("PGHOSTADDR");
+  if (port.empty()) port = env_or("PGPORT");
+  const auto hosts = split_list(host), addrs = split_list(hostaddr), ports = split_list(port);
+  const std::size_t n = std::max(hosts.size(), addrs.size());
+  if ((hosts.size() != 1 && hosts.size() != n) || (addrs.size() != 1 && addrs.size() != n))
+    throw connection_error("invalid PostgreSQL connection string: " + std::to_string(hosts.size()) +
+                           " host names but " + std::to_string(addrs.size()) + " host addresses");
+  if (ports.size() != 1 && ports.size() != n)
+    throw connection_error("invalid PostgreSQL connection string: could not match " +
+                           std::to_string(ports.size()) + " port numbers to " + std::to_string(n) +
+                           " hosts");
+  for (const std::string& p : ports) {
+    const bool digits = !p.empty() && p.size() <= 5 && std::all_of(p.begin(), p.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    if (!p.empty() && (!digits || std::stoi(p) < 1 || std::stoi(p) > 65535))
+      throw connection_error("invalid PostgreSQL connection string: invalid port number \"" + p +
+                             "\" (a port is a number from 1 to 65535)");
+  }
+  std::vector<connect_target> out;
+  for (std::size_t i = 0; i < n; ++i)
+    out.push_back({hosts.size() == 1 ? hosts[0] : hosts[i], addrs.size() == 1 ? addrs[0] : addrs[i],
+                   ports.size() == 1 ? ports[0] : ports[i]});
+  return out;
+}
+
+/// The connect timeout of a conninfo (connect_timeout, else PGCONNECT_TIMEOUT, else
+/// default_connect_timeout), following libpq: 0 or less means none, 1 means 2 seconds.
+inline std::optional<std::chrono::seconds> connect_timeout(const conninfo_options& opts) {
+  std::string v = opts.get("connect_timeout");
+  if (v.empty()) v = env_or("PGCONNECT_TIMEOUT");
+  if (v.empty()) return default_connect_timeout;
+  long seconds = 0;
+  try {
+    std::size_t used = 0;
+    seconds = std::stol(v, &used);
+    if (used != v.size()) throw std::invalid_argument(v);
+  } catch (const std::exception&) {
+    throw connection_error("invalid PostgreSQL connection string: invalid integer value \"" + v +
+                           "\" for connect_timeout");
+  }
+  if (seconds <= 0) return std::nullopt;
+  return std::chrono::seconds(std::max(seconds, 2L));
+}
+
+/// TCP keepalives on, with our defaults for whatever the caller did not set.
+inline void default_keepalives(conninfo_options& opts) {
+  const std::pair<const char*, const char*> defaults[] = {{"keepalives", "1"},
+                                                          {"keepalives_idle", "60"},
+                                                          {"keepalives_interval", "10"},
+                                                          {"keepalives_count", "6"}};
+  for (const auto& [key, value] : defaults)
+    if (opts.get(key).empty()) opts.set(key, value);
+}
+
+/// One connection attempt to one address: PQconnectStartParams and PQconnectPoll until the
+/// connection is up, it fails, or the deadline passes. Returns the connection, or null with
+/// `error` set.
+inline asio::awaitable<PGconn*> connect_one(
+    const conninfo_options& opts, std::optional<std::chrono::steady_clock::time_point> deadline,
+    std::chrono::seconds timeout, std::string& error) {
+  using namespace asio::experimental::awaitable_operators;
+  auto ex = co_await asio::this_coro::executor;
   std::vector<const char*> keys, values;
   for (std::size_t i = 0; i < opts.keys.size(); ++i) {
     keys.push_back(opts.keys[i].c_str());
@@ -127,32 +311,135 @@ inline asio::awaitable<std::unique_ptr<connection>> connection::connect_impl(
   keys.push_back(nullptr);
   values.push_back(nullptr);
   PGconn* raw = PQconnectStartParams(keys.data(), values.data(), 0);
-  if (!raw) throw connection_error("could not connect to PostgreSQL: out of memory");
-  std::unique_ptr<connection> c(new connection(ex, raw, std::move(catalog)));
-  auto failed = [&] {
-    return connection_error("could not connect to PostgreSQL (" + where +
-                            "): " + detail::trim_message(PQerrorMessage(raw)));
+  if (!raw) {
+    error = "out of memory";
+    co_return nullptr;
+  }
+  asio::posix::stream_descriptor sock(ex);
+  asio::steady_timer timer(ex);
+  timer.expires_at(deadline ? *deadline : std::chrono::steady_clock::time_point::max());
+  auto give_up = [&](std::string why) {
+    if (sock.is_open()) sock.release();  // libpq owns the descriptor
+    error = std::move(why);
+    PQfinish(raw);
   };
-  if (PQstatus(raw) == CONNECTION_BAD) throw failed();
-
-  // The connection sequence may switch sockets (several addresses), so the descriptor is
-  // registered anew before every wait.
+  if (PQstatus(raw) == CONNECTION_BAD) {
+    give_up(trim_message(PQerrorMessage(raw)));
+    co_return nullptr;
+  }
+  // The connection sequence may switch sockets, so the descriptor is registered anew before
+  // every wait.
   PostgresPollingStatusType st = PGRES_POLLING_WRITING;
-  for (;;) {
-    if (st == PGRES_POLLING_OK) break;
-    if (st == PGRES_POLLING_FAILED) throw failed();
-    int fd = PQsocket(raw);
-    if (fd >= 0) {
-      if (c->socket_.is_open()) c->socket_.release();
-      c->socket_.assign(fd);
-      co_await c->socket_.async_wait(st == PGRES_POLLING_READING
-                                         ? asio::posix::stream_descriptor::wait_read
-                                         : asio::posix::stream_descriptor::wait_write,
-                                     asio::use_awaitable);
+  while (st != PGRES_POLLING_OK) {
+    if (st == PGRES_POLLING_FAILED) {
+      give_up(trim_message(PQerrorMessage(raw)));
+      co_return nullptr;
+    }
+    if (const int fd = PQsocket(raw); fd >= 0) {
+      if (sock.is_open()) sock.release();
+      sock.assign(fd);
+      const auto what = st == PGRES_POLLING_READING ? asio::posix::stream_descriptor::wait_read
+                                                    : asio::posix::stream_descriptor::wait_write;
+      auto ready =
+          co_await (sock.async_wait(what, asio::experimental::as_tuple(asio::use_awaitable)) ||
+                    timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
+      if (ready.index() == 1) {
+        give_up("timed out after " + std::to_string(timeout.count()) +
+                " s (connect_timeout) without a complete answer from the server");
+        co_return nullptr;
+      }
     }
     st = PQconnectPoll(raw);
   }
-  if (c->socket_.is_open()) c->socket_.release();
+  if (sock.is_open()) sock.release();
+  co_return raw;
+}
+
+}  // namespace detail
+
+inline asio::awaitable<std::unique_ptr<connection>> connection::connect_impl(
+    std::string conninfo, std::shared_ptr<const statement_catalog> catalog,
+    connection_options options) {
+  using namespace asio::experimental::awaitable_operators;
+  auto ex = co_await asio::this_coro::executor;
+  auto opts = detail::parse_conninfo(conninfo);
+  const std::string where = detail::redact(opts.describe(), conninfo);
+  std::optional<std::chrono::seconds> timeout;
+  std::vector<detail::connect_target> targets;
+  try {
+    timeout = detail::connect_timeout(opts);
+    targets = detail::connect_targets(opts);
+  } catch (const connection_error& e) {  // they quote values of the conninfo
+    throw connection_error(detail::redact(e.what(), conninfo));
+  }
+  detail::default_keepalives(opts);
+  // libpq has no deadline of its own under PQconnectPoll, so the deadline is ours, and so is
+  // the walk through the host list: libpq would resolve host names with a blocking
+  // getaddrinfo(), so names are resolved here with Asio's resolver and libpq gets addresses
+  // (hostaddr), keeping host for TLS and messages. Each host's resolution, and each address's
+  // connection attempt (TCP, TLS, authentication), gets the whole timeout; a failed one falls
+  // through to the next, as with libpq.
+  auto deadline = [&]() -> std::optional<std::chrono::steady_clock::time_point> {
+    if (!timeout) return std::nullopt;
+    return std::chrono::steady_clock::now() + *timeout;
+  };
+  std::string errors;
+  auto failed = [&](const detail::connect_target& t, const std::string& why,
+                    const std::string& address = {}) {
+    if (!errors.empty()) errors += "; ";
+    errors += t.name();
+    if (!address.empty() && address != t.host) errors += " (" + address + ")";
+    errors += ": " + why;
+  };
+  PGconn* raw = nullptr;
+  for (const detail::connect_target& t : targets) {
+    std::vector<std::string> addresses;
+    if (t.needs_resolve()) {
+      asio::ip::tcp::resolver resolver(ex);
+      asio::steady_timer timer(ex);
+      timer.expires_at(timeout ? *deadline() : std::chrono::steady_clock::time_point::max());
+      const std::string service = t.port.empty() ? "5432" : t.port;
+      auto done =
+          co_await (resolver.async_resolve(t.host, service,
+                                           asio::experimental::as_tuple(asio::use_awaitable)) ||
+                    timer.async_wait(asio::experimental::as_tuple(asio::use_awaitable)));
+      if (done.index() == 1) {
+        failed(t, "resolving the host name \"" + t.host + "\" timed out after " +
+                      std::to_string(timeout->count()) + " s (connect_timeout)");
+        continue;
+      }
+      auto& [ec, endpoints] = std::get<0>(done);
+      if (ec) {
+        failed(t, "could not resolve host name \"" + t.host + "\": " + ec.message() +
+                      "; check the host in the connection string or PGHOST");
+        continue;
+      }
+      for (const auto& e : endpoints) {
+        auto a = e.endpoint().address().to_string();
+        if (std::find(addresses.begin(), addresses.end(), a) == addresses.end())
+          addresses.push_back(a);
+      }
+    } else {
+      addresses.push_back(t.hostaddr);
+    }
+    for (const std::string& address : addresses) {
+      detail::conninfo_options one = opts;
+      one.set("host", t.host);
+      one.set("hostaddr", address);
+      one.set("port", t.port);
+      std::string why;
+      raw = co_await detail::connect_one(one, deadline(), timeout.value_or(std::chrono::seconds(0)),
+                                         why);
+      if (raw) break;
+      failed(t, why, address);
+    }
+    if (raw) break;
+  }
+  if (!raw)
+    throw connection_error("could not connect to PostgreSQL (" + where +
+                           "): " + detail::redact(errors, conninfo));
+
+  std::unique_ptr<connection> c(new connection(ex, raw, std::move(catalog), options));
   c->socket_.assign(PQsocket(raw));
   // Notices (e.g. "already exists, skipping") are not errors; a library must not print them.
   PQsetNoticeProcessor(
@@ -267,8 +554,72 @@ inline void connection::send(const statement& s) {
   ++stats_.statements;
 }
 
+// ---- statement deadlines ----------------------------------------------------------------
+//
+// One timer per batch (not per wait, which would cost the hot path a timer each time): when it
+// expires it cancels the socket wait in progress. The waits below then see `expired`, send the
+// server a cancel request and wait once more, for cancel_grace; if that passes too, the
+// connection is given up.
+
+inline void connection::arm_deadline(std::chrono::milliseconds in) {
+  auto st = deadline_;
+  const std::uint64_t generation = ++st->generation;
+  st->expired = false;
+  timer_.expires_after(in);
+  timer_.async_wait([st, generation](const asio::error_code& ec) {
+    if (ec || !st->owner || st->generation != generation) return;
+    st->expired = true;
+    asio::error_code ignored;
+    st->owner->socket_.cancel(ignored);
+  });
+}
+
+inline void connection::disarm_deadline() noexcept {
+  ++deadline_->generation;
+  deadline_->expired = false;
+  timer_.cancel();
+}
+
+inline void connection::send_cancel() noexcept {
+  // PQcancel blocks (it opens a new connection to the server), so it runs on a short-lived
+  // thread of its own. The PGcancel object is independent of the connection.
+  PGcancel* cancel = PQgetCancel(conn_);
+  if (!cancel) return;  // then only the grace period is left
+  try {
+    std::thread([cancel] {
+      char error[256];
+      (void)PQcancel(cancel, error, int(sizeof error));
+      PQfreeCancel(cancel);
+    }).detach();
+  } catch (...) {
+    PQfreeCancel(cancel);
+  }
+}
+
+inline void connection::deadline_passed() {
+  deadline_->expired = false;
+  const std::string label = awaiting_ ? *awaiting_ : std::string("(batch)");
+  if (!cancel_sent_) {
+    cancel_sent_ = true;
+    send_cancel();
+    arm_deadline(options_.cancel_grace);
+    return;
+  }
+  broken_ = true;
+  disarm_deadline();
+  throw statement_timeout(label, options_.statement_timeout, true);
+}
+
 inline asio::awaitable<void> connection::wait_readable() {
-  co_await socket_.async_wait(asio::posix::stream_descriptor::wait_read, asio::use_awaitable);
+  for (;;) {
+    if (deadline_->expired) deadline_passed();
+    try {
+      co_await socket_.async_wait(asio::posix::stream_descriptor::wait_read, asio::use_awaitable);
+      co_return;
+    } catch (const asio::system_error& e) {
+      if (e.code() != asio::error::operation_aborted || !deadline_->expired) throw;
+    }
+  }
 }
 
 inline asio::awaitable<void> connection::flush() {
@@ -276,11 +627,18 @@ inline asio::awaitable<void> connection::flush() {
     const int r = PQflush(conn_);
     if (r == 0) co_return;
     if (r < 0) fail_lost("sending statements");
+    if (deadline_->expired) deadline_passed();
     // The output buffer is full. The server may be blocked writing results to us, so wait
     // for either direction and read whatever arrived before trying to write again.
     using namespace asio::experimental::awaitable_operators;
-    co_await (socket_.async_wait(asio::posix::stream_descriptor::wait_write, asio::use_awaitable) ||
-              socket_.async_wait(asio::posix::stream_descriptor::wait_read, asio::use_awaitable));
+    try {
+      co_await (
+          socket_.async_wait(asio::posix::stream_descriptor::wait_write, asio::use_awaitable) ||
+          socket_.async_wait(asio::posix::stream_descriptor::wait_read, asio::use_awaitable));
+    } catch (const asio::system_error& e) {
+      if (e.code() != asio::error::operation_aborted || !deadline_->expired) throw;
+      continue;
+    }
     if (!PQconsumeInput(conn_)) fail_lost("sending statements");
   }
 }
@@ -344,12 +702,27 @@ inline asio::awaitable<std::vector<result>> connection::run_internal(
   if (!PQpipelineSync(conn_)) fail_lost("sending statements");
   in_flight_ = true;
   ++stats_.round_trips;
+  // Ends the deadline however this coroutine ends (its frame may also just be destroyed).
+  struct deadline_guard {
+    std::shared_ptr<deadline_state> st;
+    ~deadline_guard() {
+      if (connection* c = st->owner) {
+        c->disarm_deadline();
+        c->cancel_sent_ = false;
+        c->awaiting_ = nullptr;
+      }
+    }
+  } guard{deadline_};
+  cancel_sent_ = false;
+  awaiting_ = ops.empty() ? nullptr : &ops.front().label;
+  if (options_.statement_timeout.count() > 0) arm_deadline(options_.statement_timeout);
   co_await flush();
 
   std::vector<result> out;
   out.reserve(batch.size());
   std::optional<sql_error> first_error;
   for (const sent& op : ops) {
+    awaiting_ = &op.label;
     std::optional<result> kept;
     bool ok = true;
     for (;;) {
@@ -391,6 +764,15 @@ inline asio::awaitable<std::vector<result>> connection::run_internal(
   if (sync) PQclear(sync);
   if (!synced) fail_lost("waiting for the end of a pipeline");
   in_flight_ = false;
+  if (cancel_sent_) {
+    // The deadline passed and the server answered. If the cancel is what ended the batch
+    // (57014), it has been used up. Otherwise the batch finished on its own before the
+    // cancel arrived, which may still interrupt whatever this connection runs next: the
+    // connection is retired, and the batch's own outcome is reported.
+    if (first_error && first_error->sqlstate() == "57014")
+      throw statement_timeout(first_error->statement(), options_.statement_timeout, false);
+    broken_ = true;
+  }
   if (first_error) throw std::move(*first_error);
   co_return out;
 }
