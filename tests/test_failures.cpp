@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <asio/io_context.hpp>
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <mutex>
+#include <thread>
 
 #include "support/conninfo.hpp"
 #include "support/proxy.hpp"
@@ -552,7 +554,8 @@ TEST_CASE("run_versions applies to the workflows an executor id already owns",
   with_engine(
       schema,
       [&](engine& eng) -> asio::awaitable<void> {
-        const int sum = co_await eng.handle("w-v1").result<int>();
+        auto h = eng.handle("w-v1");
+        const int sum = co_await h.result<int>();
         CHECK(sum == 3);
       },
       version("v1"));
@@ -762,4 +765,69 @@ TEST_CASE("register_workflow takes lambdas with captures and member functions", 
       CHECK_THAT(std::string(e.what()), Catch::Contains("before open()"));
     }
   }());
+}
+
+namespace {
+std::atomic<int> mt_steps{0};
+asio::awaitable<int> three_steps_wf(context& ctx, int k) {
+  int sum = 0;
+  for (int i = 0; i < 3; ++i) {
+    std::string name = "s" + std::to_string(i);
+    sum += co_await ctx.step(name, [k, i] {
+      ++mt_steps;
+      return k * 10 + i;
+    });
+  }
+  co_return sum;
+}
+}  // namespace
+
+TEST_CASE("an engine on an io_context run by two threads", "[failure][threads]") {
+  const auto schema = test::fresh_schema("mt");
+  mt_steps = 0;
+  constexpr int callers = 8, per_caller = 25;
+  asio::io_context io;
+  std::atomic<int> ok{0}, wrong{0};
+  std::atomic<bool> done{false};
+  std::exception_ptr failure;
+  std::mutex failure_mutex;
+  asio::co_spawn(
+      io,
+      [&]() -> asio::awaitable<void> {
+        auto o = options(schema);
+        o.on_event = {};
+        o.min_severity = severity::error;
+        engine eng(co_await asio::this_coro::executor, o);
+        eng.register_workflow("three", &three_steps_wf);
+        (void)co_await eng.open();
+        // Callers on the io_context's own executor, not the engine's strand: they start and
+        // await concurrently from both threads.
+        auto ex = co_await asio::this_coro::executor;
+        auto state = test::spawn_all(ex, callers, [&](int c) -> asio::awaitable<void> {
+          for (int i = 0; i < per_caller; ++i) {
+            const int k = c * per_caller + i;
+            const std::string id = "mt-" + std::to_string(k);
+            auto h = co_await eng.start("three", id, k);
+            auto again = co_await eng.start("three", id, k);  // the same workflow, not a new one
+            const int v = co_await again.result<int>();
+            (v == k * 30 + 3 ? ok : wrong)++;
+            (void)h;
+          }
+        });
+        co_await test::wait_all(state);
+        co_await eng.shutdown(std::chrono::milliseconds(100));
+        done = true;
+      },
+      [&](std::exception_ptr e) {
+        std::lock_guard lock(failure_mutex);
+        if (e) failure = e;
+      });
+  std::thread second([&] { io.run_for(std::chrono::seconds(120)); });
+  io.run_for(std::chrono::seconds(120));
+  second.join();
+  if (failure) std::rethrow_exception(failure);
+  CHECK(done);
+  CHECK(ok == callers * per_caller);
+  CHECK(wrong == 0);
+  CHECK(mt_steps == 3 * callers * per_caller);  // every step ran exactly once
 }

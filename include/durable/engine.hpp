@@ -96,6 +96,8 @@ using workflow_signature_of = workflow_signature<typename call_signature<std::de
 /// outcome is read from the database.
 class workflow_handle {
 public:
+  /// A handle that refers to no workflow (assign one from start(), enqueue() or handle()).
+  workflow_handle() = default;
   workflow_handle(std::shared_ptr<detail::engine_state> s, std::string id)
       : s_(std::move(s)), id_(std::move(id)) {}
 
@@ -124,15 +126,22 @@ public:
 
 private:
   asio::awaitable<std::string> wait_output() const;
+  asio::awaitable<std::string> wait_output_impl() const;
+  asio::awaitable<workflow_status> status_impl() const;
   std::shared_ptr<detail::engine_state> s_;
   std::string id_;
 };
 
 class engine {
 public:
-  /// The engine runs its workflows on `ex`; use it from one thread (an io_context run by one
-  /// thread, or a strand).
+  /// The engine runs its workflows and its background parts on a strand of `ex` (so an
+  /// io_context run by several threads is fine). Its awaitable functions may be awaited from
+  /// any executor; the synchronous ones (register_workflow, running(), stats(), pool()) and
+  /// the pool's connections belong to executor() (or to a single-threaded io_context).
   engine(asio::any_io_executor ex, engine_options options = {});
+
+  /// The strand on which the engine runs everything.
+  [[nodiscard]] const asio::any_io_executor& executor() const noexcept { return s_->ex; }
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
 
@@ -261,6 +270,17 @@ private:
   template <class R, class... Args, class Fn>
   void add_workflow(std::string name, std::shared_ptr<Fn> fn);
   asio::awaitable<bool> recover_impl(std::string workflow_id);
+  asio::awaitable<bool> recover_impl_on_strand(std::string workflow_id);
+  asio::awaitable<std::size_t> recover_pending_impl();
+  asio::awaitable<int> migrate_impl();
+  asio::awaitable<std::size_t> open_impl();
+  asio::awaitable<void> shutdown_impl(std::chrono::milliseconds grace);
+  asio::awaitable<workflow_handle> enqueue_run_impl(pg::transaction* tx, bool fail_on_duplicate,
+                                                    std::string name, std::string id,
+                                                    pg::statement st);
+  asio::awaitable<void> run_statement_impl(pg::statement st);
+  asio::awaitable<workflow_handle> start_encoded_impl(std::string name, std::string id,
+                                                      nlohmann::json inputs);
   void check_enqueue(const enqueue_options& opts, const std::string& name, const std::string& id,
                      const nlohmann::json& inputs) const;
   pg::statement make_queue_upsert(const queue_options& q) const;

@@ -5,7 +5,10 @@
 
 #include <asio/any_io_executor.hpp>
 #include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/strand.hpp>
+#include <asio/use_awaitable.hpp>
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -127,5 +130,11 @@ struct engine_state {
                  std::string(component).c_str(), id.c_str(), text.c_str());
   }
 };
+
+/// Runs `a` on the engine's strand; the caller resumes on its own executor.
+template <class T>
+asio::awaitable<T> on_strand(const std::shared_ptr<engine_state>& s, asio::awaitable<T> a) {
+  return asio::co_spawn(s->ex, std::move(a), asio::use_awaitable);
+}
 
 }  // namespace durable::detail

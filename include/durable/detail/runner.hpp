@@ -402,6 +402,14 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
       co_return;
     } catch (const std::exception& e) {
       last = describe_io_failure(e);
+      if (classify(e) == io_verdict::permanent) {
+        // The claim itself is refused (permissions, a damaged schema): retrying cannot help.
+        // The workflow stays owned here; maintenance tries again at its ticks and reports.
+        s->report(severity::error, "runner", id,
+                  "claiming the workflow again was refused (" + last +
+                      "); it is left as it is until the cause is fixed");
+        co_return;
+      }
       delay = std::min(delay * 2, s->options.io_retry_max_delay);
     }
   }

@@ -70,7 +70,8 @@ inline engine::engine(asio::any_io_executor ex, engine_options options) {
         "in this process at once)");
   if (options.max_claims_without_progress < 1)
     throw error("engine_options::max_claims_without_progress must be at least 1");
-  s_ = std::make_shared<detail::engine_state>(ex, std::move(options), detail::random_hex(16));
+  s_ = std::make_shared<detail::engine_state>(asio::make_strand(ex), std::move(options),
+                                              detail::random_hex(16));
   s_->versions = detail::text_array(s_->options.run_versions);
   s_->committer.set_owner(s_);
   std::weak_ptr<detail::engine_state> weak = s_;
@@ -125,18 +126,18 @@ void engine::add_workflow(std::string name, std::shared_ptr<Fn> fn) {
   s_->names = detail::text_array(names);
 }
 
-inline asio::awaitable<int> engine::migrate() {
+inline asio::awaitable<int> engine::migrate_impl() {
   auto c = co_await s_->pool.acquire();
   co_return co_await s_->st.migrate(*c);
 }
 
-inline asio::awaitable<std::size_t> engine::open() {
+inline asio::awaitable<std::size_t> engine::open_impl() {
   auto s = s_;
   if (s->stopping) throw error("open(): the engine was shut down; create a new one");
-  if (s->options.migrate) (void)co_await migrate();
+  if (s->options.migrate) (void)co_await migrate_impl();
   co_await detail::register_executor(s);
   s->opened = true;
-  const std::size_t resumed = co_await recover_pending();
+  const std::size_t resumed = co_await recover_pending_impl();
   if (!s->maintenance) {
     s->maintenance = std::make_shared<asio::steady_timer>(s->ex);
     s->dispatch_timer = std::make_shared<asio::steady_timer>(s->ex);
@@ -161,10 +162,10 @@ inline void engine::check_enqueue(const enqueue_options& opts, const std::string
     it->second.check_arguments("enqueue", id, inputs);
 }
 
-inline asio::awaitable<workflow_handle> engine::enqueue_run(pg::transaction* tx,
-                                                            bool fail_on_duplicate,
-                                                            std::string name, std::string id,
-                                                            pg::statement st) {
+inline asio::awaitable<workflow_handle> engine::enqueue_run_impl(pg::transaction* tx,
+                                                                 bool fail_on_duplicate,
+                                                                 std::string name, std::string id,
+                                                                 pg::statement st) {
   auto s = s_;
   const std::string inputs_text = *st.params[2];
   pg::result r;
@@ -218,12 +219,12 @@ inline pg::statement engine::make_queue_upsert(const queue_options& q) const {
                              int(q.rate_period.count()));
 }
 
-inline asio::awaitable<void> engine::run_statement(pg::statement st) {
+inline asio::awaitable<void> engine::run_statement_impl(pg::statement st) {
   auto c = co_await s_->pool.acquire();
   co_await c->run(std::move(st));
 }
 
-inline asio::awaitable<void> engine::shutdown(std::chrono::milliseconds grace) {
+inline asio::awaitable<void> engine::shutdown_impl(std::chrono::milliseconds grace) {
   auto s = s_;
   using clock = std::chrono::steady_clock;
   s->stopping = true;
@@ -288,8 +289,8 @@ inline asio::awaitable<void> engine::shutdown(std::chrono::milliseconds grace) {
   s->report(severity::info, "shutdown", "", "shut down");
 }
 
-inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, std::string id,
-                                                              nlohmann::json inputs) {
+inline asio::awaitable<workflow_handle> engine::start_encoded_impl(std::string name, std::string id,
+                                                                   nlohmann::json inputs) {
   auto s = s_;
   auto it = s->registry.find(name);
   if (it == s->registry.end())
@@ -331,7 +332,7 @@ inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, 
   co_return workflow_handle(s, std::move(id));
 }
 
-inline asio::awaitable<bool> engine::recover_impl(std::string workflow_id) {
+inline asio::awaitable<bool> engine::recover_impl_on_strand(std::string workflow_id) {
   auto s = s_;
   if (s->running.contains(workflow_id)) co_return true;
   std::vector<std::string> ids{workflow_id};
@@ -347,7 +348,7 @@ inline asio::awaitable<bool> engine::recover_impl(std::string workflow_id) {
   co_return false;
 }
 
-inline asio::awaitable<std::size_t> engine::recover_pending() {
+inline asio::awaitable<std::size_t> engine::recover_pending_impl() {
   auto s = s_;
   std::vector<std::string> ids;
   {
@@ -375,7 +376,7 @@ inline engine_stats engine::stats() const {
           s_->committer.stats().largest_batch};
 }
 
-inline asio::awaitable<workflow_status> workflow_handle::status() const {
+inline asio::awaitable<workflow_status> workflow_handle::status_impl() const {
   auto c = co_await s_->pool.acquire();
   auto r = co_await c->run(s_->st.workflow_get(id_));
   if (r.empty()) throw error("workflow '" + id_ + "' does not exist");
@@ -384,7 +385,7 @@ inline asio::awaitable<workflow_status> workflow_handle::status() const {
                             r[0].get<std::optional<std::string>>(6)};
 }
 
-inline asio::awaitable<std::string> workflow_handle::wait_output() const {
+inline asio::awaitable<std::string> workflow_handle::wait_output_impl() const {
   auto s = s_;
   for (int round = 0;; ++round) {
     std::string status;
@@ -420,6 +421,51 @@ inline asio::awaitable<std::string> workflow_handle::wait_output() const {
       co_await detail::sleep_for(std::chrono::milliseconds(std::min(1 << std::min(round, 9), 500)));
     }
   }
+}
+
+// ---- public entry points: each runs its coroutine on the engine's strand ----------------------
+// (An io_context run by several threads is safe: the engine's state is only touched there.)
+
+inline asio::awaitable<int> engine::migrate() { return detail::on_strand(s_, migrate_impl()); }
+
+inline asio::awaitable<std::size_t> engine::open() { return detail::on_strand(s_, open_impl()); }
+
+inline asio::awaitable<void> engine::shutdown(std::chrono::milliseconds grace) {
+  return detail::on_strand(s_, shutdown_impl(grace));
+}
+
+inline asio::awaitable<workflow_handle> engine::enqueue_run(pg::transaction* tx,
+                                                            bool fail_on_duplicate,
+                                                            std::string name, std::string id,
+                                                            pg::statement st) {
+  return detail::on_strand(
+      s_, enqueue_run_impl(tx, fail_on_duplicate, std::move(name), std::move(id), std::move(st)));
+}
+
+inline asio::awaitable<void> engine::run_statement(pg::statement st) {
+  return detail::on_strand(s_, run_statement_impl(std::move(st)));
+}
+
+inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, std::string id,
+                                                              nlohmann::json inputs) {
+  return detail::on_strand(s_,
+                           start_encoded_impl(std::move(name), std::move(id), std::move(inputs)));
+}
+
+inline asio::awaitable<bool> engine::recover_impl(std::string workflow_id) {
+  return detail::on_strand(s_, recover_impl_on_strand(std::move(workflow_id)));
+}
+
+inline asio::awaitable<std::size_t> engine::recover_pending() {
+  return detail::on_strand(s_, recover_pending_impl());
+}
+
+inline asio::awaitable<workflow_status> workflow_handle::status() const {
+  return detail::on_strand(s_, status_impl());
+}
+
+inline asio::awaitable<std::string> workflow_handle::wait_output() const {
+  return detail::on_strand(s_, wait_output_impl());
 }
 
 }  // namespace durable
