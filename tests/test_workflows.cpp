@@ -311,7 +311,7 @@ TEST_CASE("a workflow journals each step and its outcome, visible in SQL", "[wor
   CHECK(probe.calls["s4"] == 1);
 }
 
-TEST_CASE("a new step costs one round trip; resuming loads the journal in one query (I1, I2)",
+TEST_CASE("a new step costs one round trip, resuming loads the journal in one query (I1, I2)",
           "[workflow][replay]") {
   probe.reset();
   const auto schema = test::fresh_schema("io");
@@ -383,7 +383,7 @@ TEST_CASE("concurrent runs share commits, and no step resumes before its row is 
   });
 }
 
-TEST_CASE("journal rows of a batch share one statement; a fenced or faulty row fails alone",
+TEST_CASE("journal rows of a batch share one statement, a fenced or faulty row fails alone",
           "[workflow][group-commit][fencing]") {
   const auto schema = test::fresh_schema("rows");
   with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
@@ -884,7 +884,7 @@ TEST_CASE("concurrent steps are numbered in program order and replay identically
 
 // ---- queues, transactional start -------------------------------------------------------------
 
-TEST_CASE("a rolled-back transactional start leaves nothing; a committed one runs",
+TEST_CASE("a rolled-back transactional start leaves nothing, a committed one runs",
           "[queues][transaction]") {
   probe.reset();
   const auto schema = test::fresh_schema("txstart");
