@@ -35,9 +35,10 @@ durable_pkg_installed() {
   [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" == "install ok installed" ]]
 }
 
+# durable_ensure_deps [EXTRA_PACKAGE...]: DURABLE_REQUIRED_PACKAGES plus the extra ones.
 durable_ensure_deps() {
   local missing=() pkg
-  for pkg in "${DURABLE_REQUIRED_PACKAGES[@]}"; do
+  for pkg in "${DURABLE_REQUIRED_PACKAGES[@]}" "$@"; do
     durable_pkg_installed "$pkg" || missing+=("$pkg")
   done
   # The `postgresql` meta package could point at another major version; we need 15's binaries.
