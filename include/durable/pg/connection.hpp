@@ -27,6 +27,11 @@
 #include "durable/pg/result.hpp"
 #include "durable/pg/traits.hpp"
 
+#if !defined(ASIO_HAS_CO_AWAIT)
+// Asio 1.22 does not detect C++20 coroutines on Clang 14+; durable::durable defines the macro.
+#error "durable needs Asio's co_await support: with Clang, define ASIO_HAS_CO_AWAIT=1"
+#endif
+
 namespace durable::pg {
 
 /// A statement and its bound parameters. `text` is SQL, or the name of a prepared statement.
