@@ -18,5 +18,10 @@ if(Asio_FOUND AND NOT TARGET Asio::Asio)
   set_target_properties(Asio::Asio PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${Asio_INCLUDE_DIR}")
   target_compile_definitions(Asio::Asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED)
   target_link_libraries(Asio::Asio INTERFACE Threads::Threads)
+  # Asio 1.22 turns co_await on for Clang only with the Coroutines TS (__cpp_coroutines), which
+  # Clang 14 and later do not define in C++20 mode; their C++20 coroutines work, so say so. (Asio
+  # only sets ASIO_HAS_CO_AWAIT itself when it is not defined yet.)
+  target_compile_definitions(Asio::Asio INTERFACE
+    $<$<AND:$<CXX_COMPILER_ID:Clang>,$<VERSION_GREATER_EQUAL:$<CXX_COMPILER_VERSION>,14>>:ASIO_HAS_CO_AWAIT=1>)
 endif()
 mark_as_advanced(Asio_INCLUDE_DIR)

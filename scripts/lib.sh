@@ -20,8 +20,9 @@ DURABLE_ROOT="$(pwd -P)"
 DURABLE_PG_BIN="${DURABLE_PG_BIN:-/usr/lib/postgresql/15/bin}"
 DURABLE_PG_USER="durable-pg"        # unprivileged system user that runs the server when we are root
 DURABLE_PG_PASSWORD="durable-test-pw"
-DURABLE_REQUIRED_PACKAGES=(g++ cmake git libpq-dev libasio-dev libfmt-dev nlohmann-json3-dev catch2
-                           libbenchmark-dev postgresql clang-format)
+# ninja-build: cmake only recommends a build tool, so --no-install-recommends would install none.
+DURABLE_REQUIRED_PACKAGES=(g++ cmake ninja-build git libpq-dev libasio-dev libfmt-dev
+                           nlohmann-json3-dev catch2 libbenchmark-dev postgresql clang-format)
 DURABLE_JOBS="$(nproc 2>/dev/null || echo 2)"
 
 durable_log() { printf '[durable] %s\n' "$*" >&2; }
@@ -34,9 +35,10 @@ durable_pkg_installed() {
   [[ "$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)" == "install ok installed" ]]
 }
 
+# durable_ensure_deps [EXTRA_PACKAGE...]: DURABLE_REQUIRED_PACKAGES plus the extra ones.
 durable_ensure_deps() {
   local missing=() pkg
-  for pkg in "${DURABLE_REQUIRED_PACKAGES[@]}"; do
+  for pkg in "${DURABLE_REQUIRED_PACKAGES[@]}" "$@"; do
     durable_pkg_installed "$pkg" || missing+=("$pkg")
   done
   # The `postgresql` meta package could point at another major version; we need 15's binaries.

@@ -560,7 +560,7 @@ TEST_CASE("concurrent enqueues with one deduplication key yield one workflow",
   }());
 }
 
-TEST_CASE("four executors run 2000 queued workflows; two are killed; each finishes exactly once",
+TEST_CASE("four executors run 2000 queued workflows, two are killed, each finishes exactly once",
           "[queues][process][executors]") {
   const auto schema = audited_schema("bulk");
   using namespace std::chrono_literals;

@@ -285,7 +285,7 @@ TEST_CASE("an exhausted pool makes the next caller wait, then proceed", "[pg][po
   }());
 }
 
-TEST_CASE("group commit: concurrent statements share a round trip; a failing one fails alone",
+TEST_CASE("group commit: concurrent statements share a round trip, a failing one fails alone",
           "[pg][group-commit]") {
   test::run([]() -> asio::awaitable<void> {
     auto ex = co_await asio::this_coro::executor;

@@ -180,6 +180,26 @@ asio::awaitable<int> tx_wf(context& ctx, std::string table) {
   co_return n;
 }
 
+// GCC 12 corrupts a *temporary* closure with owning captures inside co_await (so
+// check_step_function rejects `ctx.step("x", [s] {...})` there); a named closure is an lvalue, not
+// a temporary, and is accepted. The strings are longer than the small-string buffer, so a bytewise
+// copy would share, and free twice, a heap block.
+asio::awaitable<std::string> named_closure_wf(context& ctx, std::string who) {
+  const std::string greeting = "hello " + who + ", from a closure that owns a copy of this string";
+  auto greet = [greeting] {
+    ++probe.calls["greet"];
+    return greeting;
+  };
+  const std::string said = co_await ctx.step("greet", greet);
+  auto echo = [greeting](pg::transaction& tx) -> asio::awaitable<std::string> {
+    ++probe.calls["echo"];
+    auto r = co_await tx.exec("SELECT $1::text || '!'", greeting);
+    co_return r[0].get<std::string>(0);
+  };
+  const std::string echoed = co_await ctx.transaction("echo", echo);
+  co_return said + " / " + echoed;
+}
+
 asio::awaitable<int> parallel_wf(context& ctx) {
   using namespace asio::experimental::awaitable_operators;
   auto left = ctx.step("left", []() -> asio::awaitable<int> {
@@ -244,6 +264,7 @@ void register_all(engine& e) {
   e.register_workflow("retry", &retry_wf);
   e.register_workflow("tx", &tx_wf);
   e.register_workflow("parallel", &parallel_wf);
+  e.register_workflow("named_closure", &named_closure_wf);
 }
 
 /// Runs `body(engine)` with a fresh engine on a fresh io_context; when it returns, the
@@ -311,7 +332,7 @@ TEST_CASE("a workflow journals each step and its outcome, visible in SQL", "[wor
   CHECK(probe.calls["s4"] == 1);
 }
 
-TEST_CASE("a new step costs one round trip; resuming loads the journal in one query (I1, I2)",
+TEST_CASE("a new step costs one round trip, resuming loads the journal in one query (I1, I2)",
           "[workflow][replay]") {
   probe.reset();
   const auto schema = test::fresh_schema("io");
@@ -386,7 +407,7 @@ TEST_CASE("concurrent runs share commits, and no step resumes before its row is 
   });
 }
 
-TEST_CASE("journal rows of a batch share one statement; a fenced or faulty row fails alone",
+TEST_CASE("journal rows of a batch share one statement, a fenced or faulty row fails alone",
           "[workflow][group-commit][fencing]") {
   const auto schema = test::fresh_schema("rows");
   with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
@@ -834,6 +855,32 @@ TEST_CASE("a transactional step commits with its journal row, or not at all",
   CHECK(probe.seen == std::vector<std::string>{"abort after insert", "abort after insert"});
 }
 
+TEST_CASE("a named step function may capture a string by value, also with GCC 12",
+          "[workflow][transaction]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("named");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    const std::string who = "named-closure-test";
+    auto h = co_await eng.start("named_closure", "w-named", who);
+    const std::string out = co_await h.result<std::string>();
+    const std::string greeting =
+        "hello named-closure-test, from a closure that owns a copy of this string";
+    CHECK(out == greeting + " / " + greeting + "!");
+    auto c = co_await eng.pool().acquire();
+    auto steps = co_await c->exec("SELECT name, kind, output #>> '{}' FROM " + q(schema) +
+                                  ".steps WHERE workflow_id = 'w-named' ORDER BY seq");
+    REQUIRE(steps.rows() == 2);
+    CHECK(steps[0].get<std::string>(0) == "greet");
+    CHECK(steps[0].get<std::string>(1) == "step");
+    CHECK(steps[0].get<std::string>(2) == greeting);
+    CHECK(steps[1].get<std::string>(0) == "echo");
+    CHECK(steps[1].get<std::string>(1) == "transaction");
+    CHECK(steps[1].get<std::string>(2) == greeting + "!");
+  });
+  CHECK(probe.calls["greet"] == 1);
+  CHECK(probe.calls["echo"] == 1);
+}
+
 TEST_CASE("a writer whose ownership moved on is fenced out (I3)", "[workflow][fencing]") {
   probe.reset();
   const auto schema = test::fresh_schema("fence");
@@ -887,7 +934,7 @@ TEST_CASE("concurrent steps are numbered in program order and replay identically
 
 // ---- queues, transactional start -------------------------------------------------------------
 
-TEST_CASE("a rolled-back transactional start leaves nothing; a committed one runs",
+TEST_CASE("a rolled-back transactional start leaves nothing, a committed one runs",
           "[queues][transaction]") {
   probe.reset();
   const auto schema = test::fresh_schema("txstart");

@@ -104,15 +104,17 @@ T replay_value(run_state& s, int seq, const journal_entry& e) {
   return decode_journaled<T>(s, seq, e);
 }
 
-/// GCC 12 miscompiles a closure with non-trivially-copyable captures (a std::string captured
-/// by value, say) created inside a co_await expression: the temporary is relocated bytewise
-/// and its destructor frees memory it does not own. The check turns that silent corruption
-/// into a compile error; see docs/concepts.md#gcc-12.
+/// GCC 12 miscompiles a temporary closure with non-trivially-copyable captures (a std::string
+/// captured by value, say) created inside a co_await expression: the temporary is relocated
+/// bytewise and its destructor frees memory it does not own. `F` is the step function's type as
+/// deduced by a forwarding reference: an lvalue (a named closure) is not a temporary and is
+/// safe, so only prvalue/xvalue closures are checked. The check turns the silent corruption into
+/// a compile error; see docs/concepts.md#gcc-12.
 template <class F>
 constexpr void check_step_function() {
 #if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13 && \
     !defined(DURABLE_NO_GCC12_CAPTURE_CHECK)
-  static_assert(std::is_trivially_copyable_v<F>,
+  static_assert(std::is_lvalue_reference_v<F> || std::is_trivially_copyable_v<std::decay_t<F>>,
                 "durable: with GCC 12 a step function must be trivially copyable: capture by "
                 "reference ([&]) instead of copying strings or containers into the lambda "
                 "(GCC 12 corrupts such closures inside co_await). See docs/concepts.md#gcc-12");
@@ -216,7 +218,7 @@ public:
                                                                             F&& fn,
                                                                             retry policy = {}) {
     using T = detail::step_value_t<std::decay_t<F>>;
-    detail::check_step_function<std::decay_t<F>>();
+    detail::check_step_function<F>();
     detail::check_not_nested(*s_, name);
     return run_step<T>(s_->next_seq++, std::move(name), "step", std::forward<F>(fn), policy);
   }
@@ -227,7 +229,7 @@ public:
   [[nodiscard]] auto transaction(std::string name, F&& fn, retry policy = {}) -> asio::awaitable<
       typename detail::awaitable_value<std::invoke_result_t<F&, pg::transaction&>>::type> {
     using T = typename detail::awaitable_value<std::invoke_result_t<F&, pg::transaction&>>::type;
-    detail::check_step_function<std::decay_t<F>>();
+    detail::check_step_function<F>();
     detail::check_not_nested(*s_, name);
     return run_transaction<T>(s_->next_seq++, std::move(name), std::forward<F>(fn), policy);
   }

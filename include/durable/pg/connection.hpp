@@ -10,6 +10,12 @@
 #include <libpq-fe.h>
 
 #include <asio/awaitable.hpp>
+
+#if !defined(ASIO_HAS_CO_AWAIT)
+// Asio 1.22 does not detect C++20 coroutines on Clang 14+; durable::durable defines the macro.
+#error "durable needs Asio's co_await support: with Clang, define ASIO_HAS_CO_AWAIT=1"
+#endif
+
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/posix/stream_descriptor.hpp>
