@@ -543,7 +543,9 @@ END $$)");
       killed = r[0].get<long>(0);
       if (killed == 0) co_await test::sleep_ms(1);
     }
-    CHECK(killed == 1);
+    // Each transaction holds its first "slow" row, so with two batches in flight two backends
+    // may be asleep at the moment of the kill: one or two batches are lost.
+    CHECK(killed >= 1);
     co_await test::wait_all(all);
     // The runs of the lost batch were claimed again (a new epoch) and replayed.
     CHECK(eng.stats().journal_loads >= 1);
