@@ -543,17 +543,16 @@ asio::awaitable<void> schema_round_trip(std::string schema) {
   CHECK(again == 0);
   co_await listener->listen(st.channel());
 
-  pg::statement enqueue = st.workflow_enqueue(
-      std::string("w-1"), std::string("wf"), std::string("[1]"), std::string("q-1"), 0,
-      std::optional<std::string>(), std::int64_t(0), std::string(""), st.channel());
-  auto r = co_await c->run(std::move(enqueue));
-  REQUIRE(r.rows() == 1);
-  CHECK(r[0].get<bool>(0));
+  auto enqueue =
+      st.workflow_enqueue("w-1", "wf", "[1]", "q-1", 0, std::nullopt, 0, "", st.channel());
+  auto r = co_await store::fetch(*c, std::move(enqueue));
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].created);
   auto n1 = co_await listener->wait_notification();
   CHECK(n1.channel == st.channel());
   CHECK(n1.payload == "q-1");
 
-  pg::statement shutdown = st.notify(st.channel(), std::string("shutdown"));
+  pg::statement shutdown = st.notify(st.channel(), "shutdown").st;
   co_await c->run(std::move(shutdown));
   auto n2 = co_await listener->wait_notification();
   CHECK(n2.channel == st.channel());
@@ -561,9 +560,7 @@ asio::awaitable<void> schema_round_trip(std::string schema) {
 
   // The function bodies of the migrations work under this name too.
   pg::statement step =
-      st.step_append(std::string("w-1"), std::int64_t(0), 0, std::string("s"), std::string("step"),
-                     std::string("succeeded"), std::optional<std::string>("1"),
-                     std::optional<std::string>(), 1, 0.0);
+      st.step_append("w-1", 0, 0, "s", "step", "succeeded", "1", std::nullopt, 1, 0.0).st;
   co_await c->run(std::move(step));
   auto rows = co_await c->exec("SELECT count(*) FROM " + detail::quote_identifier(schema) +
                                ".steps WHERE workflow_id = 'w-1'");
