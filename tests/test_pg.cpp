@@ -543,17 +543,16 @@ asio::awaitable<void> schema_round_trip(std::string schema) {
   CHECK(again == 0);
   co_await listener->listen(st.channel());
 
-  pg::statement enqueue = st.workflow_enqueue(
-      std::string("w-1"), std::string("wf"), std::string("[1]"), std::string("q-1"), 0,
-      std::optional<std::string>(), std::int64_t(0), std::string(""), st.channel());
-  auto r = co_await c->run(std::move(enqueue));
-  REQUIRE(r.rows() == 1);
-  CHECK(r[0].get<bool>(0));
+  auto enqueue =
+      st.workflow_enqueue("w-1", "wf", "[1]", "q-1", 0, std::nullopt, 0, "", st.channel());
+  auto r = co_await store::fetch(*c, std::move(enqueue));
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].created);
   auto n1 = co_await listener->wait_notification();
   CHECK(n1.channel == st.channel());
   CHECK(n1.payload == "q-1");
 
-  pg::statement shutdown = st.notify(st.channel(), std::string("shutdown"));
+  pg::statement shutdown = st.notify(st.channel(), "shutdown").st;
   co_await c->run(std::move(shutdown));
   auto n2 = co_await listener->wait_notification();
   CHECK(n2.channel == st.channel());
@@ -561,9 +560,7 @@ asio::awaitable<void> schema_round_trip(std::string schema) {
 
   // The function bodies of the migrations work under this name too.
   pg::statement step =
-      st.step_append(std::string("w-1"), std::int64_t(0), 0, std::string("s"), std::string("step"),
-                     std::string("succeeded"), std::optional<std::string>("1"),
-                     std::optional<std::string>(), 1, 0.0);
+      st.step_append("w-1", 0, 0, "s", "step", "succeeded", "1", std::nullopt, 1, 0.0).st;
   co_await c->run(std::move(step));
   auto rows = co_await c->exec("SELECT count(*) FROM " + detail::quote_identifier(schema) +
                                ".steps WHERE workflow_id = 'w-1'");
@@ -605,6 +602,90 @@ TEST_CASE("schema names up to 55 bytes keep their NOTIFY channel", "[pg][schema-
 TEST_CASE("a schema name containing $fn$ and a double quote migrates", "[pg][schema-name]") {
   test::run(schema_round_trip(test::fresh_schema("q") + "$fn$\"x$fn_1$"));
   test::run(schema_round_trip(test::fresh_schema("d") + "$fn$"));
+}
+
+namespace {
+
+// The typed store: rows decoded into named fields, and the fence's verdict on each kind of
+// fenced write.
+asio::awaitable<void> typed_store_round_trip(std::string schema) {
+  store st(schema);
+  auto c = co_await pg::connection::connect(test::conninfo(), st.catalog());
+  (void)co_await st.migrate(*c);
+
+  auto insert = st.workflow_insert("w-1", "wf", "[1, 2]", "exec-1", "v1");
+  const auto created = co_await store::fetch_one(*c, std::move(insert));
+  REQUIRE(created);
+  CHECK(created->created);
+  auto again = st.workflow_insert("w-1", "other", "[]", "exec-2", "v1");
+  const auto existing = co_await store::fetch_one(*c, std::move(again));
+  REQUIRE(existing);
+  CHECK(!existing->created);
+  CHECK(existing->name == "wf");
+  CHECK(existing->inputs == "[1, 2]");
+  CHECK(existing->status == "running");
+
+  auto get = st.workflow_get("w-1");
+  const auto w = co_await store::fetch_one(*c, std::move(get));
+  REQUIRE(w);
+  CHECK(w->name == "wf");
+  CHECK(w->status == "running");
+  CHECK(!w->reason);
+  CHECK(w->inputs == "[1, 2]");
+  CHECK(!w->output);
+  CHECK(w->executor_id == std::optional<std::string>("exec-1"));
+  CHECK(w->epoch == 1);
+  CHECK(w->attempts == 1);
+  auto missing = st.workflow_get("w-none");
+  const auto none = co_await store::fetch_one(*c, std::move(missing));
+  CHECK(!none);
+
+  // A journal row under the owner's epoch is written; under a stale one the fence raises
+  // DU001, which is fenced out with the server's message.
+  pg::statement row =
+      st.step_append("w-1", 1, 0, "s", "step", "succeeded", "7", std::nullopt, 1, 0.0).st;
+  co_await c->run(std::move(row));
+  pg::statement stale = st.step_append("w-1", 0, 1, "s", "step", "failed", std::nullopt,
+                                       R"({"type": "x", "message": "m"})", 2, 0.0)
+                            .st;
+  std::optional<fence_verdict> rejected;
+  try {
+    co_await c->run(std::move(stale));
+  } catch (const pg::sql_error& e) {
+    rejected = store::verdict(e);
+  }
+  REQUIRE(rejected);
+  CHECK(rejected->fenced_out());
+  CHECK(rejected->sqlstate == ownership_lost_sqlstate);
+  CHECK(rejected->server_message.find("owned under epoch 1, not 0") != std::string::npos);
+  CHECK(store::verdict(pg::sql_error("23505", "duplicate key", "x")).failed());
+
+  auto load = st.journal_load("w-1");
+  const auto journal = co_await store::fetch(*c, std::move(load));
+  REQUIRE(journal.size() == 1);
+  CHECK(journal[0].seq == 0);
+  CHECK(journal[0].name == "s");
+  CHECK(journal[0].kind == "step");
+  CHECK(!journal[0].failed);
+  CHECK(journal[0].output == std::optional<std::string>("7"));
+  CHECK(!journal[0].error);
+
+  // The final state: no row updated under a stale epoch is fenced out.
+  fenced_write late = st.workflow_finish("w-1", 0, "succeeded", "1", std::nullopt, std::nullopt);
+  pg::statement late_st = std::move(late.st);
+  const pg::result late_r = co_await c->run(std::move(late_st));
+  CHECK(late.verdict(late_r).fenced_out());
+  fenced_write finish = st.workflow_finish("w-1", 1, "succeeded", "1", std::nullopt, std::nullopt);
+  pg::statement finish_st = std::move(finish.st);
+  const pg::result finish_r = co_await c->run(std::move(finish_st));
+  CHECK(finish.verdict(finish_r).written());
+  co_await c->exec("DROP SCHEMA " + detail::quote_identifier(schema) + " CASCADE");
+}
+
+}  // namespace
+
+TEST_CASE("the typed store decodes rows by name and reports each fence's verdict", "[pg][store]") {
+  test::run(typed_store_round_trip(test::fresh_schema("typed")));
 }
 
 TEST_CASE("invalid schema names are refused with a clear error", "[pg][schema-name]") {

@@ -440,7 +440,8 @@ TEST_CASE("journal rows of a batch share one statement, a fenced or faulty row f
         r.status = "succeeded";
         r.output = "\"x\\\"y\"";  // a JSON string with a quote and a backslash
         try {
-          out[std::size_t(i)] = co_await committer.append(std::move(r)) ? "ok" : "fenced";
+          const fence_verdict v = co_await committer.append(std::move(r));
+          out[std::size_t(i)] = v.written() ? "ok" : "fenced";
         } catch (const pg::sql_error& e) {
           out[std::size_t(i)] = e.sqlstate();
         }

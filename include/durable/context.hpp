@@ -379,20 +379,22 @@ private:
           try {
             // The journal row rides in the same round trip as COMMIT, inside the transaction:
             // the user's writes and the row commit together or not at all.
+            const std::string succeeded = "succeeded";
+            fenced_write write = s.st->step_append(s.id, s.epoch, seq, name, kind, succeeded,
+                                                   output, std::nullopt, attempt, started);
             std::vector<pg::statement> row;
-            row.push_back(s.st->step_append(s.id, s.epoch, seq, name, kind,
-                                            std::string("succeeded"), output,
-                                            std::optional<std::string>(), attempt, started));
+            row.push_back(std::move(write.st));
             co_await tx->commit(std::move(row));
           } catch (const pg::sql_error& e) {
-            if (e.sqlstate() == ownership_lost_sqlstate)
+            const fence_verdict verdict = store::verdict(e);
+            if (verdict.fenced_out())
               throw ownership_lost(s.id, "workflow '" + s.id + "': transaction step " +
                                              std::to_string(seq) + " '" + name +
                                              "' rolled back because another executor took "
                                              "the workflow over; this run stops");
-            // The journal row (statement 0) refused, or any transient error: the library's
-            // failure, never journaled as the step's. COMMIT refused (a deferred constraint of
-            // the user's tables): the step's own failure.
+            // The journal row (statement 0) refused (verdict failed), or any transient error:
+            // the library's failure, never journaled as the step's. COMMIT refused (a deferred
+            // constraint of the user's tables): the step's own failure.
             if (e.batch_index() == 0 || detail::classify(e) == detail::io_verdict::transient) {
               detail::note_io_failure(s, seq, name, e);
               throw;

@@ -192,9 +192,9 @@ public:
   [[nodiscard]] asio::awaitable<workflow_handle> enqueue(enqueue_options opts, std::string name,
                                                          std::string workflow_id,
                                                          const Args&... args) {
-    auto st = make_enqueue(opts, name, workflow_id, args...);
+    auto req = make_enqueue(opts, name, workflow_id, args...);
     return enqueue_run(nullptr, opts.duplicate == on_duplicate::fail, std::move(name),
-                       std::move(workflow_id), std::move(st));
+                       std::move(workflow_id), std::move(req));
   }
 
   /// The same inside the caller's transaction: if it rolls back, the workflow never existed.
@@ -202,9 +202,9 @@ public:
   [[nodiscard]] asio::awaitable<workflow_handle> enqueue(pg::transaction& tx, enqueue_options opts,
                                                          std::string name, std::string workflow_id,
                                                          const Args&... args) {
-    auto st = make_enqueue(opts, name, workflow_id, args...);
+    auto req = make_enqueue(opts, name, workflow_id, args...);
     return enqueue_run(&tx, opts.duplicate == on_duplicate::fail, std::move(name),
-                       std::move(workflow_id), std::move(st));
+                       std::move(workflow_id), std::move(req));
   }
 
   /// start() inside the caller's transaction: queued on the "default" queue, which every
@@ -224,18 +224,31 @@ public:
                                                 const std::string& name,
                                                 const std::string& workflow_id,
                                                 const Args&... args) const {
-    return s_->st.unprepared(make_enqueue(opts, name, workflow_id, args...));
+    return s_->st.unprepared(make_enqueue(opts, name, workflow_id, args...).q.st);
   }
 
+  /// An enqueue's statement, with what its outcome is checked against.
+  struct enqueue_request {
+    query<store::enqueue_outcome> q;
+    std::string inputs;  ///< the encoded inputs, as bound
+    std::string queue;
+    std::string dedup_key;  ///< empty when none
+  };
+
   template <class... Args>
-  [[nodiscard]] pg::statement make_enqueue(const enqueue_options& opts, const std::string& name,
-                                           const std::string& workflow_id,
-                                           const Args&... args) const {
+  [[nodiscard]] enqueue_request make_enqueue(const enqueue_options& opts, const std::string& name,
+                                             const std::string& workflow_id,
+                                             const Args&... args) const {
     const nlohmann::json inputs = detail::encode_inputs(args...);
     check_enqueue(opts, name, workflow_id, inputs);
-    return s_->st.workflow_enqueue(workflow_id, name, inputs.dump(), opts.queue, opts.priority,
-                                   opts.dedup_key, std::int64_t(opts.delay.count()),
-                                   s_->options.app_version, s_->st.channel());
+    enqueue_request req;
+    req.inputs = inputs.dump();
+    req.queue = std::string(opts.queue);
+    if (opts.dedup_key) req.dedup_key = std::string(*opts.dedup_key);
+    req.q = s_->st.workflow_enqueue(workflow_id, name, req.inputs, opts.queue, opts.priority,
+                                    opts.dedup_key, std::int64_t(opts.delay.count()),
+                                    s_->options.app_version, s_->st.channel());
+    return req;
   }
 
   /// Sets a queue's limits (stored in the database, shared by all executors).
@@ -277,16 +290,17 @@ private:
   asio::awaitable<void> shutdown_impl(std::chrono::milliseconds grace);
   asio::awaitable<workflow_handle> enqueue_run_impl(pg::transaction* tx, bool fail_on_duplicate,
                                                     std::string name, std::string id,
-                                                    pg::statement st);
+                                                    enqueue_request req);
   asio::awaitable<void> run_statement_impl(pg::statement st);
   asio::awaitable<workflow_handle> start_encoded_impl(std::string name, std::string id,
                                                       nlohmann::json inputs);
   void check_enqueue(const enqueue_options& opts, const std::string& name, const std::string& id,
                      const nlohmann::json& inputs) const;
-  pg::statement make_queue_upsert(const queue_options& q) const;
-  asio::awaitable<void> run_statement(pg::statement st);
+  query<void> make_queue_upsert(const queue_options& q) const;
+  asio::awaitable<void> run_statement(query<void> q);
   asio::awaitable<workflow_handle> enqueue_run(pg::transaction* tx, bool fail_on_duplicate,
-                                               std::string name, std::string id, pg::statement st);
+                                               std::string name, std::string id,
+                                               enqueue_request req);
   asio::awaitable<workflow_handle> start_encoded(std::string name, std::string id,
                                                  nlohmann::json inputs);
 

@@ -7,6 +7,7 @@
 #include <asio/awaitable.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -282,7 +283,54 @@ $fn$)",
 /// SQLSTATE raised by the journal fence when the caller's epoch is stale.
 inline constexpr std::string_view ownership_lost_sqlstate = "DU001";
 
-/// Names, texts and builders of every statement the library runs.
+/// How a fenced write went (I3): a journal row, a workflow's final state, a heartbeat.
+enum class fence_outcome {
+  written,     ///< the write committed (or is part of the batch that did)
+  fenced_out,  ///< another owner (a newer epoch, another instance) holds the row: not written
+  failed,      ///< the server refused the write for another reason (see sqlstate)
+};
+
+/// The verdict on one fenced write; the one type every writer reports through. When it comes
+/// from the server's error (the journal fence's DU001, or any other refusal) it carries the
+/// SQLSTATE and the server's message; a row missing from a merged write's RETURNING or an
+/// update that matched no row is fenced out without a message.
+struct fence_verdict {
+  fence_outcome outcome = fence_outcome::written;
+  std::string sqlstate;
+  std::string server_message;
+
+  [[nodiscard]] bool written() const noexcept { return outcome == fence_outcome::written; }
+  [[nodiscard]] bool fenced_out() const noexcept { return outcome == fence_outcome::fenced_out; }
+  [[nodiscard]] bool failed() const noexcept { return outcome == fence_outcome::failed; }
+};
+
+/// A statement the store built, with the type of the rows it returns (`void`: none, or none
+/// that anybody reads). Decode its result with store::rows<Row> / store::first<Row>, or run it
+/// and decode in one go with store::fetch / store::fetch_one.
+template <class Row>
+struct query {
+  using row_type = Row;
+  pg::statement st;
+};
+
+/// A fenced write (I3). Its verdict comes from its result (verdict()), or, when the server
+/// refused it, from the error (store::verdict(const pg::sql_error&)).
+struct fenced_write {
+  /// How the fence shows: the statement raises DU001 (step_append), or it updates no row.
+  enum class fence { raises, matches_no_row };
+  pg::statement st;
+  fence how = fence::raises;
+
+  /// The verdict on a write that returned `r` (no error).
+  [[nodiscard]] fence_verdict verdict(const pg::result& r) const {
+    if (how == fence::matches_no_row && r.affected() == 0)
+      return {fence_outcome::fenced_out, {}, {}};
+    return {};
+  }
+};
+
+/// Names, texts and typed builders of every statement the library runs, the row type of each
+/// statement that returns rows, and the decoding of its columns.
 class store {
 public:
   explicit store(std::string schema = "durable")
@@ -307,79 +355,380 @@ public:
   /// The schema version in the database (0 when the schema does not exist).
   [[nodiscard]] asio::awaitable<int> version(pg::connection& c) const;
 
-  // ---- statements ---------------------------------------------------------------------
-  // Each returns a prepared-statement call with its parameters bound.
+  // ---- rows -----------------------------------------------------------------------------
+  // One struct per statement that returns rows, read from the columns in the order of the
+  // statement's SELECT or RETURNING list (texts() below). Nothing outside the store reads a
+  // column by index.
 
-  /// Inserts a workflow that starts running here at once, unless its id exists. Returns one
-  /// row (created, name, inputs, status); no row when a concurrent insert won the race.
-  template <class... A>
-  [[nodiscard]] pg::statement workflow_insert(const A&... a) const {
-    return call("workflow_insert", a...);
+  /// workflow_insert: `created`, or the workflow that already holds the id.
+  struct start_outcome {
+    bool created = false;
+    std::string name, inputs, status;  ///< the existing workflow's (empty when created)
+    static start_outcome from(const pg::row& r) {
+      start_outcome o;
+      o.created = r.get<bool>(0);
+      if (!o.created) {
+        o.name = r.get<std::string>(1);
+        o.inputs = r.get<std::string>(2);
+        o.status = r.get<std::string>(3);
+      }
+      return o;
+    }
+  };
+
+  /// workflow_get: one workflow's state.
+  struct workflow_record {
+    std::string name, status;
+    std::optional<std::string> reason;  ///< status_reason
+    std::string inputs;
+    std::optional<std::string> output, error, executor_id;
+    std::int64_t epoch = 0;
+    int attempts = 0;
+    static workflow_record from(const pg::row& r) {
+      return {r.get<std::string>(0),
+              r.get<std::string>(1),
+              r.get<std::optional<std::string>>(2),
+              r.get<std::string>(3),
+              r.get<std::optional<std::string>>(4),
+              r.get<std::optional<std::string>>(5),
+              r.get<std::optional<std::string>>(6),
+              r.get<std::int64_t>(7),
+              r.get<int>(8)};
+    }
+  };
+
+  /// workflow_claim: the workflow claimed, under its new epoch.
+  struct claimed_one {
+    std::string name, inputs;
+    std::int64_t epoch = 0;
+    static claimed_one from(const pg::row& r) {
+      return {r.get<std::string>(0), r.get<std::string>(1), r.get<std::int64_t>(2)};
+    }
+  };
+
+  /// workflows_claim: a workflow claimed (status 'running'), or parked by its claim (status
+  /// 'parked', with the reason).
+  struct claimed_workflow {
+    std::string id, name, inputs;
+    std::int64_t epoch = 0;
+    std::string status;
+    std::optional<std::string> reason;
+    [[nodiscard]] bool parked() const noexcept { return status == "parked"; }
+    static claimed_workflow from(const pg::row& r) {
+      return {r.get<std::string>(0),  r.get<std::string>(1), r.get<std::string>(2),
+              r.get<std::int64_t>(3), r.get<std::string>(4), r.get<std::optional<std::string>>(5)};
+    }
+  };
+
+  /// journal_load: one journal row. Output and error stay JSON text.
+  struct journal_step {
+    std::int64_t seq = 0;
+    std::string name, kind;
+    bool failed = false;  ///< status 'failed' (else 'succeeded')
+    std::optional<std::string> output, error;
+    static journal_step from(const pg::row& r) {
+      return {r.get<std::int64_t>(0),
+              r.get<std::string>(1),
+              r.get<std::string>(2),
+              r.text(3) == "failed",
+              r.get<std::optional<std::string>>(4),
+              r.get<std::optional<std::string>>(5)};
+    }
+  };
+
+  /// journals_load: one journal row of one of the listed workflows.
+  struct loaded_step {
+    std::string workflow_id;
+    journal_step step;
+    static loaded_step from(const pg::row& r) {
+      return {r.get<std::string>(0),
+              {r.get<std::int64_t>(1), r.get<std::string>(2), r.get<std::string>(3),
+               r.text(4) == "failed", r.get<std::optional<std::string>>(5),
+               r.get<std::optional<std::string>>(6)}};
+    }
+  };
+
+  /// steps_append_many: a journal row written (a row of the batch not returned was fenced
+  /// out).
+  struct written_step {
+    std::string workflow_id;
+    int seq = 0;
+    static written_step from(const pg::row& r) { return {r.get<std::string>(0), r.get<int>(1)}; }
+  };
+
+  /// workflows_owned: an unfinished workflow this executor owns.
+  struct owned_workflow {
+    std::string id, name;
+    static owned_workflow from(const pg::row& r) {
+      return {r.get<std::string>(0), r.get<std::string>(1)};
+    }
+  };
+
+  /// workflow_enqueue: `created`, or the workflow that holds the id or the deduplication key.
+  /// (The statement's fifth column only makes the server send the NOTIFY; it is not read.)
+  struct enqueue_outcome {
+    bool created = false;
+    std::string id, name, inputs;  ///< the created workflow's, or the existing one's
+    static enqueue_outcome from(const pg::row& r) {
+      return {r.get<bool>(0), r.get<std::string>(1), r.get<std::string>(2), r.get<std::string>(3)};
+    }
+  };
+
+  /// queue_dispatch: a queued workflow claimed for this executor, under its new epoch.
+  struct dispatched_workflow {
+    std::string id, name, inputs;
+    std::int64_t epoch = 0;
+    static dispatched_workflow from(const pg::row& r) {
+      return {r.get<std::string>(0), r.get<std::string>(1), r.get<std::string>(2),
+              r.get<std::int64_t>(3)};
+    }
+  };
+
+  /// workflows_take_over: a workflow moved to this executor (to be claimed next).
+  struct taken_workflow {
+    std::string id;
+    static taken_workflow from(const pg::row& r) { return {r.get<std::string>(0)}; }
+  };
+
+  /// executor_register: present when this process now holds the executor id.
+  struct executor_registered {
+    static executor_registered from(const pg::row&) { return {}; }
+  };
+
+  /// executor_get: the process that holds an executor id.
+  struct executor_holder {
+    std::string host;
+    int pid = 0;
+    std::string instance;
+    double heartbeat_age_ms = 0;  ///< infinity after a graceful release
+    static executor_holder from(const pg::row& r) {
+      return {r.get<std::string>(0), r.get<int>(1), r.get<std::string>(2), r.get<double>(3)};
+    }
+  };
+
+  // ---- decoding and running -------------------------------------------------------------
+
+  /// Every row of `r`, decoded.
+  template <class Row>
+  [[nodiscard]] static std::vector<Row> rows(const pg::result& r) {
+    std::vector<Row> out;
+    out.reserve(std::size_t(r.rows()));
+    for (const pg::row row : r) out.push_back(Row::from(row));
+    return out;
   }
-  template <class... A>
-  [[nodiscard]] pg::statement workflow_get(const A&... a) const {
-    return call("workflow_get", a...);
+
+  /// The first row of `r`, decoded; none when `r` is empty.
+  template <class Row>
+  [[nodiscard]] static std::optional<Row> first(const pg::result& r) {
+    if (r.empty()) return std::nullopt;
+    return Row::from(r[0]);
   }
-  template <class... A>
-  [[nodiscard]] pg::statement workflow_claim(const A&... a) const {
-    return call("workflow_claim", a...);
+
+  /// Runs `q` on `c` (a pg::connection or pg::transaction) and decodes every row.
+  template <class Row, class Conn>
+  [[nodiscard]] static asio::awaitable<std::vector<Row>> fetch(Conn& c, query<Row> q) {
+    return fetch_impl<Row>(c, std::move(q.st));
   }
-  template <class... A>
-  [[nodiscard]] pg::statement workflows_claim(const A&... a) const {
-    return call("workflows_claim", a...);
+
+  /// Runs `q` on `c` and decodes its first row; none when it returned no row.
+  template <class Row, class Conn>
+  [[nodiscard]] static asio::awaitable<std::optional<Row>> fetch_one(Conn& c, query<Row> q) {
+    return fetch_one_impl<Row>(c, std::move(q.st));
   }
-  template <class... A>
-  [[nodiscard]] pg::statement journals_load(const A&... a) const {
-    return call("journals_load", a...);
+
+  /// The verdict on a fenced write the server refused with `e`: fenced out when it is the
+  /// journal fence's DU001, else failed; both carry the SQLSTATE and the server's message.
+  [[nodiscard]] static fence_verdict verdict(const pg::sql_error& e) {
+    return {
+        e.sqlstate() == ownership_lost_sqlstate ? fence_outcome::fenced_out : fence_outcome::failed,
+        e.sqlstate(), e.server_message()};
   }
-  template <class... A>
-  [[nodiscard]] pg::statement workflow_note_error(const A&... a) const {
-    return call("workflow_note_error", a...);
+
+  // ---- statements ---------------------------------------------------------------------
+  // Each binds its parameters, in the order of the SQL's $1, $2, ... (texts() below). Lists
+  // of workflow names (`names`) and of application versions (`versions`, empty = all) are
+  // text[] literals, built once by the engine (detail::text_array).
+
+  /// Inserts a workflow that starts running here at once (epoch 1), unless its id exists.
+  /// One row; none when a concurrent insert won the race.
+  [[nodiscard]] query<start_outcome> workflow_insert(const std::string& id, const std::string& name,
+                                                     const std::string& inputs,
+                                                     const std::string& executor_id,
+                                                     const std::string& app_version) const {
+    return {call("workflow_insert", id, name, inputs, executor_id, app_version)};
   }
-  template <class... A>
-  [[nodiscard]] pg::statement executor_register(const A&... a) const {
-    return call("executor_register", a...);
+
+  /// One workflow's state; no row when it does not exist.
+  [[nodiscard]] query<workflow_record> workflow_get(const std::string& id) const {
+    return {call("workflow_get", id)};
   }
-  template <class... A>
-  [[nodiscard]] pg::statement executor_get(const A&... a) const {
-    return call("executor_get", a...);
+
+  /// Claims workflow `id` for `executor_id` if it is unfinished and one of `names` (bumps
+  /// its epoch, I3).
+  [[nodiscard]] query<claimed_one> workflow_claim(const std::string& id,
+                                                  const std::string& executor_id,
+                                                  const std::string& names) const {
+    return {call("workflow_claim", id, executor_id, names)};
   }
-  template <class... A>
-  [[nodiscard]] pg::statement workflow_finish(const A&... a) const {
-    return call("workflow_finish", a...);
+
+  /// Claims every workflow of `ids` that is unfinished and runnable here (`names`,
+  /// `versions`, empty = all), bumping its epoch (I3); parks it instead after more than
+  /// `max_claims_without_progress` claims in a row without a new journal row (I9).
+  [[nodiscard]] query<claimed_workflow> workflows_claim(const std::vector<std::string>& ids,
+                                                        const std::string& executor_id,
+                                                        const std::string& names,
+                                                        const std::string& versions,
+                                                        int max_claims_without_progress) const {
+    return {
+        call("workflows_claim", ids, executor_id, names, versions, max_claims_without_progress)};
   }
-  template <class... A>
-  [[nodiscard]] pg::statement workflows_owned(const A&... a) const {
-    return call("workflows_owned", a...);
+
+  /// The unfinished workflows `executor_id` owns (only `versions`, empty = all), oldest first.
+  [[nodiscard]] query<owned_workflow> workflows_owned(const std::string& executor_id,
+                                                      const std::string& versions) const {
+    return {call("workflows_owned", executor_id, versions)};
   }
-  template <class... A>
-  [[nodiscard]] pg::statement journal_load(const A&... a) const {
-    return call("journal_load", a...);
+
+  /// The journals of `ids`, in one query (I1), by workflow id then step number.
+  [[nodiscard]] query<loaded_step> journals_load(const std::vector<std::string>& ids) const {
+    return {call("journals_load", ids)};
   }
-  template <class... A>
-  [[nodiscard]] pg::statement step_append(const A&... a) const {
-    return call("step_append", a...);
+
+  /// One workflow's journal (I1), by step number.
+  [[nodiscard]] query<journal_step> journal_load(const std::string& id) const {
+    return {call("journal_load", id)};
   }
-  template <class... A>
-  [[nodiscard]] pg::statement steps_append_many(const A&... a) const {
-    return call("steps_append_many", a...);
+
+  /// Records the error that ended a run under `epoch` (shown when I9 parks the workflow).
+  /// Fenced: no row updated when another epoch owns the workflow.
+  [[nodiscard]] fenced_write workflow_note_error(const std::string& id, std::int64_t epoch,
+                                                 const std::string& error) const {
+    return {call("workflow_note_error", id, epoch, error), fenced_write::fence::matches_no_row};
   }
-  template <class... A>
-  [[nodiscard]] pg::statement workflow_enqueue(const A&... a) const {
-    return call("workflow_enqueue", a...);
+
+  /// Writes a workflow's final state (status, output, error JSON, status reason), fenced by
+  /// `epoch` (I3): fenced out when another epoch owns it now.
+  [[nodiscard]] fenced_write workflow_finish(const std::string& id, std::int64_t epoch,
+                                             const std::string& status,
+                                             const std::optional<std::string>& output,
+                                             const std::optional<std::string>& error,
+                                             const std::optional<std::string>& reason) const {
+    return {call("workflow_finish", id, epoch, status, output, error, reason),
+            fenced_write::fence::matches_no_row};
   }
-  template <class... A>
-  [[nodiscard]] pg::statement queue_upsert(const A&... a) const {
-    return call("queue_upsert", a...);
+
+  /// Journals one step (output and error are JSON text; `started_at` in Unix seconds),
+  /// fenced by `epoch` in the same statement (I3): the server raises DU001 when another
+  /// epoch owns the workflow.
+  [[nodiscard]] fenced_write step_append(const std::string& workflow_id, std::int64_t epoch,
+                                         int seq, const std::string& name, const std::string& kind,
+                                         const std::string& status,
+                                         const std::optional<std::string>& output,
+                                         const std::optional<std::string>& error, int attempts,
+                                         double started_at) const {
+    return {call("step_append", workflow_id, epoch, seq, name, kind, status, output, error,
+                 attempts, started_at),
+            fenced_write::fence::raises};
   }
-  template <class... A>
-  [[nodiscard]] pg::statement queue_lock(const A&... a) const {
-    return call("queue_lock", a...);
+
+  /// Journals many steps in one statement (group commit), one array element per row, fenced
+  /// row by row (I3). Returns the rows written; a row not returned was fenced out.
+  [[nodiscard]] query<written_step> steps_append_many(
+      const std::vector<std::string>& workflow_ids, const std::vector<std::int64_t>& epochs,
+      const std::vector<int>& seqs, const std::vector<std::string>& names,
+      const std::vector<std::string>& kinds, const std::vector<std::string>& statuses,
+      const std::vector<std::optional<std::string>>& outputs,
+      const std::vector<std::optional<std::string>>& errors, const std::vector<int>& attempts,
+      const std::vector<double>& started_at) const {
+    return {call("steps_append_many", workflow_ids, epochs, seqs, names, kinds, statuses, outputs,
+                 errors, attempts, started_at)};
   }
-  template <class... A>
-  [[nodiscard]] pg::statement queue_dispatch(const A&... a) const {
-    return call("queue_dispatch", a...);
+
+  /// Queues a workflow (delayed by `delay_ms`) unless its id, or `dedup_key` among the
+  /// queue's unfinished workflows, is taken; announces `queue` on `channel` at commit. One
+  /// row; none when a conflicting workflow committed after the statement's snapshot.
+  [[nodiscard]] query<enqueue_outcome> workflow_enqueue(
+      const std::string& id, const std::string& name, const std::string& inputs,
+      std::string_view queue, int priority, const std::optional<std::string_view>& dedup_key,
+      std::int64_t delay_ms, const std::string& app_version, const std::string& channel) const {
+    return {call("workflow_enqueue", id, name, inputs, queue, priority, dedup_key, delay_ms,
+                 app_version, channel)};
   }
+
+  /// Creates or updates a queue's limits (unset: no limit).
+  [[nodiscard]] query<void> queue_upsert(const std::string& name,
+                                         const std::optional<int>& concurrency,
+                                         const std::optional<int>& worker_concurrency,
+                                         const std::optional<int>& rate_limit,
+                                         int rate_period_ms) const {
+    return {
+        call("queue_upsert", name, concurrency, worker_concurrency, rate_limit, rate_period_ms)};
+  }
+
+  /// Locks a queue's row until the end of the transaction (serializes its dispatchers).
+  [[nodiscard]] query<void> queue_lock(const std::string& queue) const {
+    return {call("queue_lock", queue)};
+  }
+
+  /// Claims up to `limit` queued workflows of `queue` for `executor_id` within the queue's
+  /// limits, by priority then age (only `names`, and `versions`, empty = all).
+  [[nodiscard]] query<dispatched_workflow> queue_dispatch(const std::string& executor_id,
+                                                          const std::string& queue,
+                                                          const std::string& names, int limit,
+                                                          const std::string& versions) const {
+    return {call("queue_dispatch", executor_id, queue, names, limit, versions)};
+  }
+
+  /// pg_notify(channel, payload).
+  [[nodiscard]] query<void> notify(const std::string& channel, const std::string& payload) const {
+    return {call("notify", channel, payload)};
+  }
+
+  /// Renews executor `id`'s lease while `instance` holds it: fenced out when another process
+  /// took the id over.
+  [[nodiscard]] fenced_write executor_heartbeat(const std::string& id,
+                                                const std::string& instance) const {
+    return {call("executor_heartbeat", id, instance), fenced_write::fence::matches_no_row};
+  }
+
+  /// Ends executor `id`'s lease now (graceful shutdown) while `instance` holds it.
+  [[nodiscard]] query<void> executor_release(const std::string& id,
+                                             const std::string& instance) const {
+    return {call("executor_release", id, instance)};
+  }
+
+  /// Moves up to `limit` unfinished workflows (of `names`, and `versions`, empty = all) of
+  /// executors whose lease (`lease_ms`) ran out to `executor_id`, which then claims them.
+  [[nodiscard]] query<taken_workflow> workflows_take_over(const std::string& executor_id,
+                                                          std::int64_t lease_ms,
+                                                          const std::string& names,
+                                                          std::int64_t limit,
+                                                          const std::string& versions) const {
+    return {call("workflows_take_over", executor_id, lease_ms, names, limit, versions)};
+  }
+
+  /// Registers this process (`instance`) under executor `id` unless another live process
+  /// holds it (its heartbeat younger than `lease_ms`), or when `force`: then one row.
+  [[nodiscard]] query<executor_registered> executor_register(
+      const std::string& id, const std::string& host, int pid, const std::string& app_version,
+      const std::string& versions, const std::string& instance, std::int64_t lease_ms,
+      bool force) const {
+    return {
+        call("executor_register", id, host, pid, app_version, versions, instance, lease_ms, force)};
+  }
+
+  /// Who holds executor `id`, and how long ago it heartbeat.
+  [[nodiscard]] query<executor_holder> executor_get(const std::string& id) const {
+    return {call("executor_get", id)};
+  }
+
+  /// Creates or refreshes executor `id` (without the instance check of executor_register).
+  [[nodiscard]] query<void> executor_upsert(const std::string& id, const std::string& host, int pid,
+                                            const std::string& app_version,
+                                            const std::string& versions) const {
+    return {call("executor_upsert", id, host, pid, app_version, versions)};
+  }
+
   /// A prepared-statement call turned into its SQL text with the same parameters, for a
   /// connection that has not prepared it (one the application manages itself).
   [[nodiscard]] pg::statement unprepared(pg::statement st) const {
@@ -389,12 +738,6 @@ public:
     }
     return st;
   }
-
-  template <class... A>
-  [[nodiscard]] pg::statement notify(const A&... a) const {
-    return call("notify", a...);
-  }
-
   /// The NOTIFY channel on which enqueues announce their queue: "durable:<schema>" while
   /// that fits PostgreSQL's 63-byte limit on channel names (schema names up to 55 bytes).
   /// For longer names it is "durable:", the name's first 38 bytes (cut at a UTF-8
@@ -414,23 +757,6 @@ public:
     return ch;
   }
 
-  template <class... A>
-  [[nodiscard]] pg::statement executor_heartbeat(const A&... a) const {
-    return call("executor_heartbeat", a...);
-  }
-  template <class... A>
-  [[nodiscard]] pg::statement executor_release(const A&... a) const {
-    return call("executor_release", a...);
-  }
-  template <class... A>
-  [[nodiscard]] pg::statement workflows_take_over(const A&... a) const {
-    return call("workflows_take_over", a...);
-  }
-  template <class... A>
-  [[nodiscard]] pg::statement executor_upsert(const A&... a) const {
-    return call("executor_upsert", a...);
-  }
-
 private:
   static std::string prefix() { return "durable_"; }
 
@@ -442,6 +768,17 @@ private:
   template <class... A>
   pg::statement call(const char* name, const A&... a) const {
     return pg::prepared(prefix() + name, a...);
+  }
+
+  template <class Row, class Conn>
+  static asio::awaitable<std::vector<Row>> fetch_impl(Conn& c, pg::statement st) {
+    const pg::result r = co_await c.run(std::move(st));
+    co_return rows<Row>(r);
+  }
+  template <class Row, class Conn>
+  static asio::awaitable<std::optional<Row>> fetch_one_impl(Conn& c, pg::statement st) {
+    const pg::result r = co_await c.run(std::move(st));
+    co_return first<Row>(r);
   }
 
   static const std::vector<std::pair<const char*, const char*>>& texts() {

@@ -51,23 +51,22 @@ inline asio::awaitable<void> register_executor(std::shared_ptr<engine_state> s) 
   bool force = false;
   for (;;) {
     {
-      pg::statement reg =
-          s->st.executor_register(o.executor_id, host, pid, o.app_version, s->versions, s->instance,
-                                  std::int64_t(o.lease_timeout.count()), force);
+      auto reg = s->st.executor_register(o.executor_id, host, pid, o.app_version, s->versions,
+                                         s->instance, std::int64_t(o.lease_timeout.count()), force);
       auto c = co_await s->pool.acquire();
-      auto r = co_await c->run(std::move(reg));
-      if (!r.empty()) co_return;
+      const auto registered = co_await store::fetch_one(*c, std::move(reg));
+      if (registered) co_return;
     }
-    pg::statement get = s->st.executor_get(o.executor_id);
-    pg::result holder;
+    auto get = s->st.executor_get(o.executor_id);
+    std::optional<store::executor_holder> holder;
     {
       auto c = co_await s->pool.acquire();
-      holder = co_await c->run(std::move(get));
+      holder = co_await store::fetch_one(*c, std::move(get));
     }
-    if (holder.empty()) continue;  // released meanwhile: try again
-    const std::string their_host = holder[0].get<std::string>(0);
-    const int their_pid = holder[0].get<int>(1);
-    const double age_ms = holder[0].get<double>(3);
+    if (!holder) continue;  // released meanwhile: try again
+    const std::string their_host = holder->host;
+    const int their_pid = holder->pid;
+    const double age_ms = holder->heartbeat_age_ms;
     if (their_host == host && process_gone(their_pid)) {
       force = true;
       continue;
@@ -120,14 +119,15 @@ inline asio::awaitable<void> lease_keeper(std::shared_ptr<engine_state> s) {
             throw error("connecting took longer than " + std::to_string(limit.count()) + " ms");
           conn = std::move(*connected);
         }
-        pg::statement beat = s->st.executor_heartbeat(o.executor_id, s->instance);
-        auto r = co_await within(conn->run(std::move(beat)), limit);
+        fenced_write beat = s->st.executor_heartbeat(o.executor_id, s->instance);
+        pg::statement beat_st = std::move(beat.st);
+        auto r = co_await within(conn->run(std::move(beat_st)), limit);
         if (!r) {
           conn.reset();  // cancelled mid-statement: unusable
           throw error("the heartbeat got no answer within " + std::to_string(limit.count()) +
                       " ms");
         }
-        if (r->affected() == 0) {
+        if (beat.verdict(*r).fenced_out()) {
           s->id_taken = true;
           s->lease_expired = true;
           s->report(severity::error, "lease", "",
@@ -176,17 +176,19 @@ inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
       {
         std::vector<pg::statement> batch;
         const std::int64_t room = std::int64_t(std::min<std::size_t>(s->room(), claim_batch));
-        batch.push_back(s->st.workflows_take_over(s->options.executor_id,
-                                                  std::int64_t(s->options.lease_timeout.count()),
-                                                  s->names, room, s->versions));
-        batch.push_back(s->st.workflows_owned(s->options.executor_id, s->versions));
+        batch.push_back(s->st
+                            .workflows_take_over(s->options.executor_id,
+                                                 std::int64_t(s->options.lease_timeout.count()),
+                                                 s->names, room, s->versions)
+                            .st);
+        batch.push_back(s->st.workflows_owned(s->options.executor_id, s->versions).st);
         auto c = co_await s->pool.acquire();
         auto r = co_await c->run_batch(std::move(batch));
-        for (const pg::row row : r[0]) ids.push_back(row.get<std::string>(0));
-        for (const pg::row row : r[1])
-          if (s->registry.contains(row.text(1)) && !s->running.contains(row.text(0)) &&
-              !s->retrying.contains(row.text(0)))
-            orphans.insert(row.get<std::string>(0));
+        for (auto& w : store::rows<store::taken_workflow>(r[0])) ids.push_back(std::move(w.id));
+        for (auto& w : store::rows<store::owned_workflow>(r[1]))
+          if (s->registry.contains(w.name) && !s->running.contains(w.id) &&
+              !s->retrying.contains(w.id))
+            orphans.insert(std::move(w.id));
       }
       if (!ids.empty())
         s->report(severity::info, "maintenance", "",
@@ -228,24 +230,26 @@ inline asio::awaitable<void> dispatcher(std::shared_ptr<engine_state> s) {
         // Lock, claim and commit in one round trip: the claim runs in its own snapshot, taken
         // after the queue's lock is held, so its counts include every earlier claim.
         std::vector<pg::statement> batch;
-        batch.push_back(s->st.queue_lock(queue));
+        batch.push_back(s->st.queue_lock(queue).st);
         batch.push_back(
-            s->st.queue_dispatch(s->options.executor_id, queue, s->names, int(room), s->versions));
+            s->st.queue_dispatch(s->options.executor_id, queue, s->names, int(room), s->versions)
+                .st);
         std::vector<pg::result> r;
         {
           auto c = co_await s->pool.acquire();
           auto tx = c->begin();
           r = co_await tx.commit(std::move(batch));
         }
-        for (const pg::row row : r[1]) {
+        auto claimed = store::rows<store::dispatched_workflow>(r[1]);
+        for (auto& w : claimed) {
           auto run = std::make_shared<run_state>();
-          run->id = row.get<std::string>(0);
-          run->name = row.get<std::string>(1);
-          run->epoch = row.get<std::int64_t>(3);
-          auto inputs = nlohmann::json::parse(row.get<std::string>(2));
+          run->id = std::move(w.id);
+          run->name = std::move(w.name);
+          run->epoch = w.epoch;
+          auto inputs = nlohmann::json::parse(w.inputs);
           launch(s, std::move(run), std::move(inputs));
         }
-        more = more || std::size_t(r[1].rows()) == room;
+        more = more || claimed.size() == room;
         problems.ok(*s);
       } catch (const std::exception& e) {
         problems.failed(*s, "dispatching queue '" + queue + "' failed: " + describe_io_failure(e) +

@@ -82,10 +82,11 @@ public:
     double started_at = 0;
   };
 
-  /// Journals `row` in the next batch. Returns true once it is committed; false if it was
-  /// fenced out (its workflow is owned under another epoch now, I3). Throws the batch's
-  /// error otherwise.
-  [[nodiscard]] asio::awaitable<bool> append(journal_row row) {
+  /// Journals `row` in the next batch. Returns the verdict once its batch committed: written,
+  /// or fenced_out (its workflow is owned under another epoch now, I3; with the server's
+  /// SQLSTATE and message when the row went alone and the fence raised DU001). Throws the
+  /// row's own error (a refusal) or the batch's otherwise.
+  [[nodiscard]] asio::awaitable<fence_verdict> append(journal_row row) {
     return append_impl(std::move(row));
   }
 
@@ -123,7 +124,7 @@ private:
     pg::statement st;
     std::optional<journal_row> row;  // set for a journal row (merged), else `st` runs
     bool alone = false;              // a journal row sent as its own statement
-    bool journaled = false;
+    fence_verdict verdict;           // of a journal row
     pg::result res;
 
     /// Bytes of values this item sends.
@@ -151,12 +152,12 @@ private:
     co_return std::move(it->res);
   }
 
-  asio::awaitable<bool> append_impl(journal_row row) {
+  asio::awaitable<fence_verdict> append_impl(journal_row row) {
     if (!st_) throw error("group_committer::append: no store was given");
     auto it = std::make_shared<item>(ex_);
     it->row = std::move(row);
     co_await submit(it);
-    co_return it->journaled;
+    co_return std::move(it->verdict);
   }
 
   /// Queues `it` and waits until its batch has committed; rethrows its error.
@@ -244,13 +245,18 @@ private:
       attempts.push_back(r.attempts);
       started.push_back(r.started_at);
     }
-    return st_->steps_append_many(ids, epochs, seqs, names, kinds, statuses, outputs, errors,
-                                  attempts, started);
+    return st_
+        ->steps_append_many(ids, epochs, seqs, names, kinds, statuses, outputs, errors, attempts,
+                            started)
+        .st;
   }
 
+  /// One journal row alone (step_append: the fence raises DU001, so a result means written).
   pg::statement single_row(const journal_row& r) const {
-    return st_->step_append(r.workflow_id, r.epoch, r.seq, r.name, r.kind, r.status, r.output,
-                            r.error, r.attempts, r.started_at);
+    return st_
+        ->step_append(r.workflow_id, r.epoch, r.seq, r.name, r.kind, r.status, r.output, r.error,
+                      r.attempts, r.started_at)
+        .st;
   }
 
   asio::awaitable<void> commit(std::vector<item_ptr> items) {
@@ -292,13 +298,15 @@ private:
         }
         for (std::size_t g = 0; g < groups.size(); ++g) {
           if (groups[g].front()->alone) {
-            groups[g].front()->journaled = true;  // step_append raises when fenced out
+            groups[g].front()->verdict = {};  // written: step_append raises when fenced out
           } else if (groups[g].front()->row) {
             std::set<std::pair<std::string, int>> written;
-            for (const pg::row r : results[g])
-              written.emplace(r.get<std::string>(0), r.get<int>(1));
+            for (auto& w : store::rows<store::written_step>(results[g]))
+              written.emplace(std::move(w.workflow_id), w.seq);
             for (const auto& it : groups[g])
-              it->journaled = written.contains({it->row->workflow_id, it->row->seq});
+              it->verdict.outcome = written.contains({it->row->workflow_id, it->row->seq})
+                                        ? fence_outcome::written
+                                        : fence_outcome::fenced_out;
           } else {
             groups[g].front()->res = std::move(results[g]);
           }
@@ -315,10 +323,15 @@ private:
         // The server rolled the whole batch back: the failing statement's items get its
         // error (merged rows are tried again one by one), the others go out again.
         auto& failed = groups[std::size_t(i)];
-        if (failed.front()->row && !failed.front()->alone)
+        if (failed.front()->row && !failed.front()->alone) {
           for (auto& it : failed) it->alone = true;
-        else
+        } else if (fence_verdict v = store::verdict(e); failed.front()->row && v.fenced_out()) {
+          failed.front()->verdict = std::move(v);  // a lone row the fence rejected
+          finish(failed.front());
+          ++counters_.statements;
+        } else {
           fail_all(failed, std::current_exception());
+        }
         std::erase_if(items, [](const item_ptr& it) { return it->finished; });
       } catch (...) {
         fail_all(items, std::current_exception());

@@ -214,6 +214,17 @@ inline void note_io_failure(run_state& s, int seq, const std::string& name,
   }
 }
 
+/// Why step `seq` was not journaled: the fence (I3) rejected its row. The verdict carries the
+/// fence's message when the server raised it (DU001).
+inline std::string journal_fenced_message(const run_state& s, int seq, const std::string& name,
+                                          const fence_verdict& v) {
+  return "workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
+         "' was not journaled because another executor took the workflow over (" +
+         (v.server_message.empty() ? "it is no longer owned under epoch " + std::to_string(s.epoch)
+                                   : v.server_message) +
+         "); this run stops and the new owner continues";
+}
+
 /// Journals one step (I2: one round trip, fenced by the epoch in the same statement, I3).
 /// Through the group committer the round trip and its commit are shared with other runs;
 /// the step still resumes only once its row is committed.
@@ -227,27 +238,19 @@ inline asio::awaitable<void> append(run_state& s, int seq, const std::string& na
     if (s.committer) {
       group_committer::journal_row row{s.id,   s.epoch, seq,   name,     kind,
                                        status, output,  error, attempts, started_at};
-      if (!co_await s.committer->append(std::move(row)))
-        throw ownership_lost(
-            s.id, "workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                      "' was not journaled because another executor took the "
-                      "workflow over (it is no longer owned under epoch " +
-                      std::to_string(s.epoch) + "); this run stops and the new owner continues");
+      const fence_verdict v = co_await s.committer->append(std::move(row));
+      if (!v.written()) throw ownership_lost(s.id, journal_fenced_message(s, seq, name, v));
     } else {
-      pg::statement row = s.st->step_append(s.id, s.epoch, seq, name, kind, status, output, error,
-                                            attempts, started_at);
+      fenced_write row = s.st->step_append(s.id, s.epoch, seq, name, kind, status, output, error,
+                                           attempts, started_at);
       auto conn = co_await s.pool->acquire();
-      co_await conn->run(std::move(row));
+      co_await conn->run(std::move(row.st));
     }
   } catch (const ownership_lost&) {
     throw;
   } catch (const pg::sql_error& e) {
-    if (e.sqlstate() == ownership_lost_sqlstate)
-      throw ownership_lost(
-          s.id, "workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                    "' was not journaled because another executor took the "
-                    "workflow over (" +
-                    e.server_message() + "); this run stops and the new owner continues");
+    const fence_verdict v = store::verdict(e);
+    if (v.fenced_out()) throw ownership_lost(s.id, journal_fenced_message(s, seq, name, v));
     note_io_failure(s, seq, name, e);
     throw;
   } catch (const std::exception& e) {

@@ -138,16 +138,17 @@ private:
 
 // ---- outcomes -------------------------------------------------------------------------------
 
-/// Writes a workflow's final state (fenced by its epoch, I3). Returns false if a newer
-/// epoch owns it now.
-inline asio::awaitable<bool> write_final(std::shared_ptr<engine_state> s, std::string id,
-                                         std::int64_t epoch, std::string status,
-                                         std::optional<std::string> output,
-                                         std::optional<std::string> error_json,
-                                         std::optional<std::string> reason) {
-  pg::statement finish = s->st.workflow_finish(id, epoch, status, output, error_json, reason);
-  auto r = co_await s->committer.run(std::move(finish));
-  co_return r.affected() > 0;
+/// Writes a workflow's final state (fenced by its epoch, I3). The verdict is fenced_out if a
+/// newer epoch owns it now; a refusal throws.
+inline asio::awaitable<fence_verdict> write_final(std::shared_ptr<engine_state> s, std::string id,
+                                                  std::int64_t epoch, std::string status,
+                                                  std::optional<std::string> output,
+                                                  std::optional<std::string> error_json,
+                                                  std::optional<std::string> reason) {
+  fenced_write finish = s->st.workflow_finish(id, epoch, status, output, error_json, reason);
+  pg::statement st = std::move(finish.st);
+  const pg::result r = co_await s->committer.run(std::move(st));
+  co_return finish.verdict(r);
 }
 
 inline std::string error_json(std::string_view type, const std::string& message) {
@@ -221,40 +222,40 @@ inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
     std::vector<pg::result> r;
     {
       std::vector<pg::statement> batch;
-      batch.push_back(s->st.workflows_claim(chunk, s->options.executor_id, s->names, s->versions,
-                                            s->options.max_claims_without_progress));
-      batch.push_back(s->st.journals_load(chunk));
+      batch.push_back(s->st
+                          .workflows_claim(chunk, s->options.executor_id, s->names, s->versions,
+                                           s->options.max_claims_without_progress)
+                          .st);
+      batch.push_back(s->st.journals_load(chunk).st);
       auto c = co_await s->pool.acquire();
       r = co_await c->run_batch(std::move(batch));
     }
     ++s->counters.journal_loads;
     std::map<std::string, std::shared_ptr<run_state>, std::less<>> runs;
     std::map<std::string, std::string, std::less<>> inputs, unusable;
-    for (const pg::row row : r[0]) {
-      auto id = row.get<std::string>(0);
-      if (row.text(4) == "parked") {
-        s->report(severity::warning, component, id,
-                  "parked by its claim: " + row.get<std::optional<std::string>>(5).value_or(""));
+    for (auto& w : store::rows<store::claimed_workflow>(r[0])) {
+      if (w.parked()) {
+        s->report(severity::warning, component, w.id,
+                  "parked by its claim: " + w.reason.value_or(""));
         continue;
       }
       auto run = std::make_shared<run_state>();
-      run->id = id;
-      run->name = row.get<std::string>(1);
-      run->epoch = row.get<std::int64_t>(3);
-      inputs[id] = row.get<std::string>(2);
-      runs[id] = std::move(run);
+      run->id = w.id;
+      run->name = std::move(w.name);
+      run->epoch = w.epoch;
+      inputs[w.id] = std::move(w.inputs);
+      runs[w.id] = std::move(run);
     }
-    for (const pg::row row : r[1]) {
-      const auto it = runs.find(row.text(0));
+    for (auto& row : store::rows<store::loaded_step>(r[1])) {
+      const auto it = runs.find(row.workflow_id);
       if (it == runs.end() || unusable.contains(it->first)) continue;
       journal_entry e;
-      e.name = row.get<std::string>(2);
-      e.kind = row.get<std::string>(3);
-      e.failed = row.text(4) == "failed";
-      if (!row.is_null(5)) e.output = row.text(5);
-      if (!row.is_null(6)) e.error = row.text(6);
-      if (auto why = it->second->add_entry(row.get<std::int64_t>(1), std::move(e)))
-        unusable[it->first] = *why;
+      e.name = std::move(row.step.name);
+      e.kind = std::move(row.step.kind);
+      e.failed = row.step.failed;
+      if (row.step.output) e.output = std::move(*row.step.output);
+      if (row.step.error) e.error = std::move(*row.step.error);
+      if (auto why = it->second->add_entry(row.step.seq, std::move(e))) unusable[it->first] = *why;
     }
     for (auto& [id, run] : runs) {
       if (auto u = unusable.find(id); u != unusable.end()) {
@@ -335,8 +336,9 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
       std::optional<std::string> final_output;
       if (kind == outcome::succeeded) final_output = output.value_or("null");
       const std::string status = names[int(kind)];
-      if (!co_await write_final(s, run->id, run->epoch, status, final_output, err,
-                                reason)) {  // I3: a newer epoch owns it now
+      const fence_verdict written =
+          co_await write_final(s, run->id, run->epoch, status, final_output, err, reason);
+      if (written.fenced_out()) {  // I3: a newer epoch owns it now
         kind = outcome::lost;
         ++s->counters.ownership_lost;
       }
@@ -379,8 +381,8 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
     ~unmark() { s->retrying.erase(id); }
   } guard{s, id};
   try {  // best effort: shown when I9 parks the workflow
-    pg::statement note = s->st.workflow_note_error(id, run->epoch, run->io_error);
-    (void)co_await s->committer.run(std::move(note));
+    fenced_write note = s->st.workflow_note_error(id, run->epoch, run->io_error);
+    (void)co_await s->committer.run(std::move(note.st));
   } catch (const std::exception& e) {
     s->report(severity::debug, "runner", id,
               "could not record the last error: " + describe_io_failure(e));

@@ -165,44 +165,43 @@ inline void engine::check_enqueue(const enqueue_options& opts, const std::string
 inline asio::awaitable<workflow_handle> engine::enqueue_run_impl(pg::transaction* tx,
                                                                  bool fail_on_duplicate,
                                                                  std::string name, std::string id,
-                                                                 pg::statement st) {
+                                                                 enqueue_request req) {
   auto s = s_;
-  const std::string inputs_text = *st.params[2];
-  pg::result r;
-  for (int attempt = 0; attempt < 3 && r.empty(); ++attempt) {
-    pg::statement copy = st;
+  std::optional<store::enqueue_outcome> r;
+  for (int attempt = 0; attempt < 3 && !r; ++attempt) {
+    pg::statement copy = req.q.st;
+    pg::result res;
     if (tx)
-      r = co_await tx->run(std::move(copy));
+      res = co_await tx->run(std::move(copy));
     else
-      r = co_await s->committer.run(std::move(copy));
+      res = co_await s->committer.run(std::move(copy));
+    r = store::first<store::enqueue_outcome>(res);
     // No row: the conflicting workflow committed after this statement's snapshot. Outside
     // a transaction, asking again sees it; inside one, the caller's snapshot may not.
     if (tx) break;
   }
-  if (r.empty())
+  if (!r)
     throw error(
         "enqueue('" + name + "', '" + id +
         "'): a concurrent enqueue with the same id or deduplication key is not visible yet; retry");
-  const std::string existing = r[0].get<std::string>(1);
-  if (r[0].get<bool>(0)) {
+  const std::string& existing = r->id;
+  if (r->created) {
     if (!tx) s->wake_dispatcher();
     co_return workflow_handle(s, std::move(id));
   }
   if (existing == id) {
-    detail::check_same_workflow("enqueue", id, name, inputs_text, r[0].get<std::string>(2),
-                                r[0].get<std::string>(3));
+    detail::check_same_workflow("enqueue", id, name, req.inputs, r->name, r->inputs);
     co_return workflow_handle(s, std::move(id));
   }
   if (fail_on_duplicate)
     throw duplicate_workflow(id, existing,
-                             "enqueue('" + name + "', '" + id + "'): queue '" +
-                                 st.params[3].value_or("") +
+                             "enqueue('" + name + "', '" + id + "'): queue '" + req.queue +
                                  "' already holds unfinished workflow '" + existing +
-                                 "' with deduplication key '" + st.params[5].value_or("") + "'");
+                                 "' with deduplication key '" + req.dedup_key + "'");
   co_return workflow_handle(s, existing);
 }
 
-inline pg::statement engine::make_queue_upsert(const queue_options& q) const {
+inline query<void> engine::make_queue_upsert(const queue_options& q) const {
   const std::string name(q.name);
   if (name.empty()) throw error("configure_queue: the queue name must not be empty");
   auto positive = [&](const std::optional<int>& v, const char* what) {
@@ -250,8 +249,8 @@ inline asio::awaitable<void> engine::shutdown_impl(std::chrono::milliseconds gra
   auto release = [](std::shared_ptr<detail::engine_state> s,
                     std::shared_ptr<bool> released) -> asio::awaitable<void> {
     std::vector<pg::statement> batch;
-    batch.push_back(s->st.executor_release(s->options.executor_id, s->instance));
-    batch.push_back(s->st.notify(s->st.channel(), std::string("shutdown")));
+    batch.push_back(s->st.executor_release(s->options.executor_id, s->instance).st);
+    batch.push_back(s->st.notify(s->st.channel(), std::string("shutdown")).st);
     auto c = co_await s->pool.acquire();
     co_await c->run_batch(std::move(batch));
     *released = true;
@@ -304,10 +303,11 @@ inline asio::awaitable<workflow_handle> engine::start_encoded_impl(std::string n
   const std::string inputs_text = inputs.dump();
   std::string existing_name, existing_inputs;
   {
-    pg::statement insert = s->st.workflow_insert(id, name, inputs_text, s->options.executor_id,
-                                                 s->options.app_version);
-    auto r = co_await s->committer.run(std::move(insert));
-    if (!r.empty() && r[0].get<bool>(0)) {
+    auto insert = s->st.workflow_insert(id, name, inputs_text, s->options.executor_id,
+                                        s->options.app_version);
+    const pg::result res = co_await s->committer.run(std::move(insert.st));
+    const auto r = store::first<store::start_outcome>(res);
+    if (r && r->created) {
       auto run = std::make_shared<detail::run_state>();
       run->id = id;
       run->name = name;
@@ -315,17 +315,17 @@ inline asio::awaitable<workflow_handle> engine::start_encoded_impl(std::string n
       detail::launch(s, std::move(run), std::move(inputs));
       co_return workflow_handle(s, std::move(id));
     }
-    if (!r.empty()) {
-      existing_name = r[0].get<std::string>(1);
-      existing_inputs = r[0].get<std::string>(2);
+    if (r) {
+      existing_name = r->name;
+      existing_inputs = r->inputs;
     } else {  // a concurrent start committed after this statement's snapshot
-      pg::statement get = s->st.workflow_get(id);
+      auto get = s->st.workflow_get(id);
       auto c = co_await s->pool.acquire();
-      auto g = co_await c->run(std::move(get));
-      if (g.empty())
+      auto g = co_await store::fetch_one(*c, std::move(get));
+      if (!g)
         throw error("start('" + name + "', '" + id + "'): the workflow vanished while starting");
-      existing_name = g[0].get<std::string>(0);
-      existing_inputs = g[0].get<std::string>(3);
+      existing_name = std::move(g->name);
+      existing_inputs = std::move(g->inputs);
     }
   }
   detail::check_same_workflow("start", id, name, inputs_text, existing_name, existing_inputs);
@@ -339,11 +339,11 @@ inline asio::awaitable<bool> engine::recover_impl_on_strand(std::string workflow
   if (co_await detail::claim_runs(s, std::move(ids), "recover") > 0) co_return true;
   // Not claimed: finished, parked, unknown, or not a workflow this engine runs. Say which
   // only for the last case (the others are answers, not errors).
-  pg::statement get = s->st.workflow_get(workflow_id);
+  auto get = s->st.workflow_get(workflow_id);
   auto c = co_await s->pool.acquire();
-  auto r = co_await c->run(std::move(get));
-  if (!r.empty() && !s->registry.contains(r[0].text(0)))
-    throw error("recover('" + workflow_id + "'): workflow '" + r[0].get<std::string>(0) +
+  const auto r = co_await store::fetch_one(*c, std::move(get));
+  if (r && !s->registry.contains(r->name))
+    throw error("recover('" + workflow_id + "'): workflow '" + r->name +
                 "' is not registered with this engine; register it before recovering");
   co_return false;
 }
@@ -352,12 +352,12 @@ inline asio::awaitable<std::size_t> engine::recover_pending_impl() {
   auto s = s_;
   std::vector<std::string> ids;
   {
-    pg::statement owned = s->st.workflows_owned(s->options.executor_id, s->versions);
+    auto owned = s->st.workflows_owned(s->options.executor_id, s->versions);
     auto c = co_await s->pool.acquire();
-    auto r = co_await c->run(std::move(owned));
-    for (const pg::row row : r)
-      if (s->registry.contains(row.text(1)) && !s->running.contains(row.text(0)))
-        ids.push_back(row.get<std::string>(0));
+    auto r = co_await store::fetch(*c, std::move(owned));
+    for (auto& w : r)
+      if (s->registry.contains(w.name) && !s->running.contains(w.id))
+        ids.push_back(std::move(w.id));
   }
   // Up to this engine's room; maintenance picks up the rest as runs end.
   if (ids.size() > s->room()) ids.resize(s->room());
@@ -377,12 +377,12 @@ inline engine_stats engine::stats() const {
 }
 
 inline asio::awaitable<workflow_status> workflow_handle::status_impl() const {
+  auto get = s_->st.workflow_get(id_);
   auto c = co_await s_->pool.acquire();
-  auto r = co_await c->run(s_->st.workflow_get(id_));
-  if (r.empty()) throw error("workflow '" + id_ + "' does not exist");
-  co_return workflow_status{r[0].get<std::string>(1), r[0].get<std::optional<std::string>>(2),
-                            r[0].get<std::int64_t>(7), r[0].get<int>(8),
-                            r[0].get<std::optional<std::string>>(6)};
+  auto r = co_await store::fetch_one(*c, std::move(get));
+  if (!r) throw error("workflow '" + id_ + "' does not exist");
+  co_return workflow_status{std::move(r->status), std::move(r->reason), r->epoch, r->attempts,
+                            std::move(r->executor_id)};
 }
 
 inline asio::awaitable<std::string> workflow_handle::wait_output_impl() const {
@@ -391,13 +391,14 @@ inline asio::awaitable<std::string> workflow_handle::wait_output_impl() const {
     std::string status;
     std::optional<std::string> reason, output, err;
     {
+      auto get = s->st.workflow_get(id_);
       auto c = co_await s->pool.acquire();
-      auto r = co_await c->run(s->st.workflow_get(id_));
-      if (r.empty()) throw error("workflow '" + id_ + "' does not exist");
-      status = r[0].get<std::string>(1);
-      reason = r[0].get<std::optional<std::string>>(2);
-      output = r[0].get<std::optional<std::string>>(4);
-      err = r[0].get<std::optional<std::string>>(5);
+      auto r = co_await store::fetch_one(*c, std::move(get));
+      if (!r) throw error("workflow '" + id_ + "' does not exist");
+      status = std::move(r->status);
+      reason = std::move(r->reason);
+      output = std::move(r->output);
+      err = std::move(r->error);
     }
     if (status == "succeeded") co_return output.value_or("null");
     if (status == "failed" || status == "parked" || status == "cancelled") {
@@ -437,13 +438,13 @@ inline asio::awaitable<void> engine::shutdown(std::chrono::milliseconds grace) {
 inline asio::awaitable<workflow_handle> engine::enqueue_run(pg::transaction* tx,
                                                             bool fail_on_duplicate,
                                                             std::string name, std::string id,
-                                                            pg::statement st) {
+                                                            enqueue_request req) {
   return detail::on_strand(
-      s_, enqueue_run_impl(tx, fail_on_duplicate, std::move(name), std::move(id), std::move(st)));
+      s_, enqueue_run_impl(tx, fail_on_duplicate, std::move(name), std::move(id), std::move(req)));
 }
 
-inline asio::awaitable<void> engine::run_statement(pg::statement st) {
-  return detail::on_strand(s_, run_statement_impl(std::move(st)));
+inline asio::awaitable<void> engine::run_statement(query<void> q) {
+  return detail::on_strand(s_, run_statement_impl(std::move(q.st)));
 }
 
 inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, std::string id,
