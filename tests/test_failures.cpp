@@ -831,3 +831,46 @@ TEST_CASE("an engine on an io_context run by two threads", "[failure][threads]")
   CHECK(wrong == 0);
   CHECK(mt_steps == 3 * callers * per_caller);  // every step ran exactly once
 }
+
+TEST_CASE("the heartbeat is withheld while journal writes hang past the lease",
+          "[failure][lease]") {
+  probe.reset();
+  events = {};
+  const auto schema = test::fresh_schema("hung");
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto holder = co_await pg::connection::connect(test::conninfo());
+        auto tx = holder->begin();
+        co_await tx.exec("LOCK TABLE " + q(schema) + ".steps IN EXCLUSIVE MODE");
+        auto h = co_await eng.start("simple", "w-hung");
+        auto watcher = co_await pg::connection::connect(test::conninfo());
+        const std::string sql = "SELECT extract(epoch FROM now() - heartbeat_at) * 1000 FROM " +
+                                q(schema) + ".executors WHERE id = $1";
+        double worst = 0;
+        for (int i = 0; i < 300 && worst < 1500; ++i) {
+          co_await test::sleep_ms(10);
+          auto r = co_await watcher->exec(sql, eng.executor_id());
+          worst = std::max(worst, r[0].get<double>(0));
+        }
+        // The write hangs, so the lease is left to run out: another executor could take over.
+        CHECK(worst >= 1500);
+        co_await tx.rollback();
+        const int v = co_await h.result<int>();
+        CHECK(v == 1);
+        double fresh = 1e9;
+        for (int i = 0; i < 300 && fresh > 500; ++i) {
+          co_await test::sleep_ms(10);
+          auto r = co_await watcher->exec(sql, eng.executor_id());
+          fresh = r[0].get<double>(0);
+        }
+        CHECK(fresh <= 500);  // heartbeats resume once the writes go through
+      },
+      [](engine_options& o) {
+        o.heartbeat_interval = 100ms;
+        o.lease_timeout = 1000ms;
+      });
+  CHECK(events.count("the heartbeat is withheld") >= 1);
+  CHECK(events.count("lease renewed") == 1);
+  CHECK(probe.calls["one"] == 1);
+}
