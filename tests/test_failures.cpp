@@ -874,3 +874,31 @@ TEST_CASE("the heartbeat is withheld while journal writes hang past the lease",
   CHECK(events.count("lease renewed") == 1);
   CHECK(probe.calls["one"] == 1);
 }
+
+TEST_CASE("an engine in a 63-byte schema whose name holds $fn$ and a quote", "[failure][schema]") {
+  probe.reset();
+  std::string schema = "t_$fn$\"q_" + std::to_string(::getpid()) + "_";
+  schema += std::string(63 - schema.size(), 'x');
+  REQUIRE(schema.size() == 63);
+  events = {};
+  bool shut = false;
+  test::run([&]() -> asio::awaitable<void> {
+    auto o = options(schema);
+    o.poll_interval = std::chrono::hours(1);  // only the notification can wake the dispatcher
+    engine eng(co_await asio::this_coro::executor, o);
+    register_all(eng);
+    (void)co_await eng.open();
+    co_await test::sleep_ms(100);  // the listener is up
+    // Enqueued by another engine, so that only the NOTIFY on the schema's channel can wake
+    // this one's dispatcher.
+    engine producer(co_await asio::this_coro::executor, options(schema, "producer"));
+    register_all(producer);
+    auto h = co_await producer.enqueue({}, "simple", "w-long-schema");
+    const int v = co_await h.result<int>();
+    CHECK(v == 1);
+    co_await eng.shutdown(std::chrono::milliseconds(100));
+    shut = true;
+  }());
+  CHECK(shut);
+  CHECK(events.count("could not be released") == 0);
+}
