@@ -162,19 +162,6 @@ asio::awaitable<int> nested_async_wf(context& ctx) {
   });
 }
 
-asio::awaitable<int> hang_wf(context& ctx, int n) {
-  int sum = 0;
-  for (int i = 0; i < n; ++i) {
-    std::string name = "s" + std::to_string(i);
-    co_await test::maybe_hang(name);
-    sum += co_await ctx.step(name, [i, &name] {
-      ++probe.calls[name];
-      return i;
-    });
-  }
-  co_return sum;
-}
-
 /// A step that waits long and records whether it saw cancellation.
 asio::awaitable<int> long_step_wf(context& ctx) {
   co_return co_await ctx.step("long", []() -> asio::awaitable<int> {
@@ -208,7 +195,7 @@ void register_all(engine& e) {
   e.register_workflow("step_throws_bad_utf8", &step_throws_bad_utf8_wf);
   e.register_workflow("nested_sync", &nested_sync_wf);
   e.register_workflow("nested_async", &nested_async_wf);
-  e.register_workflow("hang", &hang_wf);
+  e.register_workflow("hang", &test::counter_wf);
   e.register_workflow("long_step", &long_step_wf);
   e.register_workflow("busy", &busy_wf);
 }
@@ -229,6 +216,22 @@ void with_engine(const std::string& schema, Body body, Tweak tweak) {
 template <class Body>
 void with_engine(const std::string& schema, Body body) {
   with_engine(schema, body, [](engine_options&) {});
+}
+
+/// Another session's lock on the journal table: every journal write waits until release().
+struct journal_lock {
+  std::unique_ptr<pg::connection> conn;
+  std::optional<pg::transaction> tx;
+  asio::awaitable<void> release() { co_await tx->rollback(); }
+};
+
+asio::awaitable<std::unique_ptr<journal_lock>> lock_journal(std::string_view schema_view) {
+  const std::string schema(schema_view);
+  auto lock = std::make_unique<journal_lock>();
+  lock->conn = co_await pg::connection::connect(test::conninfo());
+  lock->tx.emplace(lock->conn->begin());
+  co_await lock->tx->exec("LOCK TABLE " + q(schema) + ".steps IN EXCLUSIVE MODE");
+  co_return lock;
 }
 
 /// Runs one workflow that the server refuses to journal; it must be parked with the
@@ -328,9 +331,7 @@ TEST_CASE("lock and statement timeouts are retried, never journaled as the step'
           co_await c->exec("CREATE TABLE " + q(schema) + ".effects (v int)");
         }
         // Another session holds the journal table for a while: every journal write times out.
-        auto holder = co_await pg::connection::connect(test::conninfo());
-        auto tx = holder->begin();
-        co_await tx.exec("LOCK TABLE " + q(schema) + ".steps IN EXCLUSIVE MODE");
+        auto lock = co_await lock_journal(schema);
         std::vector<workflow_handle> hs;
         const std::string table = q(schema) + ".effects";
         for (int i = 0; i < n; ++i) {
@@ -338,7 +339,7 @@ TEST_CASE("lock and statement timeouts are retried, never journaled as the step'
           hs.push_back(co_await eng.start("tx_counter", id, table));
         }
         co_await test::sleep_ms(800);
-        co_await tx.rollback();
+        co_await lock->release();
         for (auto& h : hs) {
           const int v = co_await h.result<int>();
           CHECK(v == 1);
@@ -368,15 +369,13 @@ TEST_CASE("a workflow whose runs keep failing is parked after its claims without
   with_engine(
       schema,
       [&](engine& eng) -> asio::awaitable<void> {
-        auto holder = co_await pg::connection::connect(test::conninfo());
-        auto tx = holder->begin();
-        co_await tx.exec("LOCK TABLE " + q(schema) + ".steps IN EXCLUSIVE MODE");
+        auto lock = co_await lock_journal(schema);
         auto h = co_await eng.start("simple", "w-i9");
         auto row = co_await wait_status(eng, h.id(), "parked");
         CHECK_THAT(row.reason, Catch::Contains("without journaling a step") &&
                                    Catch::Contains("max_claims_without_progress = 3") &&
                                    Catch::Contains("57014"));
-        co_await tx.rollback();
+        co_await lock->release();
         co_await test::sleep_ms(200);
         CHECK(eng.running() == 0);
       },
@@ -840,9 +839,7 @@ TEST_CASE("the heartbeat is withheld while journal writes hang past the lease",
   with_engine(
       schema,
       [&](engine& eng) -> asio::awaitable<void> {
-        auto holder = co_await pg::connection::connect(test::conninfo());
-        auto tx = holder->begin();
-        co_await tx.exec("LOCK TABLE " + q(schema) + ".steps IN EXCLUSIVE MODE");
+        auto lock = co_await lock_journal(schema);
         auto h = co_await eng.start("simple", "w-hung");
         auto watcher = co_await pg::connection::connect(test::conninfo());
         const std::string sql = "SELECT extract(epoch FROM now() - heartbeat_at) * 1000 FROM " +
@@ -855,7 +852,7 @@ TEST_CASE("the heartbeat is withheld while journal writes hang past the lease",
         }
         // The write hangs, so the lease is left to run out: another executor could take over.
         CHECK(worst >= 1500);
-        co_await tx.rollback();
+        co_await lock->release();
         const int v = co_await h.result<int>();
         CHECK(v == 1);
         double fresh = 1e9;

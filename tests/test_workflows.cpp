@@ -24,19 +24,6 @@ std::string q(const std::string& schema) { return detail::quote_identifier(schem
 
 // ---- workflows under test -------------------------------------------------------------------
 
-asio::awaitable<int> counter_wf(context& ctx, int n) {
-  int sum = 0;
-  for (int i = 0; i < n; ++i) {
-    std::string name = "s" + std::to_string(i);
-    co_await test::maybe_hang(name);
-    sum += co_await ctx.step(name, [i, &name] {
-      ++probe.calls[name];
-      return i;
-    });
-  }
-  co_return sum;
-}
-
 asio::awaitable<std::string> shape_wf(context& ctx) {
   std::vector<std::string> names;
   switch (probe.version) {
@@ -253,7 +240,7 @@ asio::awaitable<int> slow_middle_wf(context& ctx, int x) {
 void register_all(engine& e) {
   e.register_workflow("visible", &visible_wf);
   e.register_workflow("slow_middle", &slow_middle_wf);
-  e.register_workflow("counter", &counter_wf);
+  e.register_workflow("counter", &test::counter_wf);
   e.register_workflow("shape", &shape_wf);
   e.register_workflow("failing", &failing_wf);
   e.register_workflow("propagating", &propagating_wf);

@@ -33,6 +33,21 @@ inline asio::awaitable<void> maybe_hang(std::string before) {
   }
 }
 
+/// n steps "s0".."s<n-1>", each returning its index; stalls before a step named in
+/// probe.hang_before. Returns the sum.
+inline asio::awaitable<int> counter_wf(durable::context& ctx, int n) {
+  int sum = 0;
+  for (int i = 0; i < n; ++i) {
+    std::string name = "s" + std::to_string(i);
+    co_await maybe_hang(name);
+    sum += co_await ctx.step(name, [i, &name] {
+      ++probe.calls[name];
+      return i;
+    });
+  }
+  co_return sum;
+}
+
 inline durable::engine_options options(const std::string& schema,
                                        const std::string& executor = "exec-a") {
   durable::engine_options o;
