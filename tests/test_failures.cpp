@@ -185,7 +185,28 @@ asio::awaitable<int> busy_wf(context& ctx) {
   });
 }
 
+/// A transactional step whose SQL fails once with the SQLSTATE in probe.seen[0] (raised by the
+/// server), then succeeds.
+asio::awaitable<int> tx_raises_once_wf(context& ctx, std::string raise_fn) {
+  co_return co_await ctx.transaction("raise-once",
+                                     [&](pg::transaction& tx) -> asio::awaitable<int> {
+                                       if (probe.calls["raise-once"]++ == 0) {
+                                         const std::string code = probe.seen.at(0);
+                                         co_await tx.exec("SELECT " + raise_fn + "($1)", code);
+                                       }
+                                       co_return 7;
+                                     });
+}
+
+/// Returns a value the server cannot store as the workflow's output.
+asio::awaitable<with_nul> bad_output_wf(context& ctx) {
+  co_await ctx.step("fine", [] { return 1; });
+  co_return with_nul{std::string("x\0y", 3)};
+}
+
 void register_all(engine& e) {
+  e.register_workflow("tx_raises_once", &tx_raises_once_wf);
+  e.register_workflow("bad_output", &bad_output_wf);
   e.register_workflow("bad_name", &bad_name_wf);
   e.register_workflow("nul_value", &nul_value_wf);
   e.register_workflow("huge_value", &huge_value_wf);
@@ -898,4 +919,73 @@ TEST_CASE("an engine in a 63-byte schema whose name holds $fn$ and a quote", "[f
   }());
   CHECK(shut);
   CHECK(events.count("could not be released") == 0);
+}
+
+TEST_CASE("SQLSTATEs are classified transient or permanent as the failure model says",
+          "[failure][classify]") {
+  for (const char* transient : {"08000", "08006", "08P01", "40001", "40P01", "40003", "57014",
+                                "55P03", "53300", "53200", "57P01", "57P02", "57P03", "58030"})
+    CHECK(detail::is_transient_sqlstate(transient));
+  for (const char* permanent : {"22021", "22P05", "54000", "42501", "42883", "42P01", "23505",
+                                "23514", "P0001", "XX000", "", "DU001"})
+    CHECK_FALSE(detail::is_transient_sqlstate(permanent));
+}
+
+TEST_CASE(
+    "a transactional step whose SQL hits a transient error runs again, never journaled as failed",
+    "[failure][transient]") {
+  for (const std::string code : {"40001", "40P01", "55P03", "57014"}) {
+    probe.reset();
+    events = {};
+    probe.seen.push_back(code);
+    const auto schema = test::fresh_schema("txstate");
+    with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+      const std::string fn = q(schema) + ".raise_state";
+      {
+        auto c = co_await eng.pool().acquire();
+        co_await c->exec("CREATE FUNCTION " + fn +
+                         "(code text) RETURNS void LANGUAGE plpgsql AS "
+                         "$$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = code; END $$");
+      }
+      auto h = co_await eng.start("tx_raises_once", "w-tx", fn);
+      const int v = co_await h.result<int>();
+      CHECK(v == 7);
+      auto c = co_await eng.pool().acquire();
+      auto r = co_await c->exec("SELECT status FROM " + q(schema) + ".steps");
+      REQUIRE(r.rows() == 1);
+      CHECK(r[0].get<std::string>(0) == "succeeded");
+    });
+    INFO("SQLSTATE " << code);
+    CHECK(probe.calls["raise-once"] == 2);
+    CHECK(events.count("SQLSTATE " + code) >= 1);
+  }
+}
+
+TEST_CASE("a final state the server refuses parks the workflow instead", "[failure][refused]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("badout");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("bad_output", "w-out");
+    auto row = co_await wait_status(eng, h.id(), "parked");
+    CHECK_THAT(row.reason,
+               Catch::Contains("its final state could not be written") && Catch::Contains("22P05"));
+    co_await test::sleep_ms(100);
+    CHECK(eng.running() == 0);
+  });
+}
+
+TEST_CASE("a journal function that does not exist parks the workflow", "[failure][refused]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("nofn");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    {
+      auto c = co_await eng.pool().acquire();
+      co_await c->exec("DROP FUNCTION " + q(schema) + ".append_step");
+    }
+    auto h = co_await eng.start("simple", "w-nofn");
+    auto row = co_await wait_status(eng, h.id(), "parked");
+    CHECK_THAT(row.reason, Catch::Contains("SQLSTATE 42883"));
+    co_await test::sleep_ms(100);
+  });
+  CHECK(probe.calls["one"] == 1);
 }
