@@ -316,13 +316,26 @@ inline asio::awaitable<PGconn*> connect_one(
     co_return nullptr;
   }
   asio::posix::stream_descriptor sock(ex);
+  // Whatever ends this coroutine early (a failure, a cancellation, the io_context destroyed
+  // with the frame) finishes the half-open connection; libpq owns the descriptor.
+  struct attempt {
+    PGconn* raw;
+    asio::posix::stream_descriptor& sock;
+    attempt(PGconn* r, asio::posix::stream_descriptor& s) : raw(r), sock(s) {}
+    attempt(const attempt&) = delete;
+    attempt& operator=(const attempt&) = delete;
+    ~attempt() {
+      if (sock.is_open()) sock.release();
+      if (raw) PQfinish(raw);
+    }
+    PGconn* take() {
+      if (sock.is_open()) sock.release();
+      return std::exchange(raw, nullptr);
+    }
+  } guard(raw, sock);
   asio::steady_timer timer(ex);
   timer.expires_at(deadline ? *deadline : std::chrono::steady_clock::time_point::max());
-  auto give_up = [&](std::string why) {
-    if (sock.is_open()) sock.release();  // libpq owns the descriptor
-    error = std::move(why);
-    PQfinish(raw);
-  };
+  auto give_up = [&](std::string why) { error = std::move(why); };
   if (PQstatus(raw) == CONNECTION_BAD) {
     give_up(trim_message(PQerrorMessage(raw)));
     co_return nullptr;
@@ -351,8 +364,7 @@ inline asio::awaitable<PGconn*> connect_one(
     }
     st = PQconnectPoll(raw);
   }
-  if (sock.is_open()) sock.release();
-  co_return raw;
+  co_return guard.take();
 }
 
 }  // namespace detail
