@@ -20,6 +20,9 @@
 #pragma GCC diagnostic ignored "-Wsubobject-linkage"
 #endif
 
+#include "durable/detail/impl/group_commit.ipp"
+#include "durable/detail/impl/run_state.ipp"
+#include "durable/impl/context.ipp"
 #include "durable/impl/engine.ipp"
 #include "durable/impl/store.ipp"
 #include "durable/pg/impl/connection.ipp"
