@@ -2,6 +2,7 @@
 # CMakeLists.txt when DURABLE_INSTALL is ON.
 #
 #   <prefix>/include/durable.hpp, <prefix>/include/durable/...
+#   <prefix>/<libdir>/libdurable.a                                (durable::compiled)
 #   <prefix>/<libdir>/cmake/durable/durable-config.cmake          (+ -version, -targets, FindAsio)
 include(CMakePackageConfigHelpers)
 
@@ -13,7 +14,8 @@ install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
         COMPONENT durable_development)
 
-install(TARGETS durable EXPORT durable-targets)
+install(TARGETS durable durable_compiled EXPORT durable-targets
+        ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT durable_development)
 install(EXPORT durable-targets
         NAMESPACE durable::
         FILE durable-targets.cmake
@@ -27,8 +29,7 @@ configure_package_config_file(
 write_basic_package_version_file(
   "${PROJECT_BINARY_DIR}/durable-config-version.cmake"
   VERSION "${PROJECT_VERSION}"
-  COMPATIBILITY SameMajorVersion
-  ARCH_INDEPENDENT)  # header-only: a 32-bit consumer may use a 64-bit machine's install
+  COMPATIBILITY SameMajorVersion)  # not ARCH_INDEPENDENT: durable::compiled is a library
 
 install(FILES
           "${PROJECT_BINARY_DIR}/durable-config.cmake"

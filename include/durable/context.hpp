@@ -15,6 +15,7 @@
 #include <variant>
 
 #include "durable/codec.hpp"
+#include "durable/detail/config.hpp"
 #include "durable/detail/run_state.hpp"
 #include "durable/error.hpp"
 #include "durable/pg/connection.hpp"
@@ -121,39 +122,11 @@ constexpr void check_step_function() {
 #endif
 }
 
-inline void require_live(run_state& s, int seq, const std::string& name) {
-  // After a journal write of unknown outcome, nothing more may be journaled in this run:
-  // a later row could be built on a step result that never committed.
-  if (s.stopping && *s.stopping)
-    throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                       "' not started because the engine is shutting down; another executor "
-                       "resumes the workflow");
-  if (s.lease_expired && *s.lease_expired)
-    throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                       "' not started because this executor could not renew its lease in time; "
-                       "the workflow is resumed by replay once an executor reaches the database");
-  if (s.io_refused) throw error(*s.io_refused);
-  if (s.io_failed)
-    throw error("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                "' not run because an earlier journal write failed; the workflow is retried");
-  if (!s.pool)
-    throw error("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                "' has no journal row, and this replay has no database to run it against");
-}
+DURABLE_DECL void require_live(run_state& s, int seq, const std::string& name);
 /// A step issued while a step function of the same run executes: from inside that function
 /// (a nested step), or from a branch that runs beside it, which would number steps by
 /// timing instead of program order (I4). Rejected at once; the workflow is parked.
-inline void check_not_nested(run_state& s, const std::string& name) {
-  if (s.step_functions_running == 0) return;
-  s.misuse = "workflow '" + s.id + "' (" + s.name + "): step '" + name +
-             "' was issued while the function of step '" + s.running_step +
-             "' is running. A step cannot be issued from inside another step's function (step "
-             "functions do plain work; issue the steps one after the other in the workflow), "
-             "nor from a concurrent branch once another branch's step has begun (issue "
-             "concurrent steps up front, then await them together, see I4 in "
-             "docs/concepts.md). The workflow is parked: fix the code, then resume it";
-  throw error(*s.misuse);
-}
+DURABLE_DECL void check_not_nested(run_state& s, const std::string& name);
 
 /// Counts a step function as running for check_not_nested() while it is in scope.
 class step_function_scope {
@@ -176,13 +149,7 @@ private:
 
 /// After a step function failed: errors that are not the step's own (a nested step, the
 /// engine shutting down and cancelling it) are raised as they are, never journaled.
-inline void check_failure_is_the_steps(run_state& s, int seq, const std::string& name) {
-  if (s.misuse) throw error(*s.misuse);
-  if (s.stopping && *s.stopping)
-    throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                       "' ended while the engine shut down; its outcome is not journaled and "
-                       "another executor runs it again");
-}
+DURABLE_DECL void check_failure_is_the_steps(run_state& s, int seq, const std::string& name);
 }  // namespace detail
 
 class context {
@@ -434,3 +401,7 @@ private:
 };
 
 }  // namespace durable
+
+#if defined(DURABLE_HEADER_ONLY)
+#include "durable/impl/context.ipp"
+#endif

@@ -20,6 +20,7 @@
 
 #include "durable/codec.hpp"
 #include "durable/context.hpp"
+#include "durable/detail/config.hpp"
 #include "durable/detail/engine_state.hpp"
 #include "durable/detail/run_state.hpp"
 #include "durable/error.hpp"
@@ -102,7 +103,7 @@ public:
 
   [[nodiscard]] const std::string& id() const noexcept { return id_; }
 
-  [[nodiscard]] asio::awaitable<workflow_status> status() const;
+  [[nodiscard]] DURABLE_DECL asio::awaitable<workflow_status> status() const;
 
   /// Waits for the workflow to end. Returns its output; throws workflow_failed (with the
   /// type and message it threw), workflow_parked (with the reason), or
@@ -124,9 +125,9 @@ public:
   }
 
 private:
-  asio::awaitable<std::string> wait_output() const;
-  asio::awaitable<std::string> wait_output_impl() const;
-  asio::awaitable<workflow_status> status_impl() const;
+  DURABLE_DECL asio::awaitable<std::string> wait_output() const;
+  DURABLE_DECL asio::awaitable<std::string> wait_output_impl() const;
+  DURABLE_DECL asio::awaitable<workflow_status> status_impl() const;
   std::shared_ptr<detail::engine_state> s_;
   std::string id_;
 };
@@ -137,7 +138,7 @@ public:
   /// io_context run by several threads is fine). Its awaitable functions may be awaited from
   /// any executor; the synchronous ones (register_workflow, running(), stats(), pool()) and
   /// the pool's connections belong to executor() (or to a single-threaded io_context).
-  engine(asio::any_io_executor ex, engine_options options = {});
+  DURABLE_DECL engine(asio::any_io_executor ex, engine_options options = {});
 
   /// The strand on which the engine runs everything.
   [[nodiscard]] const asio::any_io_executor& executor() const noexcept { return s_->ex; }
@@ -160,7 +161,7 @@ public:
   /// Migrates (unless disabled), registers this executor, resumes the unfinished workflows
   /// it owned, and starts the background loop that heartbeats and takes over the workflows
   /// of executors whose lease ran out. Returns the number resumed.
-  [[nodiscard]] asio::awaitable<std::size_t> open();
+  [[nodiscard]] DURABLE_DECL asio::awaitable<std::size_t> open();
 
   /// open()'s background work (heartbeats, takeover, queue dispatch, LISTEN) runs until
   /// shutdown(); until then the io_context does not run out of work.
@@ -168,11 +169,11 @@ public:
   /// Graceful shutdown: accepts no new work, lets running steps finish (for up to `grace`),
   /// stops each workflow at its next step boundary, and ends this executor's lease so that
   /// other executors resume its workflows at once instead of after the lease timeout.
-  [[nodiscard]] asio::awaitable<void> shutdown(
+  [[nodiscard]] DURABLE_DECL asio::awaitable<void> shutdown(
       std::chrono::milliseconds grace = std::chrono::seconds(10));
 
   /// Runs the schema migrations; see store::migrate.
-  [[nodiscard]] asio::awaitable<int> migrate();
+  [[nodiscard]] DURABLE_DECL asio::awaitable<int> migrate();
 
   /// Starts workflow `name` with id `workflow_id` (its idempotency key). If that id exists,
   /// returns a handle to it without running anything; a different name or different
@@ -265,13 +266,13 @@ public:
   }
 
   /// Resumes every unfinished workflow this executor owns. Returns how many.
-  [[nodiscard]] asio::awaitable<std::size_t> recover_pending();
+  [[nodiscard]] DURABLE_DECL asio::awaitable<std::size_t> recover_pending();
 
   [[nodiscard]] workflow_handle handle(std::string workflow_id) const {
     return {s_, std::move(workflow_id)};
   }
 
-  [[nodiscard]] engine_stats stats() const;
+  [[nodiscard]] DURABLE_DECL engine_stats stats() const;
   [[nodiscard]] const std::string& executor_id() const noexcept { return s_->options.executor_id; }
   [[nodiscard]] const store& schema() const noexcept { return s_->st; }
   [[nodiscard]] pg::pool& pool() noexcept { return s_->pool; }
@@ -281,31 +282,36 @@ public:
 private:
   template <class R, class... Args, class Fn>
   void add_workflow(std::string name, std::shared_ptr<Fn> fn);
-  asio::awaitable<bool> recover_impl(std::string workflow_id);
-  asio::awaitable<bool> recover_impl_on_strand(std::string workflow_id);
-  asio::awaitable<std::size_t> recover_pending_impl();
-  asio::awaitable<int> migrate_impl();
-  asio::awaitable<std::size_t> open_impl();
-  asio::awaitable<void> shutdown_impl(std::chrono::milliseconds grace);
-  asio::awaitable<workflow_handle> enqueue_run_impl(pg::transaction* tx, bool fail_on_duplicate,
-                                                    std::string name, std::string id,
-                                                    enqueue_request req);
-  asio::awaitable<void> run_statement_impl(pg::statement st);
-  asio::awaitable<workflow_handle> start_encoded_impl(std::string name, std::string id,
-                                                      nlohmann::json inputs);
-  void check_enqueue(const enqueue_options& opts, const std::string& name, const std::string& id,
-                     const nlohmann::json& inputs) const;
-  query<void> make_queue_upsert(const queue_options& q) const;
-  asio::awaitable<void> run_statement(query<void> q);
-  asio::awaitable<workflow_handle> enqueue_run(pg::transaction* tx, bool fail_on_duplicate,
-                                               std::string name, std::string id,
-                                               enqueue_request req);
-  asio::awaitable<workflow_handle> start_encoded(std::string name, std::string id,
-                                                 nlohmann::json inputs);
+  DURABLE_DECL asio::awaitable<bool> recover_impl(std::string workflow_id);
+  DURABLE_DECL asio::awaitable<bool> recover_impl_on_strand(std::string workflow_id);
+  DURABLE_DECL asio::awaitable<std::size_t> recover_pending_impl();
+  DURABLE_DECL asio::awaitable<int> migrate_impl();
+  DURABLE_DECL asio::awaitable<std::size_t> open_impl();
+  DURABLE_DECL asio::awaitable<void> shutdown_impl(std::chrono::milliseconds grace);
+  DURABLE_DECL asio::awaitable<workflow_handle> enqueue_run_impl(pg::transaction* tx,
+                                                                 bool fail_on_duplicate,
+                                                                 std::string name, std::string id,
+                                                                 enqueue_request req);
+  DURABLE_DECL asio::awaitable<void> run_statement_impl(pg::statement st);
+  DURABLE_DECL asio::awaitable<workflow_handle> start_encoded_impl(std::string name, std::string id,
+                                                                   nlohmann::json inputs);
+  DURABLE_DECL void check_enqueue(const enqueue_options& opts, const std::string& name,
+                                  const std::string& id, const nlohmann::json& inputs) const;
+  DURABLE_DECL query<void> make_queue_upsert(const queue_options& q) const;
+  DURABLE_DECL asio::awaitable<void> run_statement(query<void> q);
+  DURABLE_DECL asio::awaitable<workflow_handle> enqueue_run(pg::transaction* tx,
+                                                            bool fail_on_duplicate,
+                                                            std::string name, std::string id,
+                                                            enqueue_request req);
+  DURABLE_DECL asio::awaitable<workflow_handle> start_encoded(std::string name, std::string id,
+                                                              nlohmann::json inputs);
 
   std::shared_ptr<detail::engine_state> s_;
 };
 
 }  // namespace durable
 
+#include "durable/impl/engine.hpp"
+#if defined(DURABLE_HEADER_ONLY)
 #include "durable/impl/engine.ipp"
+#endif

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "durable/detail/config.hpp"
 #include "durable/error.hpp"
 #include "durable/pg/connection.hpp"
 
@@ -116,167 +117,7 @@ struct migration {
 };
 
 // Versioned, append-only: a released migration is never edited, only followed by another.
-inline const std::vector<migration>& migrations() {
-  static const std::vector<migration> all = {
-      {1,
-       "workflows, steps, executors",
-       {
-           R"(CREATE TABLE {s}.executors (
-  id           text PRIMARY KEY,
-  host         text NOT NULL,
-  pid          integer NOT NULL,
-  app_version  text NOT NULL DEFAULT '',
-  started_at   timestamptz NOT NULL DEFAULT now(),
-  heartbeat_at timestamptz NOT NULL DEFAULT now()
-))",
-           R"(CREATE TABLE {s}.workflows (
-  id            text PRIMARY KEY,
-  name          text NOT NULL,
-  status        text NOT NULL CHECK (status IN
-                  ('pending', 'running', 'sleeping', 'succeeded', 'failed', 'parked', 'cancelled')),
-  status_reason text,
-  inputs        jsonb NOT NULL,
-  output        jsonb,
-  error         jsonb,
-  queue         text,
-  priority      integer NOT NULL DEFAULT 0,
-  dedup_key     text,
-  executor_id   text,
-  epoch         bigint NOT NULL DEFAULT 0,
-  attempts      integer NOT NULL DEFAULT 0,
-  created_at    timestamptz NOT NULL DEFAULT now(),
-  started_at    timestamptz,
-  updated_at    timestamptz NOT NULL DEFAULT now(),
-  completed_at  timestamptz,
-  wake_at       timestamptz,
-  deadline      timestamptz,
-  parent_id     text,
-  app_version   text NOT NULL DEFAULT ''
-))",
-           R"(CREATE INDEX workflows_open_by_executor ON {s}.workflows (executor_id)
-  WHERE status IN ('pending', 'running', 'sleeping'))",
-           R"(CREATE TABLE {s}.steps (
-  workflow_id  text NOT NULL,
-  seq          integer NOT NULL,
-  name         text NOT NULL,
-  kind         text NOT NULL,
-  status       text NOT NULL CHECK (status IN ('succeeded', 'failed')),
-  output       jsonb,
-  error        jsonb,
-  attempts     integer NOT NULL DEFAULT 1,
-  epoch        bigint NOT NULL,
-  started_at   timestamptz,
-  completed_at timestamptz NOT NULL DEFAULT now(),
-  PRIMARY KEY (workflow_id, seq)
-))",
-           // I3: the fence and the write are one statement. FOR SHARE makes a takeover
-           // (which bumps the epoch) wait for this row's commit, and makes this call wait
-           // for a takeover in progress and then see its new epoch.
-           R"(CREATE FUNCTION {s}.append_step(
-    p_workflow_id text, p_epoch bigint, p_seq integer, p_name text, p_kind text,
-    p_status text, p_output jsonb, p_error jsonb, p_attempts integer, p_started_at timestamptz)
-  RETURNS void LANGUAGE plpgsql AS $fn$
-DECLARE
-  current_epoch bigint;
-BEGIN
-  SELECT epoch INTO current_epoch FROM {s}.workflows WHERE id = p_workflow_id FOR SHARE;
-  IF current_epoch IS DISTINCT FROM p_epoch THEN
-    RAISE EXCEPTION 'workflow % is owned under epoch %, not %', p_workflow_id,
-      coalesce(current_epoch::text, '(no such workflow)'), p_epoch
-      USING ERRCODE = 'DU001';
-  END IF;
-  INSERT INTO {s}.steps (workflow_id, seq, name, kind, status, output, error, attempts, epoch,
-                         started_at)
-  VALUES (p_workflow_id, p_seq, p_name, p_kind, p_status, p_output, p_error, p_attempts, p_epoch,
-          p_started_at);
-END
-$fn$)",
-       }},
-      {2,
-       "queues",
-       {
-           R"(CREATE TABLE {s}.queues (
-  name               text PRIMARY KEY,
-  concurrency        integer CHECK (concurrency > 0),
-  worker_concurrency integer CHECK (worker_concurrency > 0),
-  rate_limit         integer CHECK (rate_limit > 0),
-  rate_period_ms     integer CHECK (rate_period_ms > 0),
-  updated_at         timestamptz NOT NULL DEFAULT now()
-))",
-           // A deduplication key is unique among a queue's unfinished workflows only.
-           R"(CREATE UNIQUE INDEX workflows_queue_dedup ON {s}.workflows (queue, dedup_key)
-  WHERE dedup_key IS NOT NULL AND status IN ('pending', 'running', 'sleeping'))",
-           R"(CREATE INDEX workflows_queued ON {s}.workflows (queue, priority DESC, created_at)
-  WHERE status = 'pending' AND executor_id IS NULL)",
-           R"(CREATE INDEX workflows_queue_running ON {s}.workflows (queue, executor_id)
-  WHERE status = 'running')",
-           R"(CREATE INDEX workflows_queue_started ON {s}.workflows (queue, started_at))",
-       }},
-      {3,
-       "application versions",
-       {
-           R"(ALTER TABLE {s}.executors ADD COLUMN versions text[] NOT NULL DEFAULT '{}')",
-           // Why each queued workflow is still waiting, for operators (SELECT * FROM queued).
-           R"(CREATE VIEW {s}.queued AS
-SELECT w.id, w.name, w.queue, w.priority, w.app_version, w.created_at, w.wake_at,
-       CASE
-         WHEN w.wake_at > now() THEN 'delayed until ' || w.wake_at
-         WHEN NOT EXISTS (
-           SELECT 1 FROM {s}.executors e
-            WHERE e.heartbeat_at > now() - interval '1 minute'
-              AND (cardinality(e.versions) = 0 OR w.app_version = ANY(e.versions)))
-           THEN 'no live executor runs application version ''' || w.app_version || ''''
-         ELSE 'waiting for room in queue ''' || coalesce(w.queue, '') || ''''
-       END AS reason
-  FROM {s}.workflows w
- WHERE w.status = 'pending' AND w.executor_id IS NULL)",
-       }},
-      {4,
-       "group commit of journal rows",
-       {
-           // Many journal rows in one statement, fenced row by row (I3): a row is written only
-           // while its workflow is owned under the row's epoch, checked under FOR SHARE (a
-           // takeover in progress is waited for, and its new epoch then excludes the row).
-           // Returns the rows written; a missing row was fenced out. The lateral lookup keeps
-           // it one index probe per row whatever the table's size, and the generic plan is
-           // forced: with array parameters the planner would otherwise plan every call anew.
-           R"(CREATE FUNCTION {s}.append_steps(
-    p_workflow_ids text[], p_epochs bigint[], p_seqs integer[], p_names text[], p_kinds text[],
-    p_statuses text[], p_outputs jsonb[], p_errors jsonb[], p_attempts integer[],
-    p_started_at double precision[])
-  RETURNS TABLE (written_id text, written_seq integer)
-  LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
-BEGIN
-  RETURN QUERY
-  INSERT INTO {s}.steps AS s (workflow_id, seq, name, kind, status, output, error, attempts,
-                              epoch, started_at)
-  SELECT r.workflow_id, r.seq, r.name, r.kind, r.status, r.output, r.error, r.attempts, r.epoch,
-         to_timestamp(r.started_at)
-    FROM unnest(p_workflow_ids, p_epochs, p_seqs, p_names, p_kinds, p_statuses, p_outputs,
-                p_errors, p_attempts, p_started_at)
-           AS r(workflow_id, epoch, seq, name, kind, status, output, error, attempts, started_at),
-         LATERAL (SELECT FROM {s}.workflows w
-                   WHERE w.id = r.workflow_id AND w.epoch = r.epoch FOR SHARE) AS owned
-  RETURNING s.workflow_id, s.seq;
-END
-$fn$)",
-       }},
-      {5,
-       "bounded claims, executor instances",
-       {
-           // I9: a claim that finds no journal row added since the previous claim counts as a
-           // claim without progress; past the engine's limit the claim parks the workflow.
-           R"(ALTER TABLE {s}.workflows
-  ADD COLUMN stalled_claims integer NOT NULL DEFAULT 0,
-  ADD COLUMN progress_mark  integer NOT NULL DEFAULT 0,
-  ADD COLUMN last_error     text)",
-           // The process that holds an executor id now (a random token per engine), so that a
-           // second live process with the same id is refused instead of fighting over work.
-           R"(ALTER TABLE {s}.executors ADD COLUMN instance text NOT NULL DEFAULT '')",
-       }},
-  };
-  return all;
-}
+DURABLE_DECL const std::vector<migration>& migrations();
 
 }  // namespace detail
 
@@ -350,10 +191,10 @@ public:
   /// lock per schema serializes them, and each migration commits with its version row.
   /// Returns the number of migrations applied. Throws schema_too_new if the database is
   /// ahead of this library.
-  [[nodiscard]] asio::awaitable<int> migrate(pg::connection& c) const;
+  [[nodiscard]] DURABLE_DECL asio::awaitable<int> migrate(pg::connection& c) const;
 
   /// The schema version in the database (0 when the schema does not exist).
-  [[nodiscard]] asio::awaitable<int> version(pg::connection& c) const;
+  [[nodiscard]] DURABLE_DECL asio::awaitable<int> version(pg::connection& c) const;
 
   // ---- rows -----------------------------------------------------------------------------
   // One struct per statement that returns rows, read from the columns in the order of the
@@ -781,248 +622,17 @@ private:
     co_return first<Row>(r);
   }
 
-  static const std::vector<std::pair<const char*, const char*>>& texts() {
-    static const std::vector<std::pair<const char*, const char*>> all = {
-        // $1 id, $2 name, $3 inputs, $4 executor_id, $5 app_version
-        {"workflow_insert", R"(WITH ins AS (
-  INSERT INTO {s}.workflows (id, name, status, inputs, executor_id, epoch, attempts, started_at,
-                             app_version)
-  VALUES ($1, $2, 'running', $3::jsonb, $4, 1, 1, now(), $5)
-  ON CONFLICT (id) DO NOTHING
-  RETURNING id)
-SELECT true, NULL::text, NULL::text, NULL::text FROM ins
-UNION ALL
-SELECT false, w.name, w.inputs::text, w.status FROM {s}.workflows w
- WHERE w.id = $1 AND NOT EXISTS (SELECT 1 FROM ins))"},
-        // $1 id
-        {"workflow_get",
-         R"(SELECT name, status, status_reason, inputs::text, output::text, error::text,
-       executor_id, epoch, attempts
-  FROM {s}.workflows WHERE id = $1)"},
-        // $1 id, $2 executor_id, $3 workflow names this executor runs (text[]). A new epoch
-        // fences out any previous owner (I3).
-        {"workflow_claim", R"(UPDATE {s}.workflows
-   SET status = 'running', executor_id = $2, epoch = epoch + 1, attempts = attempts + 1,
-       started_at = coalesce(started_at, now()), updated_at = now()
- WHERE id = $1 AND status IN ('pending', 'running') AND name = ANY($3::text[])
-RETURNING name, inputs::text, epoch)"},
-        // $1 id, $2 epoch, $3 status, $4 output, $5 error, $6 status_reason
-        {"workflow_finish", R"(UPDATE {s}.workflows
-   SET status = $3, output = $4::jsonb, error = $5::jsonb, status_reason = $6, updated_at = now(),
-       completed_at = CASE WHEN $3 IN ('succeeded', 'failed', 'cancelled') THEN now() END
- WHERE id = $1 AND epoch = $2)"},
-        // $1 executor_id, $2 versions it runs (text[], empty = all)
-        {"workflows_owned", R"(SELECT id, name FROM {s}.workflows
- WHERE executor_id = $1 AND status IN ('pending', 'running')
-   AND (cardinality($2::text[]) = 0 OR app_version = ANY($2::text[]))
- ORDER BY created_at)"},
-        // $1 ids (text[]), $2 executor_id, $3 workflow names it runs (text[]), $4 versions it
-        // runs (text[], empty = all), $5 most claims in a row without progress (I9).
-        // Claims every listed workflow that is unfinished and runnable here, bumping its epoch
-        // (I3). A claim that finds no journal row added since the previous claim counts as
-        // stalled; past the limit the workflow is parked instead (status 'parked' returned).
-        {"workflows_claim", R"(UPDATE {s}.workflows w
-   SET stalled_claims = CASE WHEN j.n = w.progress_mark THEN w.stalled_claims + 1 ELSE 0 END,
-       progress_mark = j.n,
-       status = CASE WHEN j.n = w.progress_mark AND w.stalled_claims >= $5 THEN 'parked'
-                     ELSE 'running' END,
-       status_reason = CASE WHEN j.n = w.progress_mark AND w.stalled_claims >= $5
-         THEN format('claimed %s times in a row without journaling a step (the limit is '
-                     'max_claims_without_progress = %s); last error: %s',
-                     w.stalled_claims + 1, $5, coalesce(w.last_error, 'none recorded'))
-         ELSE w.status_reason END,
-       executor_id = $2, epoch = w.epoch + 1, attempts = w.attempts + 1,
-       started_at = coalesce(w.started_at, now()), updated_at = now()
-  FROM (SELECT x.id, (SELECT count(*)::integer FROM {s}.steps s WHERE s.workflow_id = x.id) AS n
-          FROM {s}.workflows x WHERE x.id = ANY($1::text[])) j
- WHERE w.id = j.id AND w.status IN ('pending', 'running') AND w.name = ANY($3::text[])
-   AND (cardinality($4::text[]) = 0 OR w.app_version = ANY($4::text[]))
-RETURNING w.id, w.name, w.inputs::text, w.epoch, w.status, w.status_reason)"},
-        // $1 ids (text[]). I1: every listed journal in one query.
-        {"journals_load", R"(SELECT workflow_id, seq, name, kind, status, output::text, error::text
-  FROM {s}.steps WHERE workflow_id = ANY($1::text[]) ORDER BY workflow_id, seq)"},
-        // $1 id, $2 epoch, $3 the error that ended the run (shown when I9 parks it).
-        {"workflow_note_error", R"(UPDATE {s}.workflows SET last_error = $3, updated_at = now()
- WHERE id = $1 AND epoch = $2)"},
-        // $1 id. I1: the whole journal in one query.
-        {"journal_load", R"(SELECT seq, name, kind, status, output::text, error::text
-  FROM {s}.steps WHERE workflow_id = $1 ORDER BY seq)"},
-        // $1 id, $2 epoch, $3 seq, $4 name, $5 kind, $6 status, $7 output, $8 error,
-        // $9 attempts, $10 started_at (epoch seconds)
-        {"step_append", R"(SELECT {s}.append_step($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9,
-                        to_timestamp($10::double precision)))"},
-        // Group commit of journal rows: many rows, one statement (see append_steps in
-        // migration 4). Arrays, one element per row: $1 workflow ids, $2 epochs, $3 seqs,
-        // $4 names, $5 kinds, $6 statuses, $7 outputs (jsonb), $8 errors (jsonb), $9 attempts,
-        // $10 started_at (epoch seconds). Returns (workflow id, seq) of the rows written. A
-        // duplicate row fails the statement; the group committer then sends each row alone
-        // through step_append.
-        {"steps_append_many", R"(SELECT written_id, written_seq FROM {s}.append_steps(
-  $1::text[], $2::bigint[], $3::integer[], $4::text[], $5::text[], $6::text[], $7::jsonb[],
-  $8::jsonb[], $9::integer[], $10::double precision[]))"},
-        // $1 id, $2 name, $3 inputs, $4 queue, $5 priority, $6 dedup_key, $7 delay (ms),
-        // $8 app_version, $9 notify channel. One row: (created, id of the workflow that holds
-        // the id or the dedup key, its name, its inputs). NOTIFY is delivered at commit.
-        {"workflow_enqueue", R"(WITH ins AS (
-  INSERT INTO {s}.workflows (id, name, status, inputs, queue, priority, dedup_key, wake_at,
-                             app_version)
-  VALUES ($1, $2, 'pending', $3::jsonb, $4, $5, $6,
-          CASE WHEN $7::bigint > 0 THEN now() + make_interval(secs => $7::double precision / 1000) END,
-          $8)
-  ON CONFLICT DO NOTHING
-  RETURNING id),
-woken AS (SELECT pg_notify($9, $4) FROM ins)
-SELECT true, $1::text, $2::text, $3::text, (SELECT count(*) FROM woken) FROM ins
-UNION ALL
-(SELECT false, w.id, w.name, w.inputs::text, 0 FROM {s}.workflows w
-  WHERE NOT EXISTS (SELECT 1 FROM ins)
-    AND (w.id = $1 OR (w.queue = $4 AND w.dedup_key = $6
-                       AND w.status IN ('pending', 'running', 'sleeping')))
-  ORDER BY w.id = $1 DESC LIMIT 1))"},
-        // $1 name, $2 concurrency, $3 worker_concurrency, $4 rate_limit, $5 rate_period_ms
-        {"queue_upsert",
-         R"(INSERT INTO {s}.queues (name, concurrency, worker_concurrency, rate_limit,
-                         rate_period_ms)
-VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency,
-  worker_concurrency = excluded.worker_concurrency, rate_limit = excluded.rate_limit,
-  rate_period_ms = excluded.rate_period_ms, updated_at = now())"},
-        // $1 queue. Serializes the dispatchers of one queue, so that the counts the next
-        // statement reads (in its own, later snapshot) cannot be outdated by another one.
-        {"queue_lock", R"(SELECT name FROM {s}.queues WHERE name = $1 FOR UPDATE)"},
-        // $1 executor, $2 queue, $3 workflow names it runs (text[]), $4 how many at most,
-        // $5 application versions it runs (text[], empty = all).
-        // Claims queued workflows within the queue's limits, by priority then age.
-        {"queue_dispatch", R"(WITH q AS (
-  SELECT concurrency, worker_concurrency, rate_limit, rate_period_ms FROM {s}.queues WHERE name = $2),
-budget AS (
-  SELECT greatest(0, least(
-    $4::integer,
-    (SELECT q.concurrency - (SELECT count(*) FROM {s}.workflows
-                              WHERE queue = $2 AND status = 'running') FROM q),
-    (SELECT q.worker_concurrency - (SELECT count(*) FROM {s}.workflows
-                              WHERE queue = $2 AND status = 'running' AND executor_id = $1) FROM q),
-    (SELECT q.rate_limit - (SELECT count(*) FROM {s}.workflows WHERE queue = $2
-                              AND started_at > now() - make_interval(secs => q.rate_period_ms / 1000.0))
-       FROM q))) AS n),
-picked AS (
-  SELECT w.id FROM {s}.workflows w
-   WHERE w.queue = $2 AND w.status = 'pending' AND w.executor_id IS NULL
-     AND (w.wake_at IS NULL OR w.wake_at <= now()) AND w.name = ANY($3::text[])
-     AND (cardinality($5::text[]) = 0 OR w.app_version = ANY($5::text[]))
-   ORDER BY w.priority DESC, w.created_at, w.id
-   LIMIT (SELECT n FROM budget)
-   FOR UPDATE OF w SKIP LOCKED)
-UPDATE {s}.workflows w
-   SET status = 'running', executor_id = $1, epoch = w.epoch + 1, attempts = w.attempts + 1,
-       started_at = now(), updated_at = now()
-  FROM picked WHERE w.id = picked.id
-RETURNING w.id, w.name, w.inputs::text, w.epoch)"},
-        // $1 channel, $2 payload
-        {"notify", R"(SELECT pg_notify($1, $2))"},
-        // $1 id, $2 instance. No row updated: another process took the id over.
-        {"executor_heartbeat", R"(UPDATE {s}.executors SET heartbeat_at = now()
- WHERE id = $1 AND instance = $2)"},
-        // $1 id, $2 instance. Graceful shutdown: the lease ends now, so others take over at once.
-        {"executor_release", R"(UPDATE {s}.executors SET heartbeat_at = '-infinity'
- WHERE id = $1 AND instance = $2)"},
-        // $1 this executor, $2 lease timeout (ms), $3 workflow names it runs (text[]),
-        // $4 how many at most, $5 versions it runs (text[], empty = all). SKIP LOCKED: two live
-        // executors never take the same workflow;
-        // the new owner then claims each one, which bumps its epoch (I3).
-        {"workflows_take_over", R"(WITH dead AS (
-  SELECT id FROM {s}.executors
-   WHERE id <> $1 AND heartbeat_at < now() - make_interval(secs => $2::double precision / 1000)),
-taken AS (
-  SELECT w.id FROM {s}.workflows w
-   WHERE w.executor_id IN (SELECT id FROM dead) AND w.status IN ('pending', 'running')
-     AND w.name = ANY($3::text[])
-     AND (cardinality($5::text[]) = 0 OR w.app_version = ANY($5::text[]))
-   ORDER BY w.created_at LIMIT $4
-   FOR UPDATE OF w SKIP LOCKED)
-UPDATE {s}.workflows w SET executor_id = $1, updated_at = now()
-  FROM taken WHERE w.id = taken.id
-RETURNING w.id)"},
-        // $1 id, $2 host, $3 pid, $4 app_version, $5 versions it runs (text[], empty = all),
-        // $6 instance, $7 lease timeout (ms), $8 take the id even if its holder looks alive.
-        // Registers this process under the id unless another live process holds it (its
-        // heartbeat is younger than the lease): then no row.
-        {"executor_register",
-         R"(INSERT INTO {s}.executors AS e (id, host, pid, app_version, versions,
-                                 instance)
-VALUES ($1, $2, $3, $4, $5::text[], $6)
-ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-  app_version = excluded.app_version, versions = excluded.versions, instance = excluded.instance,
-  started_at = now(), heartbeat_at = now()
-  WHERE e.instance = excluded.instance OR $8::boolean
-     OR e.heartbeat_at < now() - make_interval(secs => $7::double precision / 1000)
-RETURNING true)"},
-        // $1 id: who holds it, and how long ago it heartbeat (ms).
-        {"executor_get", R"(SELECT host, pid, instance,
-       CASE WHEN heartbeat_at = '-infinity' THEN 'infinity'::double precision
-            ELSE (extract(epoch FROM now() - heartbeat_at) * 1000)::double precision END
-  FROM {s}.executors WHERE id = $1)"},
-        // $1 id, $2 host, $3 pid, $4 app_version, $5 versions it runs (text[], empty = all)
-        {"executor_upsert", R"(INSERT INTO {s}.executors (id, host, pid, app_version, versions)
-VALUES ($1, $2, $3, $4, $5::text[])
-ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
-  app_version = excluded.app_version, versions = excluded.versions, started_at = now(),
-  heartbeat_at = now())"},
-    };
-    return all;
-  }
+  /// Every statement the store runs: its name (without the prefix) and its text, {s} standing
+  /// for the quoted schema.
+  DURABLE_DECL static const std::vector<std::pair<const char*, const char*>>& texts();
 
   std::string schema_name_;
   std::string schema_;
   std::shared_ptr<const pg::statement_catalog> catalog_;
 };
 
-inline asio::awaitable<int> store::version(pg::connection& c) const {
-  pg::statement exists = pg::sql("SELECT CASE WHEN to_regclass($1) IS NULL THEN 0 ELSE 1 END",
-                                 schema_ + ".schema_migrations");
-  auto r = co_await c.run(std::move(exists));
-  if (r[0].get<int>(0) == 0) co_return 0;
-  pg::statement max_version = plain("SELECT coalesce(max(version), 0) FROM {s}.schema_migrations");
-  auto v = co_await c.run(std::move(max_version));
-  co_return v[0].get<int>(0);
-}
-
-inline asio::awaitable<int> store::migrate(pg::connection& c) const {
-  auto tx = c.begin();
-  // The lock comes first: even CREATE SCHEMA IF NOT EXISTS races between sessions.
-  pg::statement lock =
-      pg::sql("SELECT pg_advisory_xact_lock($1)", detail::fnv1a("durable.migrate:" + schema_name_));
-  co_await tx.run(std::move(lock));
-  std::vector<pg::statement> bootstrap;
-  bootstrap.push_back(plain("CREATE SCHEMA IF NOT EXISTS {s}"));
-  bootstrap.push_back(plain(R"(CREATE TABLE IF NOT EXISTS {s}.schema_migrations (
-  version     integer PRIMARY KEY,
-  description text NOT NULL,
-  applied_at  timestamptz NOT NULL DEFAULT now()
-))"));
-  co_await tx.run_batch(std::move(bootstrap));
-  pg::statement max_version = plain("SELECT coalesce(max(version), 0) FROM {s}.schema_migrations");
-  auto r = co_await tx.run(std::move(max_version));
-  const int current = r[0].get<int>(0);
-  if (current > latest_version())
-    throw schema_too_new(
-        "the database schema '" + schema_name_ + "' is at version " + std::to_string(current) +
-        " but this build of durable knows versions up to " + std::to_string(latest_version()) +
-        "; upgrade the library in this application, or use another schema");
-  int applied = 0;
-  for (const auto& m : detail::migrations()) {
-    if (m.version <= current) continue;
-    std::vector<pg::statement> batch;
-    for (const char* text : m.statements) batch.push_back(plain(text));
-    batch.push_back(pg::sql(
-        detail::with_schema(
-            "INSERT INTO {s}.schema_migrations (version, description) VALUES ($1, $2)", schema_),
-        m.version, std::string(m.description)));
-    co_await tx.run_batch(std::move(batch));
-    ++applied;
-  }
-  co_await tx.commit();
-  co_return applied;
-}
-
 }  // namespace durable
+
+#if defined(DURABLE_HEADER_ONLY)
+#include "durable/impl/store.ipp"
+#endif

@@ -47,6 +47,7 @@ if(MODE STREQUAL "find_package")
       -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=${prefix}
       -DDURABLE_BUILD_TESTS=OFF -DDURABLE_BUILD_EXAMPLES=OFF -DDURABLE_BUILD_BENCHMARKS=OFF
       -DDURABLE_INSTALL=ON)
+  run("build durable" "${CMAKE_COMMAND}" --build "${WORK_DIR}/durable-build")
   run("install durable" "${CMAKE_COMMAND}" --install "${WORK_DIR}/durable-build")
 
   file(GLOB_RECURSE config "${prefix}/*/durable-config.cmake")
@@ -95,6 +96,8 @@ else()
 endif()
 
 run("build consumer" "${CMAKE_COMMAND}" --build "${consumer_build}")
-run("run consumer" "${consumer_build}/consumer")
-string(STRIP "${last_output}" last_output)
-message(STATUS "[${MODE}] consumer printed: ${last_output}")
+foreach(consumer consumer consumer_compiled)
+  run("run ${consumer}" "${consumer_build}/${consumer}")
+  string(STRIP "${last_output}" last_output)
+  message(STATUS "[${MODE}] ${consumer} printed: ${last_output}")
+endforeach()

@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "durable/detail/config.hpp"
 #include "durable/pg/pool.hpp"
 #include "durable/store.hpp"
 
@@ -113,9 +114,7 @@ public:
 
   /// Cancels every batch in flight (shutdown past its deadline); their submitters get the
   /// error, and their statements' outcome is unknown.
-  void cancel_all() {
-    for (const auto& sig : flushers_) sig->emit(asio::cancellation_type::terminal);
-  }
+  DURABLE_DECL void cancel_all();
 
 private:
   struct item {
@@ -145,208 +144,30 @@ private:
   };
   using item_ptr = std::shared_ptr<item>;
 
-  asio::awaitable<pg::result> run_impl(pg::statement st) {
-    auto it = std::make_shared<item>(ex_);
-    it->st = std::move(st);
-    co_await submit(it);
-    co_return std::move(it->res);
-  }
+  DURABLE_DECL asio::awaitable<pg::result> run_impl(pg::statement st);
 
-  asio::awaitable<fence_verdict> append_impl(journal_row row) {
-    if (!st_) throw error("group_committer::append: no store was given");
-    auto it = std::make_shared<item>(ex_);
-    it->row = std::move(row);
-    co_await submit(it);
-    co_return std::move(it->verdict);
-  }
+  DURABLE_DECL asio::awaitable<fence_verdict> append_impl(journal_row row);
 
   /// Queues `it` and waits until its batch has committed; rethrows its error.
-  asio::awaitable<void> submit(item_ptr it) {
-    queue_.push_back(it);
-    start_flushers();
-    if (!it->finished) {
-      asio::error_code ec;
-      co_await it->done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    }
-    if (it->err) std::rethrow_exception(it->err);
-  }
+  DURABLE_DECL asio::awaitable<void> submit(item_ptr it);
 
-  void start_flushers() {
-    // A flusher takes its batch when it first runs, so statements submitted in the same
-    // turn of the event loop travel together.
-    if (queue_.empty() || starting_ || in_flight_ >= options_.max_in_flight) return;
-    starting_ = true;
-    ++in_flight_;
-    auto sig = std::make_shared<asio::cancellation_signal>();
-    flushers_.insert(sig);
-    asio::co_spawn(ex_, flush(this, owner_.lock()),
-                   asio::bind_cancellation_slot(
-                       sig->slot(), [this, sig, keep = owner_.lock()](std::exception_ptr e) {
-                         flushers_.erase(sig);
-                         if (!e) return;
-                         std::string what = "unknown error";
-                         try {
-                           std::rethrow_exception(e);
-                         } catch (const std::exception& x) {
-                           what = x.what();
-                         } catch (...) {
-                           what = "an exception not derived from std::exception";
-                         }
-                         if (on_failure_) on_failure_("a group commit flusher failed: " + what);
-                       }));
-  }
+  DURABLE_DECL void start_flushers();
 
-  static void finish(const item_ptr& it) {
-    it->finished = true;
-    it->done.cancel();
-  }
+  DURABLE_DECL static void finish(const item_ptr& it);
 
   // `keep` holds the owner (and so this committer and its pool) while the flusher runs.
-  static asio::awaitable<void> flush(group_committer* self, std::shared_ptr<void> keep) {
-    (void)keep;
-    // Yield once (co_spawn may start this inline): statements submitted in the same turn
-    // of the event loop join the batch.
-    co_await asio::post(self->ex_, asio::use_awaitable);
-    self->starting_ = false;
-    while (!self->queue_.empty()) {
-      std::vector<item_ptr> items;
-      std::size_t bytes = 0;
-      while (!self->queue_.empty() && items.size() < self->options_.max_batch &&
-             (items.empty() || bytes < self->options_.max_batch_bytes)) {
-        bytes += self->queue_.front()->size();
-        items.push_back(std::move(self->queue_.front()));
-        self->queue_.pop_front();
-      }
-      // More waiting than this batch takes: let another flusher start on them now.
-      self->start_flushers();
-      co_await self->commit(std::move(items));
-    }
-    --self->in_flight_;
-    self->start_flushers();
-  }
+  DURABLE_DECL static asio::awaitable<void> flush(group_committer* self,
+                                                  std::shared_ptr<void> keep);
 
   /// One statement writing every journal row among `rows`.
-  pg::statement merged_rows(const std::vector<item_ptr>& rows) const {
-    std::vector<std::string> ids, names, kinds, statuses;
-    std::vector<std::int64_t> epochs;
-    std::vector<int> seqs, attempts;
-    std::vector<std::optional<std::string>> outputs, errors;
-    std::vector<double> started;
-    for (const auto& it : rows) {
-      const journal_row& r = *it->row;
-      ids.push_back(r.workflow_id);
-      epochs.push_back(r.epoch);
-      seqs.push_back(r.seq);
-      names.push_back(r.name);
-      kinds.push_back(r.kind);
-      statuses.push_back(r.status);
-      outputs.push_back(r.output);
-      errors.push_back(r.error);
-      attempts.push_back(r.attempts);
-      started.push_back(r.started_at);
-    }
-    return st_
-        ->steps_append_many(ids, epochs, seqs, names, kinds, statuses, outputs, errors, attempts,
-                            started)
-        .st;
-  }
+  DURABLE_DECL pg::statement merged_rows(const std::vector<item_ptr>& rows) const;
 
   /// One journal row alone (step_append: the fence raises DU001, so a result means written).
-  pg::statement single_row(const journal_row& r) const {
-    return st_
-        ->step_append(r.workflow_id, r.epoch, r.seq, r.name, r.kind, r.status, r.output, r.error,
-                      r.attempts, r.started_at)
-        .st;
-  }
+  DURABLE_DECL pg::statement single_row(const journal_row& r) const;
 
-  asio::awaitable<void> commit(std::vector<item_ptr> items) {
-    while (!items.empty()) {
-      // Journal rows first, as one statement; then the other statements, in order.
-      std::vector<item_ptr> rows;
-      std::vector<std::vector<item_ptr>> groups;  // the items behind each statement sent
-      std::vector<pg::statement> batch;
-      batch.reserve(items.size());
-      for (const auto& it : items)
-        if (it->row && !it->alone) rows.push_back(it);
-      // A lone row takes step_append, which costs the server less than the merged form.
-      if (rows.size() == 1) {
-        rows.front()->alone = true;
-        rows.clear();
-      }
-      if (!rows.empty()) {
-        batch.push_back(merged_rows(rows));
-        groups.push_back(rows);
-      }
-      for (const auto& it : items) {
-        if (it->row && !it->alone) continue;
-        batch.push_back(it->row ? single_row(*it->row) : it->st);
-        groups.push_back({it});
-      }
-      ++counters_.batches;
-      counters_.largest_batch = std::max(counters_.largest_batch, items.size());
-      const auto sent = sent_at_.insert(std::chrono::steady_clock::now());
-      struct unmark {
-        std::multiset<std::chrono::steady_clock::time_point>& set;
-        std::multiset<std::chrono::steady_clock::time_point>::iterator it;
-        ~unmark() { set.erase(it); }
-      } unmark_sent{sent_at_, sent};
-      try {
-        std::vector<pg::result> results;
-        {
-          auto c = co_await pool_->acquire();
-          results = co_await c->run_batch(std::move(batch));
-        }
-        for (std::size_t g = 0; g < groups.size(); ++g) {
-          if (groups[g].front()->alone) {
-            groups[g].front()->verdict = {};  // written: step_append raises when fenced out
-          } else if (groups[g].front()->row) {
-            std::set<std::pair<std::string, int>> written;
-            for (auto& w : store::rows<store::written_step>(results[g]))
-              written.emplace(std::move(w.workflow_id), w.seq);
-            for (const auto& it : groups[g])
-              it->verdict.outcome = written.contains({it->row->workflow_id, it->row->seq})
-                                        ? fence_outcome::written
-                                        : fence_outcome::fenced_out;
-          } else {
-            groups[g].front()->res = std::move(results[g]);
-          }
-          for (const auto& it : groups[g]) finish(it);
-        }
-        counters_.statements += items.size();
-        co_return;
-      } catch (const pg::sql_error& e) {
-        const int i = e.batch_index();
-        if (i < 0 || std::size_t(i) >= groups.size()) {
-          fail_all(items, std::current_exception());
-          co_return;
-        }
-        // The server rolled the whole batch back: the failing statement's items get its
-        // error (merged rows are tried again one by one), the others go out again.
-        auto& failed = groups[std::size_t(i)];
-        if (failed.front()->row && !failed.front()->alone) {
-          for (auto& it : failed) it->alone = true;
-        } else if (fence_verdict v = store::verdict(e); failed.front()->row && v.fenced_out()) {
-          failed.front()->verdict = std::move(v);  // a lone row the fence rejected
-          finish(failed.front());
-          ++counters_.statements;
-        } else {
-          fail_all(failed, std::current_exception());
-        }
-        std::erase_if(items, [](const item_ptr& it) { return it->finished; });
-      } catch (...) {
-        fail_all(items, std::current_exception());
-        co_return;
-      }
-    }
-  }
+  DURABLE_DECL asio::awaitable<void> commit(std::vector<item_ptr> items);
 
-  void fail_all(std::vector<item_ptr>& items, std::exception_ptr e) {
-    for (auto& it : items) {
-      it->err = e;
-      finish(it);
-    }
-    counters_.statements += items.size();
-  }
+  DURABLE_DECL void fail_all(std::vector<item_ptr>& items, std::exception_ptr e);
 
   asio::any_io_executor ex_;
   pg::pool* pool_;
@@ -363,3 +184,7 @@ private:
 };
 
 }  // namespace durable::detail
+
+#if defined(DURABLE_HEADER_ONLY)
+#include "durable/detail/impl/group_commit.ipp"
+#endif

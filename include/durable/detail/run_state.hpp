@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "durable/detail/config.hpp"
 #include "durable/detail/failure.hpp"
 #include "durable/detail/group_commit.hpp"
 #include "durable/error.hpp"
@@ -128,18 +129,7 @@ struct captured_error {
   }
 };
 
-inline captured_error capture(std::exception_ptr e) {
-  // Messages go into JSON and into PostgreSQL text: invalid UTF-8 bytes are replaced.
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return {valid_utf8(demangle(typeid(x).name())), valid_utf8(x.what())};
-  } catch (...) {
-    const std::type_info* t = abi::__cxa_current_exception_type();
-    return {t ? valid_utf8(demangle(t->name())) : "unknown",
-            "(an exception not derived from std::exception)"};
-  }
-}
+DURABLE_DECL captured_error capture(std::exception_ptr e);
 
 inline std::string describe_step(const std::string& name, const std::string& kind) {
   return kind == "step" ? "'" + name + "'" : "'" + name + "' (" + kind + ")";
@@ -147,127 +137,43 @@ inline std::string describe_step(const std::string& name, const std::string& kin
 
 /// I5: the journal's entry at `seq`, after checking it is the step the code asks for; null
 /// when the step has no row yet and must run.
-inline const journal_entry* replay_entry(run_state& s, int seq, const std::string& name,
-                                         const std::string& kind) {
-  if (s.nondeterminism) throw *s.nondeterminism;
-  if (std::size_t(seq) >= s.journal.size() || !s.journal[std::size_t(seq)]) return nullptr;
-  const journal_entry& e = *s.journal[std::size_t(seq)];
-  if (e.name == name && e.kind == kind) return &e;
-  const std::string journaled = describe_step(e.name, e.kind);
-  const std::string requested = describe_step(name, kind);
-  s.nondeterminism.emplace(
-      s.id, seq, journaled, requested,
-      "nondeterminism in workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +
-          " is journaled as " + journaled + " but the code now asks for " + requested +
-          ". The workflow's code changed while it was in flight (a step was renamed, added or "
-          "removed before this point). It is parked: deploy code that takes the journaled "
-          "path for workflows started before the change, or cancel it; see "
-          "docs/concepts.md#nondeterminism");
-  throw *s.nondeterminism;
-}
+DURABLE_DECL const journal_entry* replay_entry(run_state& s, int seq, const std::string& name,
+                                               const std::string& kind);
 
 /// I5 at the end of a run: journaled steps the code no longer reached mean it changed.
-inline void check_fully_replayed(run_state& s) {
-  if (s.nondeterminism) throw *s.nondeterminism;
-  for (std::size_t seq = std::size_t(s.next_seq); seq < s.journal.size(); ++seq) {
-    if (!s.journal[seq]) continue;
-    const std::string journaled = describe_step(s.journal[seq]->name, s.journal[seq]->kind);
-    s.nondeterminism.emplace(
-        s.id, int(seq), journaled, "",
-        "nondeterminism in workflow '" + s.id + "' (" + s.name + "): the code returned after " +
-            std::to_string(s.next_seq) + " steps but the journal holds step " +
-            std::to_string(seq) + " " + journaled +
-            " (a step was removed). It is parked: deploy code that takes the journaled path "
-            "for workflows started before the change, or cancel it; see "
-            "docs/concepts.md#nondeterminism");
-    throw *s.nondeterminism;
-  }
-}
+DURABLE_DECL void check_fully_replayed(run_state& s);
 
 /// A pooled connection for the run; failing to get one marks the run for a retry.
-inline asio::awaitable<pg::pool::lease> acquire(run_state& s) {
-  try {
-    co_return co_await s.pool->acquire();
-  } catch (const std::exception& e) {
-    s.io_failed = true;
-    s.io_error = describe_io_failure(e);
-    throw;
-  }
-}
+DURABLE_DECL asio::awaitable<pg::pool::lease> acquire(run_state& s);
 
 /// Records a failure of the library's own I/O while journaling step `seq`: a transient one
 /// retries the run; one the server will repeat parks the workflow (the step is not re-run).
-inline void note_io_failure(run_state& s, int seq, const std::string& name,
-                            const std::exception& e) {
-  s.io_error = describe_io_failure(e);
-  if (classify(e) == io_verdict::permanent) {
-    if (!s.io_refused)
-      s.io_refused =
-          valid_utf8("workflow '" + s.id + "' (" + s.name + "): the journal row of step " +
-                     std::to_string(seq) + " '" + name +
-                     "' was refused by the server, which will refuse it again (" + s.io_error +
-                     "). The workflow is parked and the step is not run again: fix "
-                     "the cause (the value, the step name, the database's "
-                     "permissions), then resume it");
-  } else {
-    s.io_failed = true;
-  }
-}
+DURABLE_DECL void note_io_failure(run_state& s, int seq, const std::string& name,
+                                  const std::exception& e);
 
 /// Why step `seq` was not journaled: the fence (I3) rejected its row. The verdict carries the
 /// fence's message when the server raised it (DU001).
-inline std::string journal_fenced_message(const run_state& s, int seq, const std::string& name,
-                                          const fence_verdict& v) {
-  return "workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-         "' was not journaled because another executor took the workflow over (" +
-         (v.server_message.empty() ? "it is no longer owned under epoch " + std::to_string(s.epoch)
-                                   : v.server_message) +
-         "); this run stops and the new owner continues";
-}
+DURABLE_DECL std::string journal_fenced_message(const run_state& s, int seq,
+                                                const std::string& name, const fence_verdict& v);
 
 /// Journals one step (I2: one round trip, fenced by the epoch in the same statement, I3).
 /// Through the group committer the round trip and its commit are shared with other runs;
 /// the step still resumes only once its row is committed.
-inline asio::awaitable<void> append(run_state& s, int seq, const std::string& name,
-                                    const std::string& kind,
-                                    const std::optional<std::string>& output,
-                                    const std::optional<std::string>& error, int attempts,
-                                    double started_at) {
-  try {
-    const std::string status = error ? "failed" : "succeeded";
-    if (s.committer) {
-      group_committer::journal_row row{s.id,   s.epoch, seq,   name,     kind,
-                                       status, output,  error, attempts, started_at};
-      const fence_verdict v = co_await s.committer->append(std::move(row));
-      if (!v.written()) throw ownership_lost(s.id, journal_fenced_message(s, seq, name, v));
-    } else {
-      fenced_write row = s.st->step_append(s.id, s.epoch, seq, name, kind, status, output, error,
-                                           attempts, started_at);
-      auto conn = co_await s.pool->acquire();
-      co_await conn->run(std::move(row.st));
-    }
-  } catch (const ownership_lost&) {
-    throw;
-  } catch (const pg::sql_error& e) {
-    const fence_verdict v = store::verdict(e);
-    if (v.fenced_out()) throw ownership_lost(s.id, journal_fenced_message(s, seq, name, v));
-    note_io_failure(s, seq, name, e);
-    throw;
-  } catch (const std::exception& e) {
-    note_io_failure(s, seq, name, e);
-    throw;
-  }
-  if (s.counters) ++s.counters->steps_executed;
-}
+DURABLE_DECL asio::awaitable<void> append(run_state& s, int seq, const std::string& name,
+                                          const std::string& kind,
+                                          const std::optional<std::string>& output,
+                                          const std::optional<std::string>& error, int attempts,
+                                          double started_at);
 
 inline double unix_seconds() {
   using namespace std::chrono;
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
-inline asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
-  asio::steady_timer t(co_await asio::this_coro::executor, d);
-  co_await t.async_wait(asio::use_awaitable);
-}
+DURABLE_DECL asio::awaitable<void> sleep_for(std::chrono::milliseconds d);
 
 }  // namespace durable::detail
+
+#if defined(DURABLE_HEADER_ONLY)
+#include "durable/detail/impl/run_state.ipp"
+#endif

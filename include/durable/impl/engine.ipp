@@ -1,42 +1,11 @@
-// Implementation of durable/engine.hpp; included at its end.
+// The non-template part of durable/engine.hpp: included at its end when header-only, by
+// durable/src.hpp otherwise.
 #pragma once
 
 #include "durable/detail/background.hpp"
 
 namespace durable {
 namespace detail {
-
-template <class... Args>
-std::string signature_of() {
-  std::string s = "(";
-  ((s += (s.size() > 1 ? ", " : "") + std::string(type_name<std::decay_t<Args>>())), ...);
-  return s + ")";
-}
-
-/// Decodes the journaled inputs and calls the workflow. The arguments live in this frame
-/// while the workflow runs, so a workflow may take them by reference.
-template <class R, class... Args, class Fn>
-asio::awaitable<std::optional<std::string>> invoke_workflow(std::shared_ptr<Fn> fn, context& ctx,
-                                                            nlohmann::json inputs) {
-  std::tuple<std::decay_t<Args>...> args;
-  try {
-    args = durable::decode<std::tuple<std::decay_t<Args>...>>(inputs);
-  } catch (const codec_error& e) {
-    throw workflow_parked(ctx.workflow_id(),
-                          "workflow '" + ctx.workflow_id() + "' (" + ctx.workflow_name() +
-                              "): its journaled inputs no longer decode as " +
-                              signature_of<Args...>() + ": " + e.what() +
-                              "; the workflow's parameters changed while it was in flight");
-  }
-  auto call = [&](auto&... a) { return (*fn)(ctx, a...); };
-  if constexpr (std::is_void_v<R>) {
-    co_await std::apply(call, args);
-    co_return std::nullopt;
-  } else {
-    R r = co_await std::apply(call, args);
-    co_return durable::encode<R>(r).dump();
-  }
-}
 
 inline std::string truncate(std::string s, std::size_t n = 200) {
   if (s.size() > n) s = s.substr(0, n) + "...";
@@ -62,7 +31,7 @@ inline void check_same_workflow(const std::string& op, const std::string& id,
 
 }  // namespace detail
 
-inline engine::engine(asio::any_io_executor ex, engine_options options) {
+DURABLE_DECL engine::engine(asio::any_io_executor ex, engine_options options) {
   if (options.executor_id.empty()) options.executor_id = detail::default_executor_id();
   if (options.max_running == 0)
     throw error(
@@ -80,58 +49,12 @@ inline engine::engine(asio::any_io_executor ex, engine_options options) {
   });
 }
 
-template <class F>
-void engine::register_workflow(std::string name, F fn) {
-  using sig = detail::workflow_signature_of<F>;
-  static_assert(sig::valid,
-                "register_workflow: the workflow must be callable as "
-                "asio::awaitable<R>(durable::context&, Args...) with exactly one signature: a "
-                "function, a lambda or a function object (not a generic lambda)");
-  if constexpr (std::is_pointer_v<F> || std::is_member_pointer_v<F>) {
-    if (!fn) throw error("register_workflow('" + name + "'): the function pointer is null");
-  }
-  [&]<class... Args>(std::tuple<Args...>*) {
-    add_workflow<typename sig::result, Args...>(std::move(name),
-                                                std::make_shared<std::decay_t<F>>(std::move(fn)));
-  }(static_cast<typename sig::args*>(nullptr));
-}
-
-template <class R, class C, class... Args>
-void engine::register_workflow(std::string name, asio::awaitable<R> (C::*fn)(context&, Args...),
-                               C* object) {
-  if (!fn) throw error("register_workflow('" + name + "'): the member function pointer is null");
-  if (!object) throw error("register_workflow('" + name + "'): the object is null");
-  auto call = [fn, object](context& ctx, auto&... a) { return (object->*fn)(ctx, a...); };
-  add_workflow<R, Args...>(std::move(name), std::make_shared<decltype(call)>(call));
-}
-
-template <class R, class... Args, class Fn>
-void engine::add_workflow(std::string name, std::shared_ptr<Fn> fn) {
-  using inputs_t = std::tuple<std::decay_t<Args>...>;
-  if (name.empty()) throw error("register_workflow: the workflow name must not be empty");
-  if (s_->opened)
-    throw error("register_workflow('" + name +
-                "'): register every workflow before open(); the engine claims work by name");
-  detail::registered_workflow w;
-  w.name = name;
-  w.signature = detail::signature_of<Args...>();
-  w.check_inputs = [](const nlohmann::json& j) { (void)durable::decode<inputs_t>(j); };
-  w.invoke = [fn](context& ctx, const nlohmann::json& j) {
-    return detail::invoke_workflow<R, Args...>(fn, ctx, j);
-  };
-  if (!s_->registry.emplace(name, std::move(w)).second)
-    throw error("register_workflow: a workflow named '" + name + "' is already registered");
-  std::vector<std::string> names;
-  for (const auto& entry : s_->registry) names.push_back(entry.first);
-  s_->names = detail::text_array(names);
-}
-
-inline asio::awaitable<int> engine::migrate_impl() {
+DURABLE_DECL asio::awaitable<int> engine::migrate_impl() {
   auto c = co_await s_->pool.acquire();
   co_return co_await s_->st.migrate(*c);
 }
 
-inline asio::awaitable<std::size_t> engine::open_impl() {
+DURABLE_DECL asio::awaitable<std::size_t> engine::open_impl() {
   auto s = s_;
   if (s->stopping) throw error("open(): the engine was shut down; create a new one");
   if (s->options.migrate) (void)co_await migrate_impl();
@@ -149,8 +72,8 @@ inline asio::awaitable<std::size_t> engine::open_impl() {
   co_return resumed;
 }
 
-inline void engine::check_enqueue(const enqueue_options& opts, const std::string& name,
-                                  const std::string& id, const nlohmann::json& inputs) const {
+DURABLE_DECL void engine::check_enqueue(const enqueue_options& opts, const std::string& name,
+                                        const std::string& id, const nlohmann::json& inputs) const {
   if (id.empty()) throw error("enqueue('" + name + "'): the workflow id must not be empty");
   if (opts.queue.empty())
     throw error("enqueue('" + name + "', '" + id + "'): the queue name must not be empty");
@@ -162,10 +85,11 @@ inline void engine::check_enqueue(const enqueue_options& opts, const std::string
     it->second.check_arguments("enqueue", id, inputs);
 }
 
-inline asio::awaitable<workflow_handle> engine::enqueue_run_impl(pg::transaction* tx,
-                                                                 bool fail_on_duplicate,
-                                                                 std::string name, std::string id,
-                                                                 enqueue_request req) {
+DURABLE_DECL asio::awaitable<workflow_handle> engine::enqueue_run_impl(pg::transaction* tx,
+                                                                       bool fail_on_duplicate,
+                                                                       std::string name,
+                                                                       std::string id,
+                                                                       enqueue_request req) {
   auto s = s_;
   std::optional<store::enqueue_outcome> r;
   for (int attempt = 0; attempt < 3 && !r; ++attempt) {
@@ -201,7 +125,7 @@ inline asio::awaitable<workflow_handle> engine::enqueue_run_impl(pg::transaction
   co_return workflow_handle(s, existing);
 }
 
-inline query<void> engine::make_queue_upsert(const queue_options& q) const {
+DURABLE_DECL query<void> engine::make_queue_upsert(const queue_options& q) const {
   const std::string name(q.name);
   if (name.empty()) throw error("configure_queue: the queue name must not be empty");
   auto positive = [&](const std::optional<int>& v, const char* what) {
@@ -218,12 +142,12 @@ inline query<void> engine::make_queue_upsert(const queue_options& q) const {
                              int(q.rate_period.count()));
 }
 
-inline asio::awaitable<void> engine::run_statement_impl(pg::statement st) {
+DURABLE_DECL asio::awaitable<void> engine::run_statement_impl(pg::statement st) {
   auto c = co_await s_->pool.acquire();
   co_await c->run(std::move(st));
 }
 
-inline asio::awaitable<void> engine::shutdown_impl(std::chrono::milliseconds grace) {
+DURABLE_DECL asio::awaitable<void> engine::shutdown_impl(std::chrono::milliseconds grace) {
   auto s = s_;
   using clock = std::chrono::steady_clock;
   s->stopping = true;
@@ -288,8 +212,9 @@ inline asio::awaitable<void> engine::shutdown_impl(std::chrono::milliseconds gra
   s->report(severity::info, "shutdown", "", "shut down");
 }
 
-inline asio::awaitable<workflow_handle> engine::start_encoded_impl(std::string name, std::string id,
-                                                                   nlohmann::json inputs) {
+DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(std::string name,
+                                                                         std::string id,
+                                                                         nlohmann::json inputs) {
   auto s = s_;
   auto it = s->registry.find(name);
   if (it == s->registry.end())
@@ -332,7 +257,7 @@ inline asio::awaitable<workflow_handle> engine::start_encoded_impl(std::string n
   co_return workflow_handle(s, std::move(id));
 }
 
-inline asio::awaitable<bool> engine::recover_impl_on_strand(std::string workflow_id) {
+DURABLE_DECL asio::awaitable<bool> engine::recover_impl_on_strand(std::string workflow_id) {
   auto s = s_;
   if (s->running.contains(workflow_id)) co_return true;
   std::vector<std::string> ids{workflow_id};
@@ -348,7 +273,7 @@ inline asio::awaitable<bool> engine::recover_impl_on_strand(std::string workflow
   co_return false;
 }
 
-inline asio::awaitable<std::size_t> engine::recover_pending_impl() {
+DURABLE_DECL asio::awaitable<std::size_t> engine::recover_pending_impl() {
   auto s = s_;
   std::vector<std::string> ids;
   {
@@ -364,7 +289,7 @@ inline asio::awaitable<std::size_t> engine::recover_pending_impl() {
   co_return co_await detail::claim_runs(s, std::move(ids), "open");
 }
 
-inline engine_stats engine::stats() const {
+DURABLE_DECL engine_stats engine::stats() const {
   const auto p = s_->pool.stats();
   return {p.round_trips,
           p.statements,
@@ -376,7 +301,7 @@ inline engine_stats engine::stats() const {
           s_->committer.stats().largest_batch};
 }
 
-inline asio::awaitable<workflow_status> workflow_handle::status_impl() const {
+DURABLE_DECL asio::awaitable<workflow_status> workflow_handle::status_impl() const {
   auto get = s_->st.workflow_get(id_);
   auto c = co_await s_->pool.acquire();
   auto r = co_await store::fetch_one(*c, std::move(get));
@@ -385,7 +310,7 @@ inline asio::awaitable<workflow_status> workflow_handle::status_impl() const {
                             std::move(r->executor_id)};
 }
 
-inline asio::awaitable<std::string> workflow_handle::wait_output_impl() const {
+DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl() const {
   auto s = s_;
   for (int round = 0;; ++round) {
     std::string status;
@@ -427,45 +352,50 @@ inline asio::awaitable<std::string> workflow_handle::wait_output_impl() const {
 // ---- public entry points: each runs its coroutine on the engine's strand ----------------------
 // (An io_context run by several threads is safe: the engine's state is only touched there.)
 
-inline asio::awaitable<int> engine::migrate() { return detail::on_strand(s_, migrate_impl()); }
+DURABLE_DECL asio::awaitable<int> engine::migrate() {
+  return detail::on_strand(s_, migrate_impl());
+}
 
-inline asio::awaitable<std::size_t> engine::open() { return detail::on_strand(s_, open_impl()); }
+DURABLE_DECL asio::awaitable<std::size_t> engine::open() {
+  return detail::on_strand(s_, open_impl());
+}
 
-inline asio::awaitable<void> engine::shutdown(std::chrono::milliseconds grace) {
+DURABLE_DECL asio::awaitable<void> engine::shutdown(std::chrono::milliseconds grace) {
   return detail::on_strand(s_, shutdown_impl(grace));
 }
 
-inline asio::awaitable<workflow_handle> engine::enqueue_run(pg::transaction* tx,
-                                                            bool fail_on_duplicate,
-                                                            std::string name, std::string id,
-                                                            enqueue_request req) {
+DURABLE_DECL asio::awaitable<workflow_handle> engine::enqueue_run(pg::transaction* tx,
+                                                                  bool fail_on_duplicate,
+                                                                  std::string name, std::string id,
+                                                                  enqueue_request req) {
   return detail::on_strand(
       s_, enqueue_run_impl(tx, fail_on_duplicate, std::move(name), std::move(id), std::move(req)));
 }
 
-inline asio::awaitable<void> engine::run_statement(query<void> q) {
+DURABLE_DECL asio::awaitable<void> engine::run_statement(query<void> q) {
   return detail::on_strand(s_, run_statement_impl(std::move(q.st)));
 }
 
-inline asio::awaitable<workflow_handle> engine::start_encoded(std::string name, std::string id,
-                                                              nlohmann::json inputs) {
+DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded(std::string name,
+                                                                    std::string id,
+                                                                    nlohmann::json inputs) {
   return detail::on_strand(s_,
                            start_encoded_impl(std::move(name), std::move(id), std::move(inputs)));
 }
 
-inline asio::awaitable<bool> engine::recover_impl(std::string workflow_id) {
+DURABLE_DECL asio::awaitable<bool> engine::recover_impl(std::string workflow_id) {
   return detail::on_strand(s_, recover_impl_on_strand(std::move(workflow_id)));
 }
 
-inline asio::awaitable<std::size_t> engine::recover_pending() {
+DURABLE_DECL asio::awaitable<std::size_t> engine::recover_pending() {
   return detail::on_strand(s_, recover_pending_impl());
 }
 
-inline asio::awaitable<workflow_status> workflow_handle::status() const {
+DURABLE_DECL asio::awaitable<workflow_status> workflow_handle::status() const {
   return detail::on_strand(s_, status_impl());
 }
 
-inline asio::awaitable<std::string> workflow_handle::wait_output() const {
+DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output() const {
   return detail::on_strand(s_, wait_output_impl());
 }
 

@@ -31,6 +31,7 @@
 #include <string_view>
 #include <vector>
 
+#include "durable/detail/config.hpp"
 #include "durable/pg/error.hpp"
 #include "durable/pg/result.hpp"
 #include "durable/pg/traits.hpp"
@@ -123,7 +124,8 @@ public:
 
   /// Sends every statement, then one Sync, and reads every result: one round trip.
   /// Outside a transaction the batch is atomic. Throws the first statement's error.
-  [[nodiscard]] asio::awaitable<std::vector<result>> run_batch(std::vector<statement> batch);
+  [[nodiscard]] DURABLE_DECL asio::awaitable<std::vector<result>> run_batch(
+      std::vector<statement> batch);
 
   /// Prepares a statement on this connection now (run() prepares catalog entries lazily).
   [[nodiscard]] asio::awaitable<void> prepare(std::string name, std::string text) {
@@ -131,12 +133,12 @@ public:
   }
 
   /// Starts a transaction. BEGIN travels with the transaction's first statement.
-  [[nodiscard]] transaction begin();
+  [[nodiscard]] DURABLE_DECL transaction begin();
 
-  [[nodiscard]] asio::awaitable<void> listen(std::string_view channel);
-  [[nodiscard]] asio::awaitable<void> unlisten(std::string_view channel);
+  [[nodiscard]] DURABLE_DECL asio::awaitable<void> listen(std::string_view channel);
+  [[nodiscard]] DURABLE_DECL asio::awaitable<void> unlisten(std::string_view channel);
   /// Waits for the next NOTIFY on a channel this connection listens to.
-  [[nodiscard]] asio::awaitable<notification> wait_notification();
+  [[nodiscard]] DURABLE_DECL asio::awaitable<notification> wait_notification();
 
   /// False after the connection broke; a pool then replaces it.
   [[nodiscard]] bool is_open() const noexcept {
@@ -159,11 +161,11 @@ private:
   // Public entry points that take class types by value are plain functions forwarding to
   // these coroutines: GCC 12 miscompiles a prvalue argument passed straight to a coroutine
   // inside a co_await expression (the parameter copy is not move-constructed).
-  static asio::awaitable<std::unique_ptr<connection>> connect_impl(
+  DURABLE_DECL static asio::awaitable<std::unique_ptr<connection>> connect_impl(
       std::string conninfo, std::shared_ptr<const statement_catalog> catalog,
       connection_options options);
-  asio::awaitable<result> run_one(statement s);
-  asio::awaitable<void> prepare_impl(std::string name, std::string text);
+  DURABLE_DECL asio::awaitable<result> run_one(statement s);
+  DURABLE_DECL asio::awaitable<void> prepare_impl(std::string name, std::string text);
 
   friend class transaction;
   explicit connection(asio::any_io_executor ex, PGconn* c,
@@ -172,20 +174,20 @@ private:
     deadline_->owner = this;
   }
 
-  asio::awaitable<std::vector<result>> run_internal(
+  DURABLE_DECL asio::awaitable<std::vector<result>> run_internal(
       std::vector<statement> batch, std::pair<std::string, std::string> explicit_prepare = {});
-  asio::awaitable<void> flush();
-  asio::awaitable<void> wait_readable();
-  asio::awaitable<PGresult*> next_result();
-  void send(const statement& s);
-  void send_prepare(const std::string& name, const std::string& text);
-  [[noreturn]] void fail_lost(std::string_view during);
-  void arm_deadline(std::chrono::milliseconds in);
-  void disarm_deadline() noexcept;
-  void deadline_passed();
-  void send_cancel() noexcept;
-  std::string statement_label(const statement& s) const;
-  std::string quote_identifier(std::string_view id) const;
+  DURABLE_DECL asio::awaitable<void> flush();
+  DURABLE_DECL asio::awaitable<void> wait_readable();
+  DURABLE_DECL asio::awaitable<PGresult*> next_result();
+  DURABLE_DECL void send(const statement& s);
+  DURABLE_DECL void send_prepare(const std::string& name, const std::string& text);
+  [[noreturn]] DURABLE_DECL void fail_lost(std::string_view during);
+  DURABLE_DECL void arm_deadline(std::chrono::milliseconds in);
+  DURABLE_DECL void disarm_deadline() noexcept;
+  DURABLE_DECL void deadline_passed();
+  DURABLE_DECL void send_cancel() noexcept;
+  DURABLE_DECL std::string statement_label(const statement& s) const;
+  DURABLE_DECL std::string quote_identifier(std::string_view id) const;
 
   PGconn* conn_ = nullptr;
   asio::posix::stream_descriptor socket_;
@@ -235,12 +237,12 @@ public:
   [[nodiscard]] asio::awaitable<std::vector<result>> commit(std::vector<statement> last = {}) {
     return commit_impl(std::move(last));
   }
-  [[nodiscard]] asio::awaitable<void> rollback();
+  [[nodiscard]] DURABLE_DECL asio::awaitable<void> rollback();
 
   [[nodiscard]] connection& conn() { return active(); }
 
 private:
-  asio::awaitable<std::vector<result>> commit_impl(std::vector<statement> last);
+  DURABLE_DECL asio::awaitable<std::vector<result>> commit_impl(std::vector<statement> last);
   connection& active() {
     if (!conn_) throw durable::error("transaction already committed or rolled back");
     return *conn_;
@@ -259,8 +261,16 @@ private:
 /// Runs a statement on a connection the application manages itself, blocking the calling
 /// thread: for synchronous code with its own PGconn* (e.g. to enqueue a workflow inside the
 /// application's transaction). Never call it on an event loop thread.
-[[nodiscard]] result exec_blocking(PGconn* conn, const statement& s);
+[[nodiscard]] DURABLE_DECL result exec_blocking(PGconn* conn, const statement& s);
+
+namespace detail {
+/// `message` without any password of `conninfo` and without the password of any URL or
+/// `password=` setting it quotes; each becomes "***".
+DURABLE_DECL std::string redact(std::string message, std::string_view conninfo);
+}  // namespace detail
 
 }  // namespace durable::pg
 
+#if defined(DURABLE_HEADER_ONLY)
 #include "durable/pg/impl/connection.ipp"
+#endif

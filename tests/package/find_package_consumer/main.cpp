@@ -1,5 +1,5 @@
-// Package smoke test: the public header compiles and links through durable::durable, and the
-// codec works without a database.
+// Package smoke test: the public header compiles and links through durable::durable (and
+// through durable::compiled), and the codec works without a database.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -13,6 +13,13 @@ int main() {
   if (got != want) {
     std::fprintf(stderr, "durable::encode(std::vector<int>{1, 2, 3}).dump() gave %s, expected %s\n",
                  got.c_str(), want.c_str());
+    return 1;
+  }
+  // Defined in durable::compiled when DURABLE_SEPARATE_COMPILATION is set: this links only if
+  // the library does.
+  if (durable::store::latest_version() < 1) {
+    std::fprintf(stderr, "durable::store::latest_version() gave %d\n",
+                 durable::store::latest_version());
     return 1;
   }
   return 0;

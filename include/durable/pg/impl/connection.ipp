@@ -1,4 +1,5 @@
-// Implementation of durable/pg/connection.hpp; included at its end.
+// Implementation of durable/pg/connection.hpp: included at its end when header-only, by
+// durable/src.hpp otherwise.
 #pragma once
 
 #include <poll.h>
@@ -138,7 +139,7 @@ inline std::vector<std::string> conninfo_secrets(std::string_view ci) {
 
 /// `message` without any password of `conninfo` (see conninfo_secrets) and without the
 /// password of any URL or `password=` setting it quotes; each becomes "***".
-inline std::string redact(std::string message, std::string_view conninfo) {
+DURABLE_DECL std::string redact(std::string message, std::string_view conninfo) {
   auto replace_all = [&](const std::string& secret) {
     for (std::size_t at = message.find(secret); at != std::string::npos;
          at = message.find(secret, at + 3))
@@ -369,7 +370,7 @@ inline asio::awaitable<PGconn*> connect_one(
 
 }  // namespace detail
 
-inline asio::awaitable<std::unique_ptr<connection>> connection::connect_impl(
+DURABLE_DECL asio::awaitable<std::unique_ptr<connection>> connection::connect_impl(
     std::string conninfo, std::shared_ptr<const statement_catalog> catalog,
     connection_options options) {
   using namespace asio::experimental::awaitable_operators;
@@ -464,31 +465,32 @@ inline asio::awaitable<std::unique_ptr<connection>> connection::connect_impl(
   co_return c;
 }
 
-inline asio::awaitable<result> connection::run_one(statement s) {
+DURABLE_DECL asio::awaitable<result> connection::run_one(statement s) {
   std::vector<statement> batch;
   batch.push_back(std::move(s));
   auto results = co_await run_internal(std::move(batch));
   co_return std::move(results.front());
 }
 
-inline asio::awaitable<std::vector<result>> connection::run_batch(std::vector<statement> batch) {
+DURABLE_DECL asio::awaitable<std::vector<result>> connection::run_batch(
+    std::vector<statement> batch) {
   return run_internal(std::move(batch));
 }
 
-inline asio::awaitable<void> connection::prepare_impl(std::string name, std::string text) {
+DURABLE_DECL asio::awaitable<void> connection::prepare_impl(std::string name, std::string text) {
   if (std::find(prepared_.begin(), prepared_.end(), name) != prepared_.end()) co_return;
   std::pair<std::string, std::string> p(std::move(name), std::move(text));
   std::vector<statement> none;
   co_await run_internal(std::move(none), std::move(p));
 }
 
-inline transaction connection::begin() {
+DURABLE_DECL transaction connection::begin() {
   if (begin_pending_ || (!rollback_pending_ && PQtransactionStatus(conn_) != PQTRANS_IDLE))
     throw durable::error("a transaction is already open on this connection; finish it first");
   return transaction(*this);
 }
 
-inline std::string connection::quote_identifier(std::string_view id) const {
+DURABLE_DECL std::string connection::quote_identifier(std::string_view id) const {
   char* q = PQescapeIdentifier(conn_, id.data(), id.size());
   if (!q)
     throw durable::error("invalid identifier: " + detail::trim_message(PQerrorMessage(conn_)));
@@ -497,18 +499,18 @@ inline std::string connection::quote_identifier(std::string_view id) const {
   return s;
 }
 
-inline asio::awaitable<void> connection::listen(std::string_view channel) {
+DURABLE_DECL asio::awaitable<void> connection::listen(std::string_view channel) {
   // LISTEN takes an identifier, not a value: it is quoted by libpq, never spliced raw.
   statement s{"LISTEN " + quote_identifier(channel), {}, false};
   co_await run(std::move(s));
 }
 
-inline asio::awaitable<void> connection::unlisten(std::string_view channel) {
+DURABLE_DECL asio::awaitable<void> connection::unlisten(std::string_view channel) {
   statement s{"UNLISTEN " + quote_identifier(channel), {}, false};
   co_await run(std::move(s));
 }
 
-inline asio::awaitable<notification> connection::wait_notification() {
+DURABLE_DECL asio::awaitable<notification> connection::wait_notification() {
   for (;;) {
     if (PGnotify* n = PQnotifies(conn_)) {
       notification out{n->relname ? n->relname : "", n->extra ? n->extra : "", n->be_pid};
@@ -521,21 +523,21 @@ inline asio::awaitable<notification> connection::wait_notification() {
   }
 }
 
-inline std::string connection::statement_label(const statement& s) const {
+DURABLE_DECL std::string connection::statement_label(const statement& s) const {
   if (s.prepared) return s.text;
   std::string_view t = s.text;
   t = t.substr(0, std::min(t.find('\n'), std::size_t(60)));
   return std::string(t) + (t.size() < s.text.size() ? "..." : "");
 }
 
-inline void connection::fail_lost(std::string_view during) {
+DURABLE_DECL void connection::fail_lost(std::string_view during) {
   broken_ = true;
   throw connection_lost("connection to PostgreSQL lost while " + std::string(during) + ": " +
                         detail::trim_message(PQerrorMessage(conn_)) +
                         "; the outcome of a statement in flight is unknown");
 }
 
-inline void connection::send_prepare(const std::string& name, const std::string& text) {
+DURABLE_DECL void connection::send_prepare(const std::string& name, const std::string& text) {
   if (!PQsendPrepare(conn_, name.c_str(), text.c_str(), 0, nullptr)) {
     broken_ = true;
     throw connection_lost("could not send prepare of '" + name +
@@ -543,7 +545,7 @@ inline void connection::send_prepare(const std::string& name, const std::string&
   }
 }
 
-inline void connection::send(const statement& s) {
+DURABLE_DECL void connection::send(const statement& s) {
   const int n = int(s.params.size());
   const char* small[16];
   std::vector<const char*> large;
@@ -573,7 +575,7 @@ inline void connection::send(const statement& s) {
 // server a cancel request and wait once more, for cancel_grace; if that passes too, the
 // connection is given up.
 
-inline void connection::arm_deadline(std::chrono::milliseconds in) {
+DURABLE_DECL void connection::arm_deadline(std::chrono::milliseconds in) {
   auto st = deadline_;
   const std::uint64_t generation = ++st->generation;
   st->expired = false;
@@ -586,13 +588,13 @@ inline void connection::arm_deadline(std::chrono::milliseconds in) {
   });
 }
 
-inline void connection::disarm_deadline() noexcept {
+DURABLE_DECL void connection::disarm_deadline() noexcept {
   ++deadline_->generation;
   deadline_->expired = false;
   timer_.cancel();
 }
 
-inline void connection::send_cancel() noexcept {
+DURABLE_DECL void connection::send_cancel() noexcept {
   // PQcancel blocks (it opens a new connection to the server), so it runs on a short-lived
   // thread of its own. The PGcancel object is independent of the connection.
   PGcancel* cancel = PQgetCancel(conn_);
@@ -608,7 +610,7 @@ inline void connection::send_cancel() noexcept {
   }
 }
 
-inline void connection::deadline_passed() {
+DURABLE_DECL void connection::deadline_passed() {
   deadline_->expired = false;
   const std::string label = awaiting_ ? *awaiting_ : std::string("(batch)");
   if (!cancel_sent_) {
@@ -622,7 +624,7 @@ inline void connection::deadline_passed() {
   throw statement_timeout(label, options_.statement_timeout, true);
 }
 
-inline asio::awaitable<void> connection::wait_readable() {
+DURABLE_DECL asio::awaitable<void> connection::wait_readable() {
   for (;;) {
     if (deadline_->expired) deadline_passed();
     try {
@@ -634,7 +636,7 @@ inline asio::awaitable<void> connection::wait_readable() {
   }
 }
 
-inline asio::awaitable<void> connection::flush() {
+DURABLE_DECL asio::awaitable<void> connection::flush() {
   for (;;) {
     const int r = PQflush(conn_);
     if (r == 0) co_return;
@@ -655,7 +657,7 @@ inline asio::awaitable<void> connection::flush() {
   }
 }
 
-inline asio::awaitable<PGresult*> connection::next_result() {
+DURABLE_DECL asio::awaitable<PGresult*> connection::next_result() {
   for (;;) {
     if (!PQisBusy(conn_)) co_return PQgetResult(conn_);
     co_await wait_readable();
@@ -663,7 +665,7 @@ inline asio::awaitable<PGresult*> connection::next_result() {
   }
 }
 
-inline asio::awaitable<std::vector<result>> connection::run_internal(
+DURABLE_DECL asio::awaitable<std::vector<result>> connection::run_internal(
     std::vector<statement> batch, std::pair<std::string, std::string> explicit_prepare) {
   if (!conn_ || broken_)
     throw connection_lost("connection to PostgreSQL is broken; acquire a new one");
@@ -789,7 +791,8 @@ inline asio::awaitable<std::vector<result>> connection::run_internal(
   co_return out;
 }
 
-inline asio::awaitable<std::vector<result>> transaction::commit_impl(std::vector<statement> last) {
+DURABLE_DECL asio::awaitable<std::vector<result>> transaction::commit_impl(
+    std::vector<statement> last) {
   connection& c = active();
   if (c.begin_pending_ && last.empty()) {  // nothing was ever sent
     c.begin_pending_ = false;
@@ -809,7 +812,7 @@ inline asio::awaitable<std::vector<result>> transaction::commit_impl(std::vector
   co_return results;
 }
 
-inline asio::awaitable<void> transaction::rollback() {
+DURABLE_DECL asio::awaitable<void> transaction::rollback() {
   connection& c = active();
   conn_ = nullptr;
   if (c.begin_pending_) {
@@ -820,7 +823,7 @@ inline asio::awaitable<void> transaction::rollback() {
   co_await c.run(std::move(s));
 }
 
-inline result exec_blocking(PGconn* conn, const statement& s) {
+DURABLE_DECL result exec_blocking(PGconn* conn, const statement& s) {
   if (s.prepared)
     throw durable::error("exec_blocking needs SQL text, not the prepared statement '" + s.text +
                          "'");
