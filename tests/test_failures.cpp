@@ -931,9 +931,8 @@ TEST_CASE("SQLSTATEs are classified transient or permanent as the failure model 
     CHECK_FALSE(detail::is_transient_sqlstate(permanent));
 }
 
-TEST_CASE(
-    "a transactional step whose SQL hits a transient error runs again, never journaled as failed",
-    "[failure][transient]") {
+TEST_CASE("transient SQL errors in a transactional step rerun it, never journaled as failed",
+          "[failure][transient]") {
   for (const std::string code : {"40001", "40P01", "55P03", "57014"}) {
     probe.reset();
     events = {};
