@@ -1,6 +1,7 @@
 // What including durable costs to compile: the smallest useful program, one workflow with one
 // step, started and awaited. scripts/compile-cost compiles this file (without linking) and reports
 // the wall time and peak memory of the compiler; see docs/performance.md, "Compile cost".
+#include <asio/detached.hpp>
 #include <cstdio>
 #include <durable.hpp>
 #include <string>
