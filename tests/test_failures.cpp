@@ -204,7 +204,23 @@ asio::awaitable<with_nul> bad_output_wf(context& ctx) {
   co_return with_nul{std::string("x\0y", 3)};
 }
 
+/// Catches every exception of its second step and returns a fallback: a released run must
+/// still end without a final state.
+asio::awaitable<int> catches_all_wf(context& ctx) {
+  co_await ctx.step("a", [] { return 1; });
+  co_await test::maybe_hang("b");
+  try {
+    co_return co_await ctx.step("b", [] {
+      ++probe.calls["b"];
+      return 2;
+    });
+  } catch (const std::exception&) {
+    co_return -1;
+  }
+}
+
 void register_all(engine& e) {
+  e.register_workflow("catches_all", &catches_all_wf);
   e.register_workflow("tx_raises_once", &tx_raises_once_wf);
   e.register_workflow("bad_output", &bad_output_wf);
   e.register_workflow("bad_name", &bad_name_wf);
@@ -987,4 +1003,33 @@ TEST_CASE("a journal function that does not exist parks the workflow", "[failure
     co_await test::sleep_ms(100);
   });
   CHECK(probe.calls["one"] == 1);
+}
+
+TEST_CASE("a workflow that catches the shutdown's refusal still ends without a final state",
+          "[failure][shutdown]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("released");
+  probe.hang_before = "b";
+  test::run([&]() -> asio::awaitable<void> {
+    engine eng(co_await asio::this_coro::executor, options(schema));
+    register_all(eng);
+    (void)co_await eng.open();
+    (void)co_await eng.start("catches_all", "w-rel");
+    co_await test::wait_rows(eng, "w-rel", 1);
+    auto ex = co_await asio::this_coro::executor;
+    auto stop = test::spawn_all(ex, 1, [&](int) { return eng.shutdown(std::chrono::seconds(5)); });
+    co_await test::sleep_ms(50);  // the engine is stopping now
+    probe.hang_before.clear();    // the workflow goes on to step "b", which is refused
+    co_await test::wait_all(stop);
+    auto row = co_await row_of(eng, "w-rel");
+    CHECK(row.status == "running");  // not "succeeded" with the fallback -1
+    CHECK(co_await test::journal_rows(eng, "w-rel") == 1);
+  }());
+  CHECK(probe.calls["b"] == 0);
+  // Another engine resumes it and step "b" runs.
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = eng.handle("w-rel");
+    const int v = co_await h.result<int>();
+    CHECK(v == 2);
+  });
 }

@@ -252,6 +252,9 @@ private:
     if (const detail::journal_entry* e = detail::replay_entry(s, seq, name, kind))
       co_return detail::replay_value<T>(s, seq, *e);
     detail::require_live(s, seq, name);
+    // From here until its row is committed the step is in progress: its function, the pauses
+    // between attempts, and the journal write. A step issued meanwhile is refused (I4).
+    detail::step_function_scope scope(s, name);
 
     const double started = detail::unix_seconds();
     std::optional<detail::stored_t<T>> value;
@@ -262,7 +265,6 @@ private:
       s.current_seq = seq;
       const step_info info{seq, name, attempt, s.key(seq)};
       try {
-        detail::step_function_scope scope(s, name);
         if constexpr (detail::awaitable_value<detail::step_return_t<F>>::is_awaitable) {
           if constexpr (std::is_void_v<T>) {
             co_await detail::call_step(fn, info);
@@ -286,14 +288,15 @@ private:
       co_await detail::sleep_for(policy.delay(attempt));
     }
 
+    // Named, not temporaries: GCC 12 corrupts owning temporaries inside co_await.
+    std::optional<std::string> output, error_json;
     if (!value) {
-      co_await detail::append(s, seq, name, kind, std::nullopt, failure.to_json(), attempt,
-                              started);
+      error_json = failure.to_json();
+      co_await detail::append(s, seq, name, kind, output, error_json, attempt, started);
       throw step_failed(s.id, seq, name, failure.type, failure.message);
     }
-    std::optional<std::string> output;
     if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
-    co_await detail::append(s, seq, name, kind, output, std::nullopt, attempt, started);
+    co_await detail::append(s, seq, name, kind, output, error_json, attempt, started);
     if constexpr (!std::is_void_v<T>) co_return std::move(*value);
   }
 
@@ -304,6 +307,7 @@ private:
     if (const detail::journal_entry* e = detail::replay_entry(s, seq, name, kind))
       co_return detail::replay_value<T>(s, seq, *e);
     detail::require_live(s, seq, name);
+    detail::step_function_scope scope(s, name);  // in progress until its row commits (I4)
 
     const double started = detail::unix_seconds();
     detail::captured_error failure;
@@ -315,7 +319,6 @@ private:
         std::optional<pg::transaction> tx;
         tx.emplace(conn->begin());
         try {
-          detail::step_function_scope scope(s, name);
           if constexpr (std::is_void_v<T>) {
             co_await fn(*tx);
             value.emplace();
@@ -389,8 +392,8 @@ private:
         tx.reset();  // rolls back with the connection's next statement
       }
       if (attempt >= std::max(policy.max_attempts, 1)) {
-        co_await detail::append(s, seq, name, kind, std::nullopt, failure.to_json(), attempt,
-                                started);
+        const std::optional<std::string> no_output, error_json = failure.to_json();
+        co_await detail::append(s, seq, name, kind, no_output, error_json, attempt, started);
         throw step_failed(s.id, seq, name, failure.type, failure.message);
       }
       co_await detail::sleep_for(policy.delay(attempt));

@@ -127,6 +127,7 @@ inline asio::awaitable<void> lease_keeper(std::shared_ptr<engine_state> s) {
           throw error("the heartbeat got no answer within " + std::to_string(limit.count()) +
                       " ms");
         }
+        if (s->stopping) break;  // shutdown released the lease meanwhile
         if (beat.verdict(*r).fenced_out()) {
           s->id_taken = true;
           s->lease_expired = true;
@@ -270,7 +271,8 @@ inline asio::awaitable<void> listener(std::shared_ptr<engine_state> s) {
   while (!s->stopping) {
     try {
       auto c = co_await pg::connection::connect(s->options.conninfo);
-      co_await c->listen(s->st.channel());
+      const std::string channel = s->st.channel();
+      co_await c->listen(channel);
       problems.ok(*s);
       s->wake_dispatcher();  // catch up with whatever was queued while nobody listened
       while (!s->stopping) {

@@ -2,6 +2,7 @@
 // starts) share one round trip and one commit, so one WAL flush makes many rows durable.
 #pragma once
 
+#include <algorithm>
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
 #include <asio/bind_cancellation_slot.hpp>

@@ -68,6 +68,9 @@ struct run_state {
   std::optional<std::string> park_reason;
   // Set when the library's own I/O failed transiently: the workflow is retried, not failed.
   bool io_failed = false;
+  // Set when a step refused to start or to be journaled because the engine stops or lost its
+  // lease: the run ends without writing a final state, even if the workflow caught that.
+  bool released = false;
   // Set when the server refused a write it will refuse again (invalid encoding, value too
   // large, permission denied...): the workflow is parked with this reason, nothing re-runs.
   std::optional<std::string> io_refused;

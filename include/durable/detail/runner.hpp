@@ -317,7 +317,9 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
   }
   // What the run learned overrides what the workflow's code did with the exception.
   if (kind != outcome::lost) {
-    if (run->misuse) {
+    if (run->released) {
+      kind = outcome::lost;
+    } else if (run->misuse) {
       park_with("durable::misuse", *run->misuse);
     } else if (run->io_refused) {
       park_with("durable::journal_refused", *run->io_refused);
@@ -397,7 +399,7 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
               "database I/O failed (" + last + "); claiming the workflow again in " +
                   std::to_string(jittered.count()) + " ms (retry " + std::to_string(attempt) + ")");
     co_await pause(s, jittered);
-    if (s->stopping) co_return;
+    if (s->stopping || s->running.contains(id)) co_return;  // recover() may have resumed it
     try {
       std::vector<std::string> ids{id};
       (void)co_await claim_runs(s, std::move(ids), "runner");

@@ -7,14 +7,19 @@ namespace durable::detail {
 DURABLE_DECL void require_live(run_state& s, int seq, const std::string& name) {
   // After a journal write of unknown outcome, nothing more may be journaled in this run:
   // a later row could be built on a step result that never committed.
-  if (s.stopping && *s.stopping)
+  // A released run ends without a verdict, whatever the workflow does with the exception.
+  if (s.stopping && *s.stopping) {
+    s.released = true;
     throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
                        "' not started because the engine is shutting down; another executor "
                        "resumes the workflow");
-  if (s.lease_expired && *s.lease_expired)
+  }
+  if (s.lease_expired && *s.lease_expired) {
+    s.released = true;
     throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
                        "' not started because this executor could not renew its lease in time; "
                        "the workflow is resumed by replay once an executor reaches the database");
+  }
   if (s.io_refused) throw error(*s.io_refused);
   if (s.io_failed)
     throw error("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
@@ -38,10 +43,12 @@ DURABLE_DECL void check_not_nested(run_state& s, const std::string& name) {
 
 DURABLE_DECL void check_failure_is_the_steps(run_state& s, int seq, const std::string& name) {
   if (s.misuse) throw error(*s.misuse);
-  if (s.stopping && *s.stopping)
+  if (s.stopping && *s.stopping) {
+    s.released = true;
     throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
                        "' ended while the engine shut down; its outcome is not journaled and "
                        "another executor runs it again");
+  }
 }
 
 }  // namespace durable::detail

@@ -224,6 +224,11 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(std::st
   if (s->stopping)
     throw error("start('" + name + "', '" + id +
                 "'): the engine is shutting down and accepts no new work");
+  if (!s->opened)
+    throw error("start('" + name + "', '" + id +
+                "'): call open() first; a workflow runs only on an engine registered as an "
+                "executor, whose lease lets another executor take it over if this process dies "
+                "(enqueue() works without open() and leaves the run to the queue's executors)");
   it->second.check_arguments("start", id, inputs);
   const std::string inputs_text = inputs.dump();
   std::string existing_name, existing_inputs;
@@ -260,6 +265,8 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(std::st
 DURABLE_DECL asio::awaitable<bool> engine::recover_impl_on_strand(std::string workflow_id) {
   auto s = s_;
   if (s->running.contains(workflow_id)) co_return true;
+  // A run that failed transiently and waits to claim again is resumed by its own retry.
+  if (s->retrying.contains(workflow_id)) co_return true;
   std::vector<std::string> ids{workflow_id};
   if (co_await detail::claim_runs(s, std::move(ids), "recover") > 0) co_return true;
   // Not claimed: finished, parked, unknown, or not a workflow this engine runs. Say which
@@ -281,7 +288,7 @@ DURABLE_DECL asio::awaitable<std::size_t> engine::recover_pending_impl() {
     auto c = co_await s->pool.acquire();
     auto r = co_await store::fetch(*c, std::move(owned));
     for (auto& w : r)
-      if (s->registry.contains(w.name) && !s->running.contains(w.id))
+      if (s->registry.contains(w.name) && !s->running.contains(w.id) && !s->retrying.contains(w.id))
         ids.push_back(std::move(w.id));
   }
   // Up to this engine's room; maintenance picks up the rest as runs end.

@@ -309,8 +309,10 @@ RETURNING w.id, w.name, w.inputs::text, w.epoch)"},
       // $1 channel, $2 payload
       {"notify", R"(SELECT pg_notify($1, $2))"},
       // $1 id, $2 instance. No row updated: another process took the id over.
+      // A released lease ('-infinity') stays released: a heartbeat still in flight when
+      // shutdown released it must not renew it.
       {"executor_heartbeat", R"(UPDATE {s}.executors SET heartbeat_at = now()
- WHERE id = $1 AND instance = $2)"},
+ WHERE id = $1 AND instance = $2 AND heartbeat_at <> '-infinity')"},
       // $1 id, $2 instance. Graceful shutdown: the lease ends now, so others take over at once.
       {"executor_release", R"(UPDATE {s}.executors SET heartbeat_at = '-infinity'
  WHERE id = $1 AND instance = $2)"},

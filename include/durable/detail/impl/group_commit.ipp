@@ -144,16 +144,23 @@ DURABLE_DECL asio::awaitable<void> group_committer::commit(std::vector<item_ptr>
     }
     ++counters_.batches;
     counters_.largest_batch = std::max(counters_.largest_batch, items.size());
-    const auto sent = sent_at_.insert(std::chrono::steady_clock::now());
+    // Journal rows in flight are what the lease keeper watches (a write that hangs must not
+    // keep the lease fresh): stamped once the batch has its connection, and only if it carries
+    // journal rows, so that waiting for the pool or a start's insert does not count.
+    const bool carries_rows =
+        std::any_of(items.begin(), items.end(), [](const item_ptr& it) { return bool(it->row); });
     struct unmark {
       std::multiset<std::chrono::steady_clock::time_point>& set;
-      std::multiset<std::chrono::steady_clock::time_point>::iterator it;
-      ~unmark() { set.erase(it); }
-    } unmark_sent{sent_at_, sent};
+      std::optional<std::multiset<std::chrono::steady_clock::time_point>::iterator> it;
+      ~unmark() {
+        if (it) set.erase(*it);
+      }
+    } unmark_sent{sent_at_, std::nullopt};
     try {
       std::vector<pg::result> results;
       {
         auto c = co_await pool_->acquire();
+        if (carries_rows) unmark_sent.it = sent_at_.insert(std::chrono::steady_clock::now());
         results = co_await c->run_batch(std::move(batch));
       }
       for (std::size_t g = 0; g < groups.size(); ++g) {
