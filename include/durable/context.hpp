@@ -129,22 +129,23 @@ DURABLE_DECL void require_live(run_state& s, int seq, const std::string& name);
 DURABLE_DECL void check_not_nested(run_state& s, const std::string& name);
 
 /// Counts a step function as running for check_not_nested() while it is in scope.
+/// (On the path of every new step: a counter and a pointer, no copies.)
 class step_function_scope {
 public:
-  step_function_scope(run_state& s, const std::string& name) : s_(s), saved_(s.running_step) {
+  step_function_scope(run_state& s, const std::string& name) : s_(s), name_(&name) {
     ++s_.step_functions_running;
-    s_.running_step = name;
+    s_.running_step = name_;
   }
   step_function_scope(const step_function_scope&) = delete;
   step_function_scope& operator=(const step_function_scope&) = delete;
   ~step_function_scope() {
     --s_.step_functions_running;
-    s_.running_step = std::move(saved_);
+    if (s_.running_step == name_) s_.running_step = nullptr;  // never left dangling
   }
 
 private:
   run_state& s_;
-  std::string saved_;
+  const std::string* name_;
 };
 
 /// After a step function failed: errors that are not the step's own (a nested step, the

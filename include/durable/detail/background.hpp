@@ -113,22 +113,23 @@ inline asio::awaitable<void> lease_keeper(std::shared_ptr<engine_state> s) {
       try {
         if (!conn || !conn->is_open()) {
           conn.reset();
-          auto connected =
-              co_await within(pg::connection::connect(o.conninfo, s->st.catalog()), limit);
+          // The heartbeat statement's deadline is the connection's own (and a late answer
+          // cancels it on the server); only connecting needs a race, connect_timeout counts
+          // in whole seconds.
+          pg::connection_options deadline;
+          deadline.statement_timeout = limit;
+          deadline.cancel_grace = limit;
+          auto connected = co_await within(
+              pg::connection::connect(o.conninfo, s->st.catalog(), deadline), limit);
           if (!connected)
             throw error("connecting took longer than " + std::to_string(limit.count()) + " ms");
           conn = std::move(*connected);
         }
         fenced_write beat = s->st.executor_heartbeat(o.executor_id, s->instance);
         pg::statement beat_st = std::move(beat.st);
-        auto r = co_await within(conn->run(std::move(beat_st)), limit);
-        if (!r) {
-          conn.reset();  // cancelled mid-statement: unusable
-          throw error("the heartbeat got no answer within " + std::to_string(limit.count()) +
-                      " ms");
-        }
+        const pg::result r = co_await conn->run(std::move(beat_st));
         if (s->stopping) break;  // shutdown released the lease meanwhile
-        if (beat.verdict(*r).fenced_out()) {
+        if (beat.verdict(r).fenced_out()) {
           s->id_taken = true;
           s->lease_expired = true;
           s->report(severity::error, "lease", "",
@@ -187,9 +188,7 @@ inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
         auto r = co_await c->run_batch(std::move(batch));
         for (auto& w : store::rows<store::taken_workflow>(r[0])) ids.push_back(std::move(w.id));
         for (auto& w : store::rows<store::owned_workflow>(r[1]))
-          if (s->registry.contains(w.name) && !s->running.contains(w.id) &&
-              !s->retrying.contains(w.id))
-            orphans.insert(std::move(w.id));
+          if (s->claimable_here(w.id, w.name)) orphans.insert(std::move(w.id));
       }
       if (!ids.empty())
         s->report(severity::info, "maintenance", "",
@@ -201,9 +200,7 @@ inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
       for (const auto& id : orphans)
         if (suspected.contains(id) && ids.size() < s->room()) ids.push_back(id);
       suspected = std::move(orphans);
-      std::erase_if(ids, [&](const std::string& id) {
-        return s->running.contains(id) || s->retrying.contains(id);
-      });
+      std::erase_if(ids, [&](const std::string& id) { return s->busy(id); });
       if (!ids.empty() && !s->stopping) (void)co_await claim_runs(s, std::move(ids), "maintenance");
       problems.ok(*s);
     } catch (const std::exception& e) {

@@ -102,6 +102,15 @@ struct engine_state {
   std::map<std::string, local_run, std::less<>> running;
   std::set<std::string, std::less<>> retrying;  // ids to claim again after an I/O error
 
+  /// Whether this process runs the workflow now, or waits to claim it again.
+  [[nodiscard]] bool busy(std::string_view id) const {
+    return running.contains(id) || retrying.contains(id);
+  }
+  /// Whether a workflow this executor owns should be claimed here: registered, not busy.
+  [[nodiscard]] bool claimable_here(std::string_view id, std::string_view name) const {
+    return registry.contains(name) && !busy(id);
+  }
+
   [[nodiscard]] std::size_t room() const noexcept {
     const std::size_t busy = running.size() + retrying.size();
     return busy >= options.max_running ? 0 : options.max_running - busy;

@@ -79,8 +79,8 @@ struct run_state {
   // A step issued while another step's function runs (a nested step): a programming error
   // that parks the workflow with this reason instead of journaling anything.
   std::optional<std::string> misuse;
-  int step_functions_running = 0;  // step functions (of this run) executing now
-  std::string running_step;        // the innermost of them, for messages
+  int step_functions_running = 0;             // step functions (of this run) executing now
+  const std::string* running_step = nullptr;  // the name of one of them, for messages
 
   // Services; `pool` is null for an in-memory replay, which may not execute anything.
   pg::pool* pool = nullptr;

@@ -231,8 +231,12 @@ inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
       r = co_await c->run_batch(std::move(batch));
     }
     ++s->counters.journal_loads;
-    std::map<std::string, std::shared_ptr<run_state>, std::less<>> runs;
-    std::map<std::string, std::string, std::less<>> inputs, unusable;
+    struct claimed {
+      std::shared_ptr<run_state> run;
+      std::string inputs;
+    };
+    std::map<std::string, claimed, std::less<>> runs;
+    std::map<std::string, std::string, std::less<>> unusable;
     for (auto& w : store::rows<store::claimed_workflow>(r[0])) {
       if (w.parked()) {
         s->report(severity::warning, component, w.id,
@@ -243,8 +247,7 @@ inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
       run->id = w.id;
       run->name = std::move(w.name);
       run->epoch = w.epoch;
-      inputs[w.id] = std::move(w.inputs);
-      runs[w.id] = std::move(run);
+      runs[w.id] = claimed{std::move(run), std::move(w.inputs)};
     }
     for (auto& row : store::rows<store::loaded_step>(r[1])) {
       const auto it = runs.find(row.workflow_id);
@@ -255,9 +258,11 @@ inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
       e.failed = row.step.failed;
       if (row.step.output) e.output = std::move(*row.step.output);
       if (row.step.error) e.error = std::move(*row.step.error);
-      if (auto why = it->second->add_entry(row.step.seq, std::move(e))) unusable[it->first] = *why;
+      if (auto why = it->second.run->add_entry(row.step.seq, std::move(e)))
+        unusable[it->first] = *why;
     }
-    for (auto& [id, run] : runs) {
+    for (auto& [id, c] : runs) {
+      const auto& run = c.run;
       if (auto u = unusable.find(id); u != unusable.end()) {
         const std::string type = "durable::journal_error";
         co_await park(s, id, run->epoch, type, u->second);
@@ -267,7 +272,7 @@ inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
       if (component != "runner")
         s->report(severity::info, component, id,
                   "claimed under epoch " + std::to_string(run->epoch) + " and resumed by replay");
-      launch(s, run, nlohmann::json::parse(inputs[id]));
+      launch(s, run, nlohmann::json::parse(c.inputs));
       ++started;
     }
   }

@@ -32,7 +32,8 @@ DURABLE_DECL void require_live(run_state& s, int seq, const std::string& name) {
 DURABLE_DECL void check_not_nested(run_state& s, const std::string& name) {
   if (s.step_functions_running == 0) return;
   s.misuse = "workflow '" + s.id + "' (" + s.name + "): step '" + name +
-             "' was issued while the function of step '" + s.running_step +
+             "' was issued while the function of step '" +
+             (s.running_step ? *s.running_step : std::string("(another step)")) +
              "' is running. A step cannot be issued from inside another step's function (step "
              "functions do plain work; issue the steps one after the other in the workflow), "
              "nor from a concurrent branch once another branch's step has begun (issue "

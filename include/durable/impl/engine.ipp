@@ -168,40 +168,27 @@ DURABLE_DECL asio::awaitable<void> engine::shutdown_impl(std::chrono::millisecon
   // Ending the lease (others take over at once) and a notification that ends this engine's
   // LISTEN loop: bounded, so that a database that is down cannot hold shutdown up.
   const auto hard = clock::now() + s->options.shutdown_timeout;
-  auto released = std::make_shared<bool>(false);
-  auto release_signal = std::make_shared<asio::cancellation_signal>();
-  auto release = [](std::shared_ptr<detail::engine_state> s,
-                    std::shared_ptr<bool> released) -> asio::awaitable<void> {
+  auto release = [](std::shared_ptr<detail::engine_state> s) -> asio::awaitable<bool> {
     std::vector<pg::statement> batch;
     batch.push_back(s->st.executor_release(s->options.executor_id, s->instance).st);
     batch.push_back(s->st.notify(s->st.channel(), std::string("shutdown")).st);
     auto c = co_await s->pool.acquire();
     co_await c->run_batch(std::move(batch));
-    *released = true;
+    co_return true;
   };
-  auto release_done = std::make_shared<bool>(false);
-  auto release_error = std::make_shared<std::string>();
-  asio::co_spawn(s->ex, release(s, released),
-                 asio::bind_cancellation_slot(
-                     release_signal->slot(),
-                     // The signal must outlive the coroutine bound to it: the handler keeps it.
-                     [release_done, release_error, release_signal](std::exception_ptr e) {
-                       if (e) *release_error = detail::describe(e);
-                       *release_done = true;
-                     }));
-  while ((!*release_done || !s->running.empty()) && clock::now() < hard)
-    co_await detail::sleep_for(std::chrono::milliseconds(5));
-  if (!*release_done) {
-    release_signal->emit(asio::cancellation_type::terminal);
-    s->report(severity::warning, "shutdown", "",
-              "the lease could not be released within shutdown_timeout (is the database "
-              "reachable?); other executors take this one's workflows over once the lease runs "
-              "out");
-  } else if (!*released) {
-    s->report(severity::warning, "shutdown", "",
-              "the lease could not be released: " + *release_error +
-                  "; other executors take this one's workflows over once the lease runs out");
+  std::string not_released;
+  try {  // past shutdown_timeout the release is cancelled
+    if (!co_await detail::within(release(s), s->options.shutdown_timeout))
+      not_released = " within shutdown_timeout (is the database reachable?)";
+  } catch (const std::exception& e) {
+    not_released = ": " + detail::describe_io_failure(e);
   }
+  if (!not_released.empty())
+    s->report(severity::warning, "shutdown", "",
+              "the lease could not be released" + not_released +
+                  "; other executors take this one's workflows over once the lease runs out");
+  while (!s->running.empty() && clock::now() < hard)
+    co_await detail::sleep_for(std::chrono::milliseconds(5));
   // Whatever still runs is cut short now: background parts, runs that ignored cancellation,
   // journal batches in flight.
   for (const auto& t : s->tasks) t->emit(asio::cancellation_type::terminal);
@@ -264,9 +251,8 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(std::st
 
 DURABLE_DECL asio::awaitable<bool> engine::recover_impl_on_strand(std::string workflow_id) {
   auto s = s_;
-  if (s->running.contains(workflow_id)) co_return true;
-  // A run that failed transiently and waits to claim again is resumed by its own retry.
-  if (s->retrying.contains(workflow_id)) co_return true;
+  // Running here, or waiting to claim again after a transient failure (its own retry resumes it).
+  if (s->busy(workflow_id)) co_return true;
   std::vector<std::string> ids{workflow_id};
   if (co_await detail::claim_runs(s, std::move(ids), "recover") > 0) co_return true;
   // Not claimed: finished, parked, unknown, or not a workflow this engine runs. Say which
@@ -288,8 +274,7 @@ DURABLE_DECL asio::awaitable<std::size_t> engine::recover_pending_impl() {
     auto c = co_await s->pool.acquire();
     auto r = co_await store::fetch(*c, std::move(owned));
     for (auto& w : r)
-      if (s->registry.contains(w.name) && !s->running.contains(w.id) && !s->retrying.contains(w.id))
-        ids.push_back(std::move(w.id));
+      if (s->claimable_here(w.id, w.name)) ids.push_back(std::move(w.id));
   }
   // Up to this engine's room; maintenance picks up the rest as runs end.
   if (ids.size() > s->room()) ids.resize(s->room());
