@@ -271,6 +271,27 @@ asio::awaitable<std::unique_ptr<journal_lock>> lock_journal(std::string_view sch
   co_return lock;
 }
 
+/// Watches an executor's heartbeat from a connection of the test's own.
+struct heartbeat_watch {
+  std::unique_ptr<pg::connection> conn;
+  std::string sql;
+  std::string executor_id;
+  /// Milliseconds since the executor's last heartbeat.
+  asio::awaitable<double> age() {
+    auto r = co_await conn->exec(sql, executor_id);
+    co_return r[0].get<double>(0);
+  }
+};
+
+asio::awaitable<heartbeat_watch> watch_heartbeat(engine& eng) {
+  heartbeat_watch w;
+  w.conn = co_await pg::connection::connect(test::conninfo());
+  w.sql = "SELECT extract(epoch FROM now() - heartbeat_at) * 1000 FROM " +
+          q(eng.schema().schema()) + ".executors WHERE id = $1";
+  w.executor_id = eng.executor_id();
+  co_return w;
+}
+
 /// Runs one workflow that the server refuses to journal; it must be parked with the
 /// server's SQLSTATE, and its step must have run once.
 void expect_refused(const std::string& workflow, const std::string& step,
@@ -607,14 +628,11 @@ TEST_CASE("the heartbeat has its own connection and never waits behind claims",
         // Hold the engine's only pooled connection: claims, journal writes and the dispatcher
         // all wait, but the lease must stay fresh.
         auto held = co_await eng.pool().acquire();
-        auto watcher = co_await pg::connection::connect(test::conninfo());
-        const std::string sql = "SELECT extract(epoch FROM now() - heartbeat_at) * 1000 FROM " +
-                                q(schema) + ".executors WHERE id = $1";
+        auto watch = co_await watch_heartbeat(eng);
         double worst = 0;
         for (int i = 0; i < 30; ++i) {
           co_await test::sleep_ms(50);
-          auto r = co_await watcher->exec(sql, eng.executor_id());
-          worst = std::max(worst, r[0].get<double>(0));
+          worst = std::max(worst, co_await watch.age());
         }
         CHECK(worst < 1000);  // the lease (1 s) never ran out while the pool was exhausted
       },
@@ -878,14 +896,11 @@ TEST_CASE("the heartbeat is withheld while journal writes hang past the lease",
       [&](engine& eng) -> asio::awaitable<void> {
         auto lock = co_await lock_journal(schema);
         auto h = co_await eng.start("simple", "w-hung");
-        auto watcher = co_await pg::connection::connect(test::conninfo());
-        const std::string sql = "SELECT extract(epoch FROM now() - heartbeat_at) * 1000 FROM " +
-                                q(schema) + ".executors WHERE id = $1";
+        auto watch = co_await watch_heartbeat(eng);
         double worst = 0;
         for (int i = 0; i < 300 && worst < 1500; ++i) {
           co_await test::sleep_ms(10);
-          auto r = co_await watcher->exec(sql, eng.executor_id());
-          worst = std::max(worst, r[0].get<double>(0));
+          worst = std::max(worst, co_await watch.age());
         }
         // The write hangs, so the lease is left to run out: another executor could take over.
         CHECK(worst >= 1500);
@@ -895,8 +910,7 @@ TEST_CASE("the heartbeat is withheld while journal writes hang past the lease",
         double fresh = 1e9;
         for (int i = 0; i < 300 && fresh > 500; ++i) {
           co_await test::sleep_ms(10);
-          auto r = co_await watcher->exec(sql, eng.executor_id());
-          fresh = r[0].get<double>(0);
+          fresh = co_await watch.age();
         }
         CHECK(fresh <= 500);  // heartbeats resume once the writes go through
       },
