@@ -460,8 +460,8 @@ TEST_CASE("messages that are not UTF-8 are journaled with the bad bytes replaced
     CHECK(msg == "step \xEF\xBF\xBD( bytes");
     co_await test::wait_idle(eng);
     auto c = co_await eng.pool().acquire();
-    auto r = co_await c->exec("SELECT status, error->>'message' FROM " + q(schema) +
-                              ".steps WHERE workflow_id = 'w-step'");
+    auto r = co_await c->exec("SELECT outcome, error->>'message' FROM " + q(schema) +
+                              ".step_attempts WHERE workflow_id = 'w-step'");
     REQUIRE(r.rows() == 1);
     CHECK(r[0].get<std::string>(0) == "failed");
     CHECK(r[0].get<std::string>(1) == "step \xEF\xBF\xBD( bytes");
@@ -986,7 +986,10 @@ TEST_CASE("transient SQL errors in a transactional step rerun it, never journale
     });
     INFO("SQLSTATE " << code);
     CHECK(probe.calls["raise-once"] == 2);
-    CHECK(events.count("SQLSTATE " + code) >= 1);
+    if (code == "40001" || code == "40P01")  // lost a race: run again at once, in the run
+      CHECK(events.count("SQLSTATE " + code) == 0);
+    else  // the run is retried, and the hook hears of it
+      CHECK(events.count("SQLSTATE " + code) >= 1);
   }
 }
 

@@ -609,16 +609,17 @@ TEST_CASE("two processes starting one id at once run it once", "[workflow][start
   });
 }
 
-TEST_CASE("a failing step is journaled and re-raised identically on replay", "[workflow][errors]") {
+TEST_CASE("a failing step is recorded and re-raised identically on replay", "[workflow][errors]") {
   probe.reset();
   const auto schema = test::fresh_schema("err");
   probe.hang_before = "after";
   with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     (void)co_await eng.start("failing", "w-err");
-    co_await test::wait_rows(eng, "w-err", 1);
+    co_await test::wait_rows(eng, "w-err", 1, "step_attempts");
     auto c = co_await eng.pool().acquire();
-    auto r = co_await c->exec("SELECT status, error->>'type', error->>'message' FROM " + q(schema) +
-                              ".steps WHERE workflow_id = 'w-err' AND seq = 0");
+    auto r = co_await c->exec("SELECT outcome, error->>'type', error->>'message' FROM " +
+                              q(schema) + ".step_attempts WHERE workflow_id = 'w-err' AND seq = 0");
+    CHECK(co_await test::journal_rows(eng, "w-err") == 0);  // no outcome: a final failure
     CHECK(r[0].get<std::string>(0) == "failed");
     CHECK(r[0].get<std::string>(1) == "std::runtime_error");
     CHECK(r[0].get<std::string>(2) == "card declined");
@@ -637,16 +638,17 @@ TEST_CASE("a failing step is journaled and re-raised identically on replay", "[w
   CHECK(probe.seen == first);         // the same exception, the same text
   CHECK(probe.calls["charge"] == 1);  // and the step did not run again
 
-  // An error the workflow does not catch fails the workflow, with type and message.
+  // A step failure the workflow does not handle dead-letters it, with the step, the type and
+  // the message, for a person to retry.
   with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     auto h = co_await eng.start("propagating", "w-prop");
-    auto err = co_await test::error_of<workflow_failed>(h.result<int>());
+    auto err = co_await test::error_of<workflow_dead_letter>(h.result<int>());
     REQUIRE(err);
-    CHECK_THAT(*err, Catch::Contains("durable::step_failed") &&
+    CHECK_THAT(*err, Catch::Contains("dead-lettered") && Catch::Contains("step 0 'boom'") &&
                          Catch::Contains("std::invalid_argument") &&
                          Catch::Contains("bad input 42"));
     auto row = co_await row_of(eng, "w-prop");
-    CHECK(row.status == "failed");
+    CHECK(row.status == "dead_letter");
   });
 }
 
@@ -820,15 +822,21 @@ TEST_CASE("a transactional step commits with its journal row, or not at all",
       co_await c->exec("CREATE TABLE " + table + " (v int)");
     }
     (void)co_await eng.start("tx", "w-tx", table);
-    co_await test::wait_rows(eng, "w-tx", 2);
+    co_await test::wait_rows(eng, "w-tx", 1, "step_attempts");
     auto c = co_await eng.pool().acquire();
     auto r = co_await c->exec("SELECT array_agg(v ORDER BY v)::text FROM " + table);
     CHECK(r[0].get<std::string>(0) == "{1}");  // the doomed insert rolled back
     auto s = co_await c->exec("SELECT name, kind, status FROM " + q(schema) +
                               ".steps WHERE workflow_id = 'w-tx' ORDER BY seq");
+    REQUIRE(s.rows() == 1);
     CHECK(s[0].get<std::string>(1) == "transaction");
     CHECK(s[0].get<std::string>(2) == "succeeded");
-    CHECK(s[1].get<std::string>(2) == "failed");
+    auto a = co_await c->exec("SELECT seq, kind, outcome FROM " + q(schema) +
+                              ".step_attempts WHERE workflow_id = 'w-tx'");
+    REQUIRE(a.rows() == 1);
+    CHECK(a[0].get<int>(0) == 1);
+    CHECK(a[0].get<std::string>(1) == "transaction");
+    CHECK(a[0].get<std::string>(2) == "failed");
   });
   CHECK(probe.seen == std::vector<std::string>{"abort after insert"});
   probe.hang_before.clear();

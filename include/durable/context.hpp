@@ -4,11 +4,21 @@
 
 #include <algorithm>
 #include <asio/awaitable.hpp>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/co_spawn.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
 #include <chrono>
 #include <concepts>
 #include <cstdint>
 #include <cstdio>
+#include <exception>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -22,20 +32,47 @@
 
 namespace durable {
 
-/// Retry policy of a step: attempts within one run, with exponential backoff. The journal
-/// records only the final outcome and the number of attempts.
+/// Retry policy of a step. Every failed attempt is recorded in step_attempts (its error, its
+/// time, the time of the next attempt) before the next one, so a crash in the middle of a
+/// retry sequence continues the count instead of starting over. A backoff of at least
+/// engine_options::unload_after releases the workflow (no coroutine, no connection held) until
+/// the attempt is due. When no attempt is left, or the error is permanent (durable::
+/// permanent_error, or `retry_if` says so), the step has failed for good: step_failed is
+/// raised, and a workflow that lets it escape is dead-lettered for a person to retry.
+/// Trivially copyable on purpose (GCC 12, see docs/concepts.md#gcc-12): the predicate is a
+/// function pointer, a captureless lambda converts to it.
 struct retry {
-  int max_attempts = 1;
-  std::chrono::milliseconds initial{100};
-  double factor = 2.0;
-  std::chrono::milliseconds max{std::chrono::seconds(30)};
+  int max_attempts = 1;                    ///< attempts in all, the first one included
+  std::chrono::milliseconds initial{100};  ///< the pause after the first failure
+  double factor = 2.0;                     ///< each pause is this many times the one before
+  std::chrono::milliseconds max{std::chrono::seconds(30)};  ///< no pause is longer
+  double jitter = 0.0;  ///< 0..1: each pause is drawn from [p * (1 - jitter), p * (1 + jitter)]
+  /// Which errors are worth another attempt (null: all but permanent_error, which never
+  /// is). durable::retry_on<E...> retries only the exception types listed.
+  bool (*retry_if)(const std::exception&) = nullptr;
+  /// Per attempt (0: none; steps whose function returns an asio::awaitable only): past it the
+  /// attempt receives Asio cancellation (terminal), is abandoned without being waited for,
+  /// and counts as a failed attempt with step_timeout.
+  std::chrono::milliseconds timeout{0};
+  /// ctx.transaction only: serialization failures and deadlocks run the function again in a
+  /// fresh transaction up to this many times in a row; they are the database's, never
+  /// recorded as the step's failures. Beyond that the run is retried as after any transient
+  /// database failure (bounded by max_claims_without_progress, I9).
+  int contention_attempts = 10;
 
-  [[nodiscard]] std::chrono::milliseconds delay(int attempt) const {
+  /// The pause after the n-th failed attempt (without jitter).
+  [[nodiscard]] std::chrono::milliseconds delay(int failures) const {
     double d = double(initial.count());
-    for (int i = 1; i < attempt; ++i) d *= factor;
+    for (int i = 1; i < failures && d < double(max.count()); ++i) d *= factor;
     return std::chrono::milliseconds(std::int64_t(std::min(d, double(max.count()))));
   }
 };
+
+/// A retry_if predicate: retry only errors of the types listed (or derived from them).
+template <class... E>
+bool retry_on(const std::exception& e) noexcept {
+  return ((dynamic_cast<const E*>(&e) != nullptr) || ...);
+}
 
 /// Passed to a step's function if it accepts one.
 struct step_info {
@@ -123,6 +160,105 @@ constexpr void check_step_function() {
 }
 
 DURABLE_DECL void require_live(run_state& s, int seq, const std::string& name);
+
+/// Whether the failure `e` of a step may be tried again under `policy`.
+DURABLE_DECL bool retryable(const retry& policy, std::exception_ptr e);
+
+/// The recorded attempts of step `seq` (null when none). A step that failed for good is
+/// raised again as step_failed, without running (a replay of the failure). I5: the attempts
+/// must be the same step's.
+DURABLE_DECL const attempt_history* attempt_state(run_state& s, int seq, const std::string& name,
+                                                  const std::string& kind);
+
+/// A timeout needs a step function that can be cancelled: one that returns an awaitable.
+DURABLE_DECL void refuse_timeout(run_state& s, int seq, const std::string& name);
+
+/// Waits until the next attempt of a step is due (after a takeover or an early claim).
+DURABLE_DECL asio::awaitable<void> wait_until_due(const attempt_history* h);
+
+/// After attempt `attempt` of step `seq` failed (the `failures`-th since the last operator
+/// retry): records it (fenced, I3) and returns the pause before the next attempt. A final
+/// failure (not retryable, or no attempt left) throws step_failed; a pause of at least
+/// unload_after unloads the workflow (run_released) until the attempt is due.
+DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
+    run_state& s, int seq, const std::string& name, const std::string& kind, retry policy,
+    int attempt, int failures, bool may_retry, const captured_error& failure, double started);
+
+/// A serialization failure or a deadlock: the transaction lost a race, run it again.
+[[nodiscard]] inline bool is_contention(const pg::sql_error& e) noexcept {
+  return e.sqlstate() == "40001" || e.sqlstate() == "40P01";
+}
+
+/// One attempt of a step under a timeout. It owns copies of the step's function and of its
+/// step_info, so that an attempt abandoned at its deadline (sent cancellation, not waited for)
+/// never refers to the run that gave up on it.
+template <class T, class F>
+struct timed_attempt {
+  timed_attempt(const asio::any_io_executor& ex, const F& f, const step_info& i)
+      : wake(ex, asio::steady_timer::time_point::max()),
+        fn(f),
+        name(i.name),
+        info{i.seq, name, i.attempt, i.idempotency_key} {}
+  asio::steady_timer wake;
+  asio::cancellation_signal cancel;
+  F fn;
+  std::string name;
+  step_info info;
+  std::optional<stored_t<T>> value;
+  std::exception_ptr error;
+  bool done = false;
+};
+
+template <class T, class F>
+asio::awaitable<stored_t<T>> timed_call_impl(std::shared_ptr<timed_attempt<T, F>> a,
+                                             std::chrono::milliseconds limit) {
+  a->wake.expires_after(limit);
+  auto ex = co_await asio::this_coro::executor;
+  auto op = call_step(a->fn, a->info);
+  if constexpr (std::is_void_v<T>) {
+    asio::co_spawn(ex, std::move(op),
+                   asio::bind_cancellation_slot(a->cancel.slot(), [a](std::exception_ptr e) {
+                     a->error = e;
+                     if (!e) a->value.emplace();
+                     a->done = true;
+                     a->wake.cancel();
+                   }));
+  } else {
+    asio::co_spawn(ex, std::move(op),
+                   asio::bind_cancellation_slot(a->cancel.slot(), [a](std::exception_ptr e, T v) {
+                     if (e)
+                       a->error = e;
+                     else
+                       a->value.emplace(std::move(v));
+                     a->done = true;
+                     a->wake.cancel();
+                   }));
+  }
+  asio::error_code ec;
+  if (!a->done) co_await a->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  if (a->done) {
+    if (a->error) std::rethrow_exception(a->error);
+    co_return std::move(*a->value);
+  }
+  // The timeout, or the run was cancelled: the attempt is cancelled and left behind.
+  a->cancel.emit(asio::cancellation_type::terminal);
+  const asio::cancellation_state outer = co_await asio::this_coro::cancellation_state;
+  if (outer.cancelled() != asio::cancellation_type::none)
+    throw asio::system_error(asio::error::operation_aborted);
+  throw step_timeout("attempt " + std::to_string(a->info.attempt) + " of step " +
+                     std::to_string(a->info.seq) + " '" + a->name + "' took longer than its " +
+                     std::to_string(limit.count()) +
+                     " ms timeout; it was sent cancellation and abandoned");
+}
+
+/// Runs one attempt of an awaitable step function under `limit`. (A plain function: the
+/// copies are made here, outside any co_await expression, GCC 12.)
+template <class T, class F>
+asio::awaitable<stored_t<T>> timed_call(const asio::any_io_executor& ex, const F& fn,
+                                        const step_info& info, std::chrono::milliseconds limit) {
+  auto a = std::make_shared<timed_attempt<T, F>>(ex, fn, info);
+  return timed_call_impl<T, F>(std::move(a), limit);
+}
 /// A step issued while a step function of the same run executes: from inside that function
 /// (a nested step), or from a branch that runs beside it, which would number steps by
 /// timing instead of program order (I4). Rejected at once; the workflow is parked.
@@ -252,22 +388,34 @@ private:
     detail::run_state& s = *s_;
     if (const detail::journal_entry* e = detail::replay_entry(s, seq, name, kind))
       co_return detail::replay_value<T>(s, seq, *e);
+    const detail::attempt_history* history = detail::attempt_state(s, seq, name, kind);
     detail::require_live(s, seq, name);
+    constexpr bool is_awaitable = detail::awaitable_value<detail::step_return_t<F>>::is_awaitable;
+    if (!is_awaitable && policy.timeout.count() > 0) detail::refuse_timeout(s, seq, name);
     // From here until its row is committed the step is in progress: its function, the pauses
     // between attempts, and the journal write. A step issued meanwhile is refused (I4).
     detail::step_function_scope scope(s, name);
+    co_await detail::wait_until_due(history);
 
-    const double started = detail::unix_seconds();
-    std::optional<detail::stored_t<T>> value;
-    detail::captured_error failure;
-    int attempt = 0;
+    const double first_started = detail::unix_seconds();
+    int attempt = history ? history->last_attempt : 0;
+    int failures = history ? history->failures : 0;
     for (;;) {
       ++attempt;
+      ++failures;
       s.current_seq = seq;
+      const double started = detail::unix_seconds();
       const step_info info{seq, name, attempt, s.key(seq)};
+      std::optional<detail::stored_t<T>> value;
+      detail::captured_error failure;
+      bool may_retry = false;
       try {
-        if constexpr (detail::awaitable_value<detail::step_return_t<F>>::is_awaitable) {
-          if constexpr (std::is_void_v<T>) {
+        if constexpr (is_awaitable) {
+          if (policy.timeout.count() > 0) {
+            auto ex = co_await asio::this_coro::executor;
+            auto timed = detail::timed_call<T>(ex, fn, info, policy.timeout);
+            value.emplace(co_await std::move(timed));
+          } else if constexpr (std::is_void_v<T>) {
             co_await detail::call_step(fn, info);
             value.emplace();
           } else {
@@ -283,22 +431,24 @@ private:
         }
       } catch (...) {
         failure = detail::capture(std::current_exception());
+        may_retry = detail::retryable(policy, std::current_exception());
       }
-      if (!value) detail::check_failure_is_the_steps(s, seq, name);
-      if (value || attempt >= std::max(policy.max_attempts, 1)) break;
-      co_await detail::sleep_for(policy.delay(attempt));
+      if (value) {
+        // Named, not temporaries: GCC 12 corrupts owning temporaries inside co_await.
+        std::optional<std::string> output;
+        const std::optional<std::string> no_error;
+        if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
+        co_await detail::append(s, seq, name, kind, output, no_error, attempt, first_started);
+        if constexpr (!std::is_void_v<T>)
+          co_return std::move(*value);
+        else
+          co_return;
+      }
+      detail::check_failure_is_the_steps(s, seq, name);
+      const auto pause = co_await detail::record_failure(s, seq, name, kind, policy, attempt,
+                                                         failures, may_retry, failure, started);
+      co_await detail::sleep_for(pause);
     }
-
-    // Named, not temporaries: GCC 12 corrupts owning temporaries inside co_await.
-    std::optional<std::string> output, error_json;
-    if (!value) {
-      error_json = failure.to_json();
-      co_await detail::append(s, seq, name, kind, output, error_json, attempt, started);
-      throw step_failed(s.id, seq, name, failure.type, failure.message);
-    }
-    if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
-    co_await detail::append(s, seq, name, kind, output, error_json, attempt, started);
-    if constexpr (!std::is_void_v<T>) co_return std::move(*value);
   }
 
   template <class T, class F>
@@ -307,15 +457,24 @@ private:
     const std::string kind = "transaction";
     if (const detail::journal_entry* e = detail::replay_entry(s, seq, name, kind))
       co_return detail::replay_value<T>(s, seq, *e);
+    const detail::attempt_history* history = detail::attempt_state(s, seq, name, kind);
     detail::require_live(s, seq, name);
+    if (policy.timeout.count() > 0) detail::refuse_timeout(s, seq, name);
     detail::step_function_scope scope(s, name);  // in progress until its row commits (I4)
+    co_await detail::wait_until_due(history);
 
-    const double started = detail::unix_seconds();
-    detail::captured_error failure;
-    for (int attempt = 1;; ++attempt) {
+    const double first_started = detail::unix_seconds();
+    int attempt = history ? history->last_attempt : 0;
+    int failures = history ? history->failures : 0;
+    int contended_in_a_row = 0;
+    for (;;) {
       s.current_seq = seq;
+      const double started = detail::unix_seconds();
       std::optional<detail::stored_t<T>> value;
-      {  // the connection goes back to the pool before a failure is journaled
+      detail::captured_error failure;
+      bool may_retry = false;
+      std::string contention;  // the serialization failure or deadlock, if that was it
+      {                        // the connection goes back to the pool before a failure is recorded
         auto conn = co_await detail::acquire(s);
         std::optional<pg::transaction> tx;
         tx.emplace(conn->begin());
@@ -327,23 +486,28 @@ private:
             value.emplace(co_await fn(*tx));
           }
         } catch (const pg::sql_error& e) {
-          // A serialization failure, deadlock, timeout or cancel is the database's, not the
-          // step's: the run is retried (the function runs again in a fresh transaction).
-          if (detail::classify(e) == detail::io_verdict::transient) {
+          if (detail::is_contention(e)) {
+            contention = detail::describe_io_failure(e);
+          } else if (detail::classify(e) == detail::io_verdict::transient) {
+            // A timeout, a cancel, a lost server is the database's, not the step's: the run
+            // is retried (the function runs again in a fresh transaction).
             s.io_failed = true;
             s.io_error = detail::describe_io_failure(e);
             throw;
+          } else {
+            failure = detail::capture(std::current_exception());
+            may_retry = detail::retryable(policy, std::current_exception());
           }
-          failure = detail::capture(std::current_exception());
         } catch (const pg::connection_error& e) {
-          // The database, not the step, failed: retry the workflow instead of journaling it.
+          // The database, not the step, failed: retry the workflow instead of recording it.
           s.io_failed = true;
           s.io_error = detail::describe_io_failure(e);
           throw;
         } catch (...) {
           failure = detail::capture(std::current_exception());
+          may_retry = detail::retryable(policy, std::current_exception());
         }
-        if (!value) detail::check_failure_is_the_steps(s, seq, name);
+        if (!value && contention.empty()) detail::check_failure_is_the_steps(s, seq, name);
         if (value) {
           std::optional<std::string> output;
           if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
@@ -351,8 +515,9 @@ private:
             // The journal row rides in the same round trip as COMMIT, inside the transaction:
             // the user's writes and the row commit together or not at all.
             const std::string succeeded = "succeeded";
-            fenced_write write = s.st->step_append(s.id, s.epoch, seq, name, kind, succeeded,
-                                                   output, std::nullopt, attempt, started);
+            fenced_write write =
+                s.st->step_append(s.id, s.epoch, seq, name, kind, succeeded, output, std::nullopt,
+                                  attempt + 1, first_started);
             std::vector<pg::statement> row;
             row.push_back(std::move(write.st));
             co_await tx->commit(std::move(row));
@@ -363,14 +528,19 @@ private:
                                              std::to_string(seq) + " '" + name +
                                              "' rolled back because another executor took "
                                              "the workflow over; this run stops");
-            // The journal row (statement 0) refused (verdict failed), or any transient error:
-            // the library's failure, never journaled as the step's. COMMIT refused (a deferred
-            // constraint of the user's tables): the step's own failure.
-            if (e.batch_index() == 0 || detail::classify(e) == detail::io_verdict::transient) {
+            if (e.batch_index() != 0 && detail::is_contention(e)) {
+              contention = detail::describe_io_failure(e);  // COMMIT lost a race (SERIALIZABLE)
+            } else if (e.batch_index() == 0 ||
+                       detail::classify(e) == detail::io_verdict::transient) {
+              // The journal row (statement 0) refused, or any transient error: the
+              // library's failure, never recorded as the step's. COMMIT refused (a deferred
+              // constraint of the user's tables): the step's own failure.
               detail::note_io_failure(s, seq, name, e);
               throw;
+            } else {
+              failure = detail::capture(std::current_exception());
+              may_retry = detail::retryable(policy, std::current_exception());
             }
-            failure = detail::capture(std::current_exception());
             value.reset();
           } catch (const pg::connection_error& e) {
             s.io_failed = true;
@@ -380,6 +550,7 @@ private:
             // The function left the transaction failed (it caught a failing statement and
             // returned): it rolls back, and that is the step's failure.
             failure = detail::capture(std::current_exception());
+            may_retry = detail::retryable(policy, std::current_exception());
             value.reset();
           }
           if (value) {
@@ -392,12 +563,26 @@ private:
         }
         tx.reset();  // rolls back with the connection's next statement
       }
-      if (attempt >= std::max(policy.max_attempts, 1)) {
-        const std::optional<std::string> no_output, error_json = failure.to_json();
-        co_await detail::append(s, seq, name, kind, no_output, error_json, attempt, started);
-        throw step_failed(s.id, seq, name, failure.type, failure.message);
+      if (!contention.empty()) {
+        // Lost a race with another transaction: the database's doing, not the step's. Run
+        // the function again in a fresh transaction after a short, growing, jittered pause.
+        if (++contended_in_a_row >= std::max(policy.contention_attempts, 1)) {
+          s.io_failed = true;
+          s.io_error = contention;
+          throw error("workflow '" + s.id + "': transaction step " + std::to_string(seq) + " '" +
+                      name + "' lost " + std::to_string(contended_in_a_row) + " races in a row (" +
+                      contention + "); the workflow is retried");
+        }
+        co_await detail::sleep_for(std::chrono::milliseconds(
+            1 + random_u64() % std::uint64_t(5 << std::min(contended_in_a_row, 6))));
+        continue;
       }
-      co_await detail::sleep_for(policy.delay(attempt));
+      contended_in_a_row = 0;
+      ++attempt;
+      ++failures;
+      const auto pause = co_await detail::record_failure(s, seq, name, kind, policy, attempt,
+                                                         failures, may_retry, failure, started);
+      co_await detail::sleep_for(pause);
     }
   }
 

@@ -106,7 +106,8 @@ public:
   [[nodiscard]] DURABLE_DECL asio::awaitable<workflow_status> status() const;
 
   /// Waits for the workflow to end. Returns its output; throws workflow_failed (with the
-  /// type and message it threw), workflow_parked (with the reason), or
+  /// type and message it threw), workflow_dead_letter (a step failed for good and the
+  /// workflow did not handle it), workflow_cancelled, workflow_parked (with the reason), or
   /// nondeterminism_error.
   template <class R = void>
   [[nodiscard]] asio::awaitable<R> result() const {
@@ -181,7 +182,51 @@ public:
   template <class... Args>
   [[nodiscard]] asio::awaitable<workflow_handle> start(std::string name, std::string workflow_id,
                                                        const Args&... args) {
-    return start_encoded(std::move(name), std::move(workflow_id), detail::encode_inputs(args...));
+    return start_encoded(std::move(name), std::move(workflow_id), detail::encode_inputs(args...),
+                         0);
+  }
+
+  /// start() with options: a deadline (`opts.timeout`) stored with the workflow.
+  template <class... Args>
+  [[nodiscard]] asio::awaitable<workflow_handle> start(start_options opts, std::string name,
+                                                       std::string workflow_id,
+                                                       const Args&... args) {
+    if (opts.timeout.count() < 0)
+      throw error("start('" + name + "', '" + workflow_id + "'): the timeout must not be negative");
+    return start_encoded(std::move(name), std::move(workflow_id), detail::encode_inputs(args...),
+                         std::int64_t(opts.timeout.count()));
+  }
+
+  /// Cancels workflow `workflow_id` from any process: it becomes 'cancelled' at once (its
+  /// epoch moves on, so a run in progress can journal nothing more), and the process that
+  /// runs it, told by a notification (or at its next heartbeat), stops it: the step running
+  /// there receives Asio cancellation. Works on pending, running, sleeping, parked and
+  /// dead-lettered workflows. Returns false if it is finished or unknown.
+  [[nodiscard]] asio::awaitable<bool> cancel(std::string workflow_id) {
+    return cancel_impl(std::move(workflow_id));
+  }
+
+  /// Continues a cancelled, dead-lettered or parked workflow from its journal: any executor
+  /// claims it at once and replays it (its deadline is cleared; a dead-lettered one's failed
+  /// step runs again). Returns false if it has another status or is unknown.
+  [[nodiscard]] asio::awaitable<bool> resume(std::string workflow_id) {
+    return resume_impl(std::move(workflow_id), false);
+  }
+
+  /// Retries a dead-lettered workflow once its cause is fixed: the step that failed for good
+  /// runs again with a fresh count of attempts; the failed attempts stay in step_attempts.
+  /// Returns false if it is not dead-lettered.
+  [[nodiscard]] asio::awaitable<bool> retry(std::string workflow_id) {
+    return resume_impl(std::move(workflow_id), true);
+  }
+
+  /// Creates a new workflow (`new_id`, or "<id>:fork:<random>" when empty) with the same
+  /// name and inputs, whose journal holds copies of `workflow_id`'s rows before step
+  /// `from_step`, and runs the rest with this code ("re-run from step 3 after the fix"). The
+  /// original is not touched. Returns the new workflow's handle.
+  [[nodiscard]] asio::awaitable<workflow_handle> fork(std::string workflow_id, int from_step,
+                                                      std::string new_id = {}) {
+    return fork_impl(std::move(workflow_id), from_step, std::move(new_id));
   }
 
   /// Queues the workflow for whichever executor serving `opts.queue` has room for it, within
@@ -247,7 +292,8 @@ public:
     if (opts.dedup_key) req.dedup_key = std::string(*opts.dedup_key);
     req.q = s_->st.workflow_enqueue(workflow_id, name, req.inputs, opts.queue, opts.priority,
                                     opts.dedup_key, std::int64_t(opts.delay.count()),
-                                    s_->options.app_version, s_->st.channel());
+                                    s_->options.app_version, s_->st.channel(),
+                                    std::int64_t(opts.timeout.count()));
     return req;
   }
 
@@ -294,7 +340,16 @@ private:
                                                                  enqueue_request req);
   DURABLE_DECL asio::awaitable<void> run_statement_impl(pg::statement st);
   DURABLE_DECL asio::awaitable<workflow_handle> start_encoded_impl(std::string name, std::string id,
-                                                                   nlohmann::json inputs);
+                                                                   nlohmann::json inputs,
+                                                                   std::int64_t timeout_ms);
+  DURABLE_DECL asio::awaitable<bool> cancel_impl(std::string id);
+  DURABLE_DECL asio::awaitable<bool> cancel_on_strand(std::string id);
+  DURABLE_DECL asio::awaitable<bool> resume_impl(std::string id, bool dead_letter_only);
+  DURABLE_DECL asio::awaitable<bool> resume_on_strand(std::string id, bool dead_letter_only);
+  DURABLE_DECL asio::awaitable<workflow_handle> fork_impl(std::string id, int from_step,
+                                                          std::string new_id);
+  DURABLE_DECL asio::awaitable<workflow_handle> fork_on_strand(std::string id, int from_step,
+                                                               std::string new_id);
   DURABLE_DECL void check_enqueue(const enqueue_options& opts, const std::string& name,
                                   const std::string& id, const nlohmann::json& inputs) const;
   DURABLE_DECL query<void> make_queue_upsert(const queue_options& q) const;
@@ -304,7 +359,8 @@ private:
                                                             std::string name, std::string id,
                                                             enqueue_request req);
   DURABLE_DECL asio::awaitable<workflow_handle> start_encoded(std::string name, std::string id,
-                                                              nlohmann::json inputs);
+                                                              nlohmann::json inputs,
+                                                              std::int64_t timeout_ms);
 
   std::shared_ptr<detail::engine_state> s_;
 };

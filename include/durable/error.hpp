@@ -62,6 +62,54 @@ private:
   std::string step_name_, error_type_, error_message_;
 };
 
+/// Thrown by a step's function: the failure is permanent (a bad input, a refusal that will
+/// not change), so no further attempt is made whatever the retry policy allows. Derive from it
+/// to keep your own type name in the journal.
+class permanent_error : public error {
+public:
+  using error::error;
+};
+
+/// An attempt of a step ran past its retry policy's timeout: it was sent Asio cancellation
+/// and abandoned. Counts as a failed attempt (retried like any other error).
+class step_timeout : public error {
+public:
+  using error::error;
+};
+
+/// The awaited workflow is dead-lettered: step `seq()` failed permanently or exhausted its
+/// attempts and the workflow did not handle it. It waits for a person: fix the cause, then
+/// engine::retry(id) runs the step again (or cancel it).
+class workflow_dead_letter : public workflow_error {
+public:
+  workflow_dead_letter(std::string workflow_id, int seq, std::string step_name,
+                       std::string error_type, std::string error_message, int attempts,
+                       const std::string& what)
+      : workflow_error(std::move(workflow_id), what),
+        seq_(seq),
+        attempts_(attempts),
+        step_name_(std::move(step_name)),
+        error_type_(std::move(error_type)),
+        error_message_(std::move(error_message)) {}
+  [[nodiscard]] int seq() const noexcept { return seq_; }
+  [[nodiscard]] const std::string& step_name() const noexcept { return step_name_; }
+  [[nodiscard]] const std::string& error_type() const noexcept { return error_type_; }
+  [[nodiscard]] const std::string& error_message() const noexcept { return error_message_; }
+  /// Failed attempts of the step before it was dead-lettered.
+  [[nodiscard]] int attempts() const noexcept { return attempts_; }
+
+private:
+  int seq_, attempts_;
+  std::string step_name_, error_type_, error_message_;
+};
+
+/// The awaited workflow was cancelled (engine::cancel, or its deadline passed); `what()`
+/// gives the reason.
+class workflow_cancelled : public workflow_error {
+public:
+  using workflow_error::workflow_error;
+};
+
 /// Replay found the code asking for a different step than the journal holds at that
 /// position: the workflow's code changed while it was in flight (I5). The workflow is
 /// parked for an operator; it is not retried and never handed a wrong value.

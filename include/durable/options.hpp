@@ -45,6 +45,11 @@ struct engine_options {
   /// runs crash, or keep failing on transient errors) is parked with its last error instead
   /// of being claimed again.
   int max_claims_without_progress = 20;
+  /// A step's retry backoff at least this long unloads the workflow: its run ends, nothing is
+  /// held (coroutine, connection, slot in max_running), and whichever executor is free claims
+  /// it when the next attempt is due (workflows.status 'sleeping', wake_at). Shorter ones
+  /// wait in the run.
+  std::chrono::milliseconds unload_after{2000};
   /// At most this many workflows run in this process at once: queue dispatch, takeover and
   /// open() claim no more (start() of a registered workflow is not limited).
   std::size_t max_running = 1000;
@@ -106,9 +111,20 @@ struct enqueue_options {
   std::optional<std::string_view> dedup_key{};
   std::chrono::milliseconds delay{0};  ///< not started before this much time has passed
   on_duplicate duplicate = on_duplicate::return_existing;
+  /// The workflow's deadline, this long after the enqueue (0: none); see start_options.
+  std::chrono::milliseconds timeout{0};
+};
+
+/// Options of engine::start(start_options, ...).
+struct start_options {
+  /// The workflow's deadline, this long after the start (0: none). Stored with the workflow,
+  /// so it holds across restarts and takeovers: when it passes, the workflow stops at its
+  /// next step (a running step receives Asio cancellation) and ends as 'cancelled'.
+  std::chrono::milliseconds timeout{0};
 };
 static_assert(std::is_trivially_copyable_v<queue_options> &&
-              std::is_trivially_copyable_v<enqueue_options>);
+              std::is_trivially_copyable_v<enqueue_options> &&
+              std::is_trivially_copyable_v<start_options>);
 
 /// Counters that show what work cost; the pool's are statements and round trips sent.
 struct engine_stats {
@@ -124,7 +140,8 @@ struct engine_stats {
 
 /// What status() reports; see docs/concepts.md for the lifecycle.
 struct workflow_status {
-  std::string status;  // pending, running, sleeping, succeeded, failed, parked, cancelled
+  /// pending, running, sleeping, succeeded, failed, parked, cancelled, dead_letter
+  std::string status;
   std::optional<std::string> reason;
   std::int64_t epoch = 0;
   int attempts = 0;

@@ -254,10 +254,50 @@ public:
     std::int64_t epoch = 0;
     std::string status;
     std::optional<std::string> reason;
+    std::optional<double> deadline;  ///< Unix seconds
     [[nodiscard]] bool parked() const noexcept { return status == "parked"; }
     static claimed_workflow from(const pg::row& r) {
-      return {r.get<std::string>(0),  r.get<std::string>(1), r.get<std::string>(2),
-              r.get<std::int64_t>(3), r.get<std::string>(4), r.get<std::optional<std::string>>(5)};
+      return {r.get<std::string>(0),          r.get<std::string>(1),
+              r.get<std::string>(2),          r.get<std::int64_t>(3),
+              r.get<std::string>(4),          r.get<std::optional<std::string>>(5),
+              r.get<std::optional<double>>(6)};
+    }
+  };
+
+  /// attempts_load: one recorded attempt of a step that has no journal row yet.
+  struct step_attempt {
+    std::string workflow_id;
+    int seq = 0;
+    int attempt = 0;
+    std::string outcome;                    ///< 'retrying', 'failed' (final) or 'reset'
+    std::optional<std::string> error;       ///< JSON text {"type", "message"}
+    std::optional<double> next_attempt_at;  ///< Unix seconds
+    std::string name, kind;
+    static step_attempt from(const pg::row& r) {
+      return {r.get<std::string>(0),
+              r.get<int>(1),
+              r.get<int>(2),
+              r.get<std::string>(3),
+              r.get<std::optional<std::string>>(4),
+              r.get<std::optional<double>>(5),
+              r.get<std::string>(6),
+              r.get<std::string>(7)};
+    }
+  };
+
+  /// workflow_cancel, workflow_resume: the status the workflow had.
+  struct previous_status {
+    std::string status;
+    static previous_status from(const pg::row& r) { return {r.get<std::string>(0)}; }
+  };
+
+  /// workflow_fork: whether the source exists, whether the fork was created (its id was
+  /// free), and how many journal rows it got.
+  struct fork_outcome {
+    bool source_found = false, created = false;
+    int copied = 0;
+    static fork_outcome from(const pg::row& r) {
+      return {r.get<bool>(0), r.get<bool>(1), r.get<int>(2)};
     }
   };
 
@@ -392,11 +432,13 @@ public:
 
   /// Inserts a workflow that starts running here at once (epoch 1), unless its id exists.
   /// One row; none when a concurrent insert won the race.
+  /// With a positive `timeout_ms`, its deadline is that long from now.
   [[nodiscard]] query<start_outcome> workflow_insert(const std::string& id, const std::string& name,
                                                      const std::string& inputs,
                                                      const std::string& executor_id,
-                                                     const std::string& app_version) const {
-    return {call("workflow_insert", id, name, inputs, executor_id, app_version)};
+                                                     const std::string& app_version,
+                                                     std::int64_t timeout_ms) const {
+    return {call("workflow_insert", id, name, inputs, executor_id, app_version, timeout_ms)};
   }
 
   /// One workflow's state; no row when it does not exist.
@@ -491,9 +533,70 @@ public:
   [[nodiscard]] query<enqueue_outcome> workflow_enqueue(
       const std::string& id, const std::string& name, const std::string& inputs,
       std::string_view queue, int priority, const std::optional<std::string_view>& dedup_key,
-      std::int64_t delay_ms, const std::string& app_version, const std::string& channel) const {
+      std::int64_t delay_ms, const std::string& app_version, const std::string& channel,
+      std::int64_t timeout_ms) const {
     return {call("workflow_enqueue", id, name, inputs, queue, priority, dedup_key, delay_ms,
-                 app_version, channel)};
+                 app_version, channel, timeout_ms)};
+  }
+
+  /// Records a failed attempt of step `seq` ('retrying', with the time of the next attempt;
+  /// or 'failed', final), fenced by `epoch` (I3): fenced out when no row was written. With
+  /// `unload`, the workflow sleeps until the next attempt, owned by nobody.
+  [[nodiscard]] fenced_write attempt_record(const std::string& id, std::int64_t epoch, int seq,
+                                            int attempt, const std::string& name,
+                                            const std::string& kind, const std::string& outcome,
+                                            const std::string& error, double started_at,
+                                            const std::optional<double>& next_attempt_at,
+                                            bool unload) const {
+    return {call("attempt_record", id, epoch, seq, attempt, name, kind, outcome, error, started_at,
+                 next_attempt_at, unload),
+            fenced_write::fence::matches_no_row};
+  }
+
+  /// The attempts of the steps of `ids` that have no journal row, oldest first.
+  [[nodiscard]] query<step_attempt> attempts_load(const std::vector<std::string>& ids) const {
+    return {call("attempts_load", ids)};
+  }
+
+  /// Moves up to `limit` sleeping workflows whose wake-up is due to `executor_id`, which
+  /// then claims them.
+  [[nodiscard]] query<taken_workflow> workflows_wake(const std::string& executor_id,
+                                                     const std::string& names,
+                                                     const std::string& versions,
+                                                     std::int64_t limit) const {
+    return {call("workflows_wake", executor_id, names, versions, limit)};
+  }
+
+  /// Cancels workflow `id` (unless it is finished): one row with the status it had.
+  [[nodiscard]] query<previous_status> workflow_cancel(const std::string& id,
+                                                       const std::string& reason,
+                                                       const std::string& error_type) const {
+    return {call("workflow_cancel", id, reason, error_type)};
+  }
+
+  /// Makes workflow `id` due at once if its status is one of `statuses` (a text[] literal);
+  /// a dead-lettered one's failed step runs again. One row with the status it had.
+  [[nodiscard]] query<previous_status> workflow_resume(const std::string& id,
+                                                       const std::string& statuses) const {
+    return {call("workflow_resume", id, statuses)};
+  }
+
+  /// Creates workflow `new_id` from `id`'s name, inputs and journal rows before `from_step`.
+  [[nodiscard]] query<fork_outcome> workflow_fork(const std::string& id, const std::string& new_id,
+                                                  int from_step,
+                                                  const std::string& app_version) const {
+    return {call("workflow_fork", id, new_id, from_step, app_version)};
+  }
+
+  /// Cancels up to `limit` waiting workflows whose deadline passed.
+  [[nodiscard]] query<taken_workflow> workflows_expire(std::int64_t limit) const {
+    return {call("workflows_expire", limit)};
+  }
+
+  /// Which of `ids` are cancelled.
+  [[nodiscard]] query<taken_workflow> workflows_cancelled(
+      const std::vector<std::string>& ids) const {
+    return {call("workflows_cancelled", ids)};
   }
 
   /// Creates or updates a queue's limits (unset: no limit).
@@ -585,9 +688,15 @@ public:
   /// character boundary), "#" and 16 hex digits of a hash of the whole name: at most 63
   /// bytes, and distinct for distinct schemas.
   [[nodiscard]] std::string channel() const { return channel_for(schema_name_); }
-  [[nodiscard]] static std::string channel_for(std::string_view schema) {
+  /// The channel on which cancel() names the workflow it cancelled, so that the process that
+  /// runs it stops it at once: the same rule with the prefix "durable.cancel:".
+  [[nodiscard]] std::string cancel_channel() const {
+    return channel_for(schema_name_, "durable.cancel:");
+  }
+  [[nodiscard]] static std::string channel_for(std::string_view schema,
+                                               std::string_view prefix = "durable:") {
     constexpr std::size_t limit = 63;
-    std::string ch = "durable:";
+    std::string ch(prefix);
     if (ch.size() + schema.size() <= limit) return ch.append(schema);
     std::size_t keep = limit - ch.size() - 17;
     while (keep > 0 && (static_cast<unsigned char>(schema[keep]) & 0xC0) == 0x80) --keep;

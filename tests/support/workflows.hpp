@@ -60,12 +60,14 @@ inline durable::engine_options options(const std::string& schema,
   return o;
 }
 
-/// Journal rows of a workflow, read by the test itself.
-inline asio::awaitable<long> journal_rows(durable::engine& eng, const std::string& id) {
+/// Rows of a workflow in `table` (steps: its journal; step_attempts: its failed attempts and
+/// operator retries), read by the test itself.
+inline asio::awaitable<long> journal_rows(durable::engine& eng, const std::string& id,
+                                          const char* table = "steps") {
   auto c = co_await eng.pool().acquire();
   auto r = co_await c->exec("SELECT count(*) FROM " +
-                                durable::detail::quote_identifier(eng.schema().schema()) +
-                                ".steps WHERE workflow_id = $1",
+                                durable::detail::quote_identifier(eng.schema().schema()) + "." +
+                                table + " WHERE workflow_id = $1",
                             id);
   co_return r[0].get<long>(0);
 }
@@ -77,13 +79,14 @@ inline asio::awaitable<void> sleep_ms(int ms) {
 
 /// Waits until the workflow has `n` journal rows (the in-process stand-in for "the process
 /// got this far").
-inline asio::awaitable<void> wait_rows(durable::engine& eng, const std::string& id, long n) {
+inline asio::awaitable<void> wait_rows(durable::engine& eng, const std::string& id, long n,
+                                       const char* table = "steps") {
   for (int i = 0; i < 10000; ++i) {
-    if (co_await journal_rows(eng, id) >= n) co_return;
+    if (co_await journal_rows(eng, id, table) >= n) co_return;
     co_await sleep_ms(2);
   }
-  throw std::runtime_error("workflow " + id + " never reached " + std::to_string(n) +
-                           " journal rows");
+  throw std::runtime_error("workflow " + id + " never reached " + std::to_string(n) + " rows in " +
+                           table);
 }
 
 /// Waits (without database I/O) until this engine runs no workflow.

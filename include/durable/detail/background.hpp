@@ -184,11 +184,27 @@ inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
                                                  s->names, room, s->versions)
                             .st);
         batch.push_back(s->st.workflows_owned(s->options.executor_id, s->versions).st);
+        // Waiting workflows past their deadline end as cancelled.
+        batch.push_back(s->st.workflows_expire(std::int64_t(claim_batch)).st);
+        // The polling fallback of cancel()'s notification: runs here that were cancelled.
+        std::vector<std::string> here;
+        for (const auto& [id, run] : s->running) here.push_back(id);
+        batch.push_back(s->st.workflows_cancelled(here).st);
+        // Sleepers whose wake-up is due: retries after a long backoff, resumed and forked
+        // workflows (between ticks, notifications and local timers wake the dispatcher).
+        batch.push_back(
+            s->st.workflows_wake(s->options.executor_id, s->names, s->versions, room).st);
         auto c = co_await s->pool.acquire();
         auto r = co_await c->run_batch(std::move(batch));
         for (auto& w : store::rows<store::taken_workflow>(r[0])) ids.push_back(std::move(w.id));
         for (auto& w : store::rows<store::owned_workflow>(r[1]))
           if (s->claimable_here(w.id, w.name)) orphans.insert(std::move(w.id));
+        for (auto& w : store::rows<store::taken_workflow>(r[2]))
+          s->report(severity::info, "maintenance", w.id,
+                    "cancelled: its deadline passed while it waited");
+        for (auto& w : store::rows<store::taken_workflow>(r[3]))
+          s->cancel_local(w.id, "cancelled by an operator (engine::cancel)", true);
+        for (auto& w : store::rows<store::taken_workflow>(r[4])) ids.push_back(std::move(w.id));
       }
       if (!ids.empty())
         s->report(severity::info, "maintenance", "",
@@ -219,6 +235,29 @@ inline asio::awaitable<void> dispatcher(std::shared_ptr<engine_state> s) {
     if (s->stopping) co_return;
     s->wake_pending = false;
     bool more = false;
+    if (s->wake_timers && !s->lease_expired && s->room() > 0) {
+      // Due wake-ups this engine heard of (a local unload timer, a resume, retry or fork
+      // notification); maintenance looks for the others at every heartbeat.
+      s->wake_timers = false;
+      try {
+        std::vector<std::string> ids;
+        {
+          auto wake =
+              s->st.workflows_wake(s->options.executor_id, s->names, s->versions,
+                                   std::int64_t(std::min<std::size_t>(s->room(), claim_batch)));
+          auto c = co_await s->pool.acquire();
+          for (auto& w : co_await store::fetch(*c, std::move(wake))) ids.push_back(std::move(w.id));
+        }
+        if (!ids.empty()) {
+          more = true;
+          (void)co_await claim_runs(s, std::move(ids), "timers");
+        }
+        problems.ok(*s);
+      } catch (const std::exception& e) {
+        problems.failed(*s, "waking due workflows failed: " + describe_io_failure(e) +
+                                "; trying again at the next poll");
+      }
+    }
     for (std::size_t i = 0; i < s->queues.size() && !s->stopping && !s->lease_expired; ++i) {
       const std::size_t room =
           std::min(s->room(), std::max<std::size_t>(1, s->options.dispatch_batch));
@@ -269,12 +308,19 @@ inline asio::awaitable<void> listener(std::shared_ptr<engine_state> s) {
     try {
       auto c = co_await pg::connection::connect(s->options.conninfo);
       const std::string channel = s->st.channel();
+      const std::string cancels = s->st.cancel_channel();
       co_await c->listen(channel);
+      co_await c->listen(cancels);
       problems.ok(*s);
-      s->wake_dispatcher();  // catch up with whatever was queued while nobody listened
+      s->wake_due();  // catch up with whatever was queued or woken while nobody listened
       while (!s->stopping) {
-        (void)co_await c->wait_notification();
-        s->wake_dispatcher();
+        const pg::notification n = co_await c->wait_notification();
+        if (n.channel == cancels)
+          s->cancel_local(n.payload, "cancelled by an operator (engine::cancel)", true);
+        else if (n.payload.empty())
+          s->wake_due();  // a resume, retry or fork: a workflow is due now
+        else
+          s->wake_dispatcher();
       }
       co_return;
     } catch (const std::exception& e) {

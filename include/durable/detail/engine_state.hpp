@@ -56,7 +56,9 @@ struct registered_workflow {
 /// A run of a workflow in this process.
 struct local_run {
   std::shared_ptr<asio::steady_timer> done;           // waiters in result() sleep on it
-  std::shared_ptr<asio::cancellation_signal> cancel;  // shutdown past its grace period
+  std::shared_ptr<asio::cancellation_signal> cancel;  // cancel(), the deadline, shutdown
+  std::shared_ptr<run_state> run;
+  std::shared_ptr<asio::steady_timer> deadline;  // fires at the workflow's deadline
 };
 
 struct engine_state {
@@ -92,6 +94,11 @@ struct engine_state {
   std::set<std::shared_ptr<asio::cancellation_signal>> tasks;  // running background parts
   std::set<std::shared_ptr<asio::steady_timer>> sleepers;      // pauses shutdown cuts short
   bool wake_pending = false;
+  bool wake_timers = false;  // a sleeping workflow may be due: the dispatcher looks
+  void wake_due() {
+    wake_timers = true;
+    wake_dispatcher();
+  }
   // A wake-up that arrives while the dispatcher is busy is kept, not lost.
   void wake_dispatcher() {
     wake_pending = true;
@@ -109,6 +116,18 @@ struct engine_state {
   /// Whether a workflow this executor owns should be claimed here: registered, not busy.
   [[nodiscard]] bool claimable_here(std::string_view id, std::string_view name) const {
     return registry.contains(name) && !busy(id);
+  }
+
+  /// Stops the run of `id` in this process, if there is one: it stops at its next step, and
+  /// a step running now receives Asio cancellation (terminal). `elsewhere`: cancel() wrote
+  /// the status already (and fenced the run out); otherwise the run writes 'cancelled'.
+  bool cancel_local(std::string_view id, const std::string& reason, bool elsewhere) {
+    const auto it = running.find(id);
+    if (it == running.end() || it->second.run->cancelled) return false;
+    it->second.run->cancelled = reason;
+    it->second.run->cancelled_elsewhere = elsewhere;
+    it->second.cancel->emit(asio::cancellation_type::terminal);
+    return true;
   }
 
   [[nodiscard]] std::size_t room() const noexcept {

@@ -4,6 +4,7 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <asio/awaitable.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +41,31 @@ struct journal_entry {
   std::string error;   // JSON text {"type": ..., "message": ...} when failed
 };
 
+/// The recorded attempts of a step that has no journal row yet (step_attempts).
+struct attempt_history {
+  std::string name, kind;  // of the step that made them (checked against the code, I5)
+  int last_attempt = 0;    // the highest attempt number recorded (numbers never restart)
+  int failures = 0;        // failed attempts since the last operator retry ('reset')
+  bool failed = false;     // the last one was final: the step failed for good
+  std::string error;       // JSON {"type", "message"} of the last failure
+  std::optional<double> next_attempt_at;  // Unix seconds, while retrying
+
+  void add(int attempt, const std::string& outcome, const std::optional<std::string>& err,
+           const std::optional<double>& next) {
+    last_attempt = std::max(last_attempt, attempt);
+    if (outcome == "reset") {
+      failures = 0;
+      failed = false;
+      next_attempt_at.reset();
+      return;
+    }
+    ++failures;
+    failed = outcome == "failed";
+    error = err.value_or("{}");
+    next_attempt_at = next;
+  }
+};
+
 /// Counters that tests and benchmarks read to prove I/O counts (I1, I2).
 struct engine_counters {
   std::uint64_t journal_loads = 0;
@@ -50,6 +77,13 @@ struct engine_counters {
 /// Thrown at a step boundary when the engine shuts down: the run stops without writing,
 /// and another executor resumes the workflow.
 class run_released : public error {
+public:
+  using error::error;
+};
+
+/// Thrown at a step boundary, or into a running step as Asio cancellation, when the workflow
+/// is cancelled or its deadline passes: the run stops without recording the step.
+class run_cancelled : public error {
 public:
   using error::error;
 };
@@ -79,6 +113,21 @@ struct run_state {
   // A step issued while another step's function runs (a nested step): a programming error
   // that parks the workflow with this reason instead of journaling anything.
   std::optional<std::string> misuse;
+  // Failed attempts recorded for steps without a journal row, by step number.
+  std::map<int, attempt_history> attempts;
+  // The step whose final failure (permanent, or attempts exhausted) was raised in this run:
+  // if the workflow lets it escape, the workflow is dead-lettered.
+  std::optional<int> dead_step;
+  int dead_step_attempts = 0;
+  // The workflow's deadline (Unix seconds), loaded when it was claimed.
+  std::optional<double> deadline;
+  // Set when the run must stop: cancel() (the status is written already) or the deadline
+  // (the run writes 'cancelled'). Steps are not started, nor their failures recorded.
+  std::optional<std::string> cancelled;
+  bool cancelled_elsewhere = false;
+  // A backoff at least this long unloads the workflow until the next attempt is due.
+  std::chrono::milliseconds unload_after{2000};
+  std::optional<double> unloaded_until;       // Unix seconds
   int step_functions_running = 0;             // step functions (of this run) executing now
   const std::string* running_step = nullptr;  // the name of one of them, for messages
 
@@ -142,6 +191,14 @@ inline std::string describe_step(const std::string& name, const std::string& kin
 /// when the step has no row yet and must run.
 DURABLE_DECL const journal_entry* replay_entry(run_state& s, int seq, const std::string& name,
                                                const std::string& kind);
+
+/// I5: step `seq` is recorded (in the journal or its attempts) as another step than the code
+/// asks for. Parks the workflow (nondeterminism_error).
+[[noreturn]] DURABLE_DECL void raise_nondeterminism(run_state& s, int seq,
+                                                    const std::string& journaled_name,
+                                                    const std::string& journaled_kind,
+                                                    const std::string& name,
+                                                    const std::string& kind);
 
 /// I5 at the end of a run: journaled steps the code no longer reached mean it changed.
 DURABLE_DECL void check_fully_replayed(run_state& s);

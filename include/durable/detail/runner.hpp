@@ -174,6 +174,7 @@ asio::awaitable<void> execute(std::shared_ptr<engine_state> s, std::shared_ptr<r
 inline void end_run(engine_state& s, const std::string& id, const void* token) {
   if (auto it = s.running.find(id); it != s.running.end() && it->second.done.get() == token) {
     it->second.done->cancel();
+    if (it->second.deadline) it->second.deadline->cancel();
     s.running.erase(it);
   }
 }
@@ -187,10 +188,28 @@ inline void launch(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> r
   run->counters = &s->counters;
   run->stopping = &s->stopping;
   run->lease_expired = &s->lease_expired;
+  run->unload_after = s->options.unload_after;
   auto done = std::make_shared<asio::steady_timer>(s->ex, asio::steady_timer::time_point::max());
   auto cancel = std::make_shared<asio::cancellation_signal>();
   if (auto old = s->running.find(run->id); old != s->running.end()) old->second.done->cancel();
-  s->running[run->id] = local_run{done, cancel};
+  std::shared_ptr<asio::steady_timer> deadline;
+  if (run->deadline) {
+    // The deadline is stored with the workflow (it survives restarts); this timer enforces
+    // it while the workflow runs here. One already past stops the run at its first step.
+    const double left = *run->deadline - unix_seconds();
+    if (left <= 0) run->cancelled = "its deadline passed before it finished";
+    deadline = std::make_shared<asio::steady_timer>(
+        s->ex, std::chrono::milliseconds(std::int64_t(std::max(left, 0.0) * 1000) + 1));
+    std::weak_ptr<engine_state> weak = s;
+    const std::string id = run->id;
+    deadline->async_wait([weak, id, token = done.get()](const asio::error_code& ec) {
+      auto st = weak.lock();
+      if (ec || !st) return;
+      if (auto it = st->running.find(id); it != st->running.end() && it->second.done.get() == token)
+        st->cancel_local(id, "its deadline passed before it finished", false);
+    });
+  }
+  s->running[run->id] = local_run{done, cancel, run, deadline};
   run->launch_token = done.get();
   asio::co_spawn(
       s->ex, execute(s, run, std::move(inputs)),
@@ -227,6 +246,7 @@ inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
                                            s->options.max_claims_without_progress)
                           .st);
       batch.push_back(s->st.journals_load(chunk).st);
+      batch.push_back(s->st.attempts_load(chunk).st);
       auto c = co_await s->pool.acquire();
       r = co_await c->run_batch(std::move(batch));
     }
@@ -247,7 +267,18 @@ inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
       run->id = w.id;
       run->name = std::move(w.name);
       run->epoch = w.epoch;
+      run->deadline = w.deadline;
       runs[w.id] = claimed{std::move(run), std::move(w.inputs)};
+    }
+    for (auto& a : store::rows<store::step_attempt>(r[2])) {
+      const auto it = runs.find(a.workflow_id);
+      if (it == runs.end()) continue;
+      attempt_history& h = it->second.run->attempts[a.seq];
+      if (h.name.empty()) {
+        h.name = std::move(a.name);
+        h.kind = std::move(a.kind);
+      }
+      h.add(a.attempt, a.outcome, a.error, a.next_attempt_at);
     }
     for (auto& row : store::rows<store::loaded_step>(r[1])) {
       const auto it = runs.find(row.workflow_id);
@@ -284,7 +315,7 @@ inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
 inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
                                      std::shared_ptr<run_state> run, nlohmann::json inputs) {
   // lost: someone else continues (ownership moved on, or this engine stopped the run).
-  enum class outcome { succeeded, failed, parked, lost, retry };
+  enum class outcome { succeeded, failed, parked, dead_letter, cancelled, lost, retry };
   outcome kind = outcome::failed;
   std::optional<std::string> output, err, reason;
   auto park_nondeterminism = [&](const nondeterminism_error& e) {
@@ -316,13 +347,40 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
     park_nondeterminism(e);
   } catch (const workflow_parked& e) {
     park_with("durable::workflow_parked", e.what());
+  } catch (const step_failed& e) {
+    if (run->dead_step && *run->dead_step == e.seq()) {
+      // The step failed for good and the workflow let it escape: a person decides.
+      kind = outcome::dead_letter;
+      const int attempts = run->dead_step_attempts;
+      reason = valid_utf8(
+          "step " + std::to_string(e.seq()) + " '" + e.step_name() + "' failed " +
+          (attempts > 1 ? "after " + std::to_string(attempts) + " attempts" : "permanently") +
+          ": " + e.error_type() + ": " + e.error_message() +
+          ". Fix the cause, then retry the workflow (engine::retry, which runs the step again)"
+          " or cancel it");
+      err = nlohmann::json{{"type", valid_utf8(e.error_type())},
+                           {"message", valid_utf8(e.error_message())},
+                           {"seq", e.seq()},
+                           {"step", valid_utf8(e.step_name())},
+                           {"attempts", attempts}}
+                .dump();
+    } else {
+      kind = outcome::failed;
+      err = capture(std::current_exception()).to_json();
+    }
   } catch (...) {
     kind = outcome::failed;
     err = capture(std::current_exception()).to_json();
   }
   // What the run learned overrides what the workflow's code did with the exception.
   if (kind != outcome::lost) {
-    if (run->released) {
+    if (run->cancelled && run->cancelled_elsewhere) {
+      kind = outcome::lost;  // cancel() wrote the status and fenced this run out
+    } else if (run->cancelled) {
+      kind = outcome::cancelled;
+      reason = valid_utf8(*run->cancelled);
+      err = error_json("durable::deadline_exceeded", *reason);
+    } else if (run->released) {
       kind = outcome::lost;
     } else if (run->misuse) {
       park_with("durable::misuse", *run->misuse);
@@ -337,8 +395,9 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
     }
   }
   bool refused = false;
-  if (kind == outcome::succeeded || kind == outcome::failed || kind == outcome::parked) {
-    static constexpr const char* names[] = {"succeeded", "failed", "parked"};
+  if (kind != outcome::lost && kind != outcome::retry) {
+    static constexpr const char* names[] = {"succeeded", "failed", "parked", "dead_letter",
+                                            "cancelled"};
     try {
       std::optional<std::string> final_output;
       if (kind == outcome::succeeded) final_output = output.value_or("null");
@@ -372,8 +431,24 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
   }
   end_run(*s, run->id, run->launch_token);
   s->wake_dispatcher();  // a slot in some queue may have come free
+  if (run->unloaded_until) {
+    // Unloaded until a retry is due: any executor claims it then (workflows_wake); this one
+    // looks at that moment too instead of waiting for its next poll.
+    const auto due = std::chrono::milliseconds(
+        std::int64_t(std::max(0.0, *run->unloaded_until - unix_seconds()) * 1000) + 1);
+    auto t = std::make_shared<asio::steady_timer>(s->ex, due);
+    s->sleepers.insert(t);
+    t->async_wait([s, t](const asio::error_code&) {
+      s->sleepers.erase(t);
+      s->wake_due();
+    });
+  }
   if (kind == outcome::parked)
     s->report(severity::warning, "runner", run->id, "parked: " + reason.value_or(""));
+  else if (kind == outcome::dead_letter)
+    s->report(severity::warning, "runner", run->id, "dead-lettered: " + reason.value_or(""));
+  else if (kind == outcome::cancelled)
+    s->report(severity::info, "runner", run->id, "cancelled: " + reason.value_or(""));
   else if (kind == outcome::failed)
     s->report(severity::info, "runner", run->id, "failed: " + err.value_or(""));
   if (kind != outcome::retry) co_return;

@@ -14,6 +14,9 @@ DURABLE_DECL void require_live(run_state& s, int seq, const std::string& name) {
                        "' not started because the engine is shutting down; another executor "
                        "resumes the workflow");
   }
+  if (s.cancelled)
+    throw run_cancelled("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
+                        "' not started: " + *s.cancelled);
   if (s.lease_expired && *s.lease_expired) {
     s.released = true;
     throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
@@ -44,12 +47,123 @@ DURABLE_DECL void check_not_nested(run_state& s, const std::string& name) {
 
 DURABLE_DECL void check_failure_is_the_steps(run_state& s, int seq, const std::string& name) {
   if (s.misuse) throw error(*s.misuse);
+  if (s.cancelled)
+    throw run_cancelled("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
+                        "' was interrupted: " + *s.cancelled);
   if (s.stopping && *s.stopping) {
     s.released = true;
     throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
                        "' ended while the engine shut down; its outcome is not journaled and "
                        "another executor runs it again");
   }
+}
+
+DURABLE_DECL bool retryable(const retry& policy, std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const permanent_error&) {
+    return false;
+  } catch (const std::exception& x) {
+    return !policy.retry_if || policy.retry_if(x);
+  } catch (...) {
+    return !policy.retry_if;  // a predicate cannot judge what it cannot see
+  }
+}
+
+DURABLE_DECL const attempt_history* attempt_state(run_state& s, int seq, const std::string& name,
+                                                  const std::string& kind) {
+  const auto it = s.attempts.find(seq);
+  if (it == s.attempts.end()) return nullptr;
+  const attempt_history& h = it->second;
+  if (h.name != name || h.kind != kind) raise_nondeterminism(s, seq, h.name, h.kind, name, kind);
+  if (h.failed) {
+    // The step failed for good in an earlier run: raise the same failure again (I7: the
+    // recorded outcome is the one the workflow sees, on every replay).
+    if (s.counters) ++s.counters->steps_replayed;
+    const auto j = nlohmann::json::parse(h.error, nullptr, false);
+    const std::string type = j.is_object() ? j.value("type", "unknown") : "unknown";
+    const std::string message = j.is_object() ? j.value("message", "") : h.error;
+    s.dead_step = seq;
+    s.dead_step_attempts = h.failures;
+    throw step_failed(s.id, seq, name, type, message);
+  }
+  return &h;
+}
+
+DURABLE_DECL void refuse_timeout(run_state& s, int seq, const std::string& name) {
+  s.misuse = "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) + " '" + name +
+             "' has a timeout, but its function cannot be cancelled: a timeout needs a step "
+             "function that returns an asio::awaitable (a synchronous function blocks the "
+             "event loop until it returns; in ctx.transaction use SET LOCAL "
+             "statement_timeout). The workflow is parked: fix the code, then resume it";
+  throw error(*s.misuse);
+}
+
+DURABLE_DECL asio::awaitable<void> wait_until_due(const attempt_history* h) {
+  if (!h || !h->next_attempt_at) co_return;
+  const double left = *h->next_attempt_at - unix_seconds();
+  if (left > 0) co_await sleep_for(std::chrono::milliseconds(std::int64_t(left * 1000) + 1));
+}
+
+DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
+    run_state& s, int seq, const std::string& name, const std::string& kind, retry policy,
+    int attempt, int failures, bool may_retry, const captured_error& failure, double started) {
+  const bool final = !may_retry || failures >= std::max(policy.max_attempts, 1);
+  std::chrono::milliseconds pause{0};
+  std::optional<double> next;
+  bool unload = false;
+  if (!final) {
+    double p = double(policy.delay(failures).count());
+    if (policy.jitter > 0) {
+      thread_local std::mt19937_64 gen{std::random_device{}()};
+      const double j = std::min(policy.jitter, 1.0);
+      p *= 1.0 - j + 2.0 * j * std::uniform_real_distribution<double>(0.0, 1.0)(gen);
+    }
+    pause = std::chrono::milliseconds(std::int64_t(p));
+    next = unix_seconds() + double(pause.count()) / 1000.0;
+    unload = s.committer && pause >= s.unload_after;
+  }
+  const std::string outcome = final ? "failed" : "retrying";
+  const std::string err = failure.to_json();
+  try {
+    fenced_write w = s.st->attempt_record(s.id, s.epoch, seq, attempt, name, kind, outcome, err,
+                                          started, next, unload);
+    pg::statement st = std::move(w.st);
+    pg::result r;
+    if (s.committer) {
+      r = co_await s.committer->run(std::move(st));
+    } else {
+      auto conn = co_await s.pool->acquire();
+      r = co_await conn->run(std::move(st));
+    }
+    if (w.verdict(r).fenced_out())
+      throw ownership_lost(s.id, "workflow '" + s.id + "': the failed attempt " +
+                                     std::to_string(attempt) + " of step " + std::to_string(seq) +
+                                     " '" + name +
+                                     "' was not recorded because another executor took the "
+                                     "workflow over (or it was cancelled); this run stops");
+  } catch (const ownership_lost&) {
+    throw;
+  } catch (const std::exception& e) {
+    note_io_failure(s, seq, name, e);
+    throw;
+  }
+  const std::string what = "attempt " + std::to_string(attempt) + " of step " +
+                           std::to_string(seq) + " '" + name + "' failed: " + failure.type + ": " +
+                           failure.message;
+  if (final) {
+    s.dead_step = seq;
+    s.dead_step_attempts = failures;
+    throw step_failed(s.id, seq, name, failure.type, failure.message);
+  }
+  if (unload) {
+    s.released = true;
+    s.unloaded_until = next;
+    throw run_released("workflow '" + s.id + "': " + what + "; the next attempt is due in " +
+                       std::to_string(pause.count()) +
+                       " ms, so the workflow is unloaded until then");
+  }
+  co_return pause;
 }
 
 }  // namespace durable::detail

@@ -201,7 +201,8 @@ DURABLE_DECL asio::awaitable<void> engine::shutdown_impl(std::chrono::millisecon
 
 DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(std::string name,
                                                                          std::string id,
-                                                                         nlohmann::json inputs) {
+                                                                         nlohmann::json inputs,
+                                                                         std::int64_t timeout_ms) {
   auto s = s_;
   auto it = s->registry.find(name);
   if (it == s->registry.end())
@@ -221,7 +222,7 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(std::st
   std::string existing_name, existing_inputs;
   {
     auto insert = s->st.workflow_insert(id, name, inputs_text, s->options.executor_id,
-                                        s->options.app_version);
+                                        s->options.app_version, timeout_ms);
     const pg::result res = co_await s->committer.run(std::move(insert.st));
     const auto r = store::first<store::start_outcome>(res);
     if (r && r->created) {
@@ -229,6 +230,8 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(std::st
       run->id = id;
       run->name = name;
       run->epoch = 1;
+      if (timeout_ms > 0)
+        run->deadline = detail::unix_seconds() + double(timeout_ms) / 1000.0;  // ~ the stored one
       detail::launch(s, std::move(run), std::move(inputs));
       co_return workflow_handle(s, std::move(id));
     }
@@ -247,6 +250,79 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(std::st
   }
   detail::check_same_workflow("start", id, name, inputs_text, existing_name, existing_inputs);
   co_return workflow_handle(s, std::move(id));
+}
+
+DURABLE_DECL asio::awaitable<bool> engine::cancel_on_strand(std::string id) {
+  auto s = s_;
+  const std::string reason = "cancelled by an operator (engine::cancel)";
+  const std::string type = "durable::cancelled";
+  std::vector<pg::statement> batch;
+  batch.push_back(s->st.workflow_cancel(id, reason, type).st);
+  // Tells the process that runs it (LISTEN); its heartbeat tick is the fallback.
+  batch.push_back(s->st.notify(s->st.cancel_channel(), id).st);
+  std::vector<pg::result> r;
+  {
+    auto c = co_await s->pool.acquire();
+    auto tx = c->begin();
+    r = co_await tx.commit(std::move(batch));
+  }
+  const bool cancelled = !r[0].empty();
+  if (cancelled) s->cancel_local(id, reason, true);
+  co_return cancelled;
+}
+
+DURABLE_DECL asio::awaitable<bool> engine::resume_on_strand(std::string id, bool dead_letter_only) {
+  auto s = s_;
+  const std::vector<std::string> statuses =
+      dead_letter_only ? std::vector<std::string>{"dead_letter"}
+                       : std::vector<std::string>{"cancelled", "dead_letter", "parked"};
+  const std::string allowed = detail::text_array(statuses);
+  std::vector<pg::statement> batch;
+  batch.push_back(s->st.workflow_resume(id, allowed).st);
+  batch.push_back(s->st.notify(s->st.channel(), std::string()).st);  // wakes the executors
+  std::vector<pg::result> r;
+  {
+    auto c = co_await s->pool.acquire();
+    auto tx = c->begin();
+    r = co_await tx.commit(std::move(batch));
+  }
+  const auto previous = store::first<store::previous_status>(r[0]);
+  if (previous) {
+    s->report(severity::info, dead_letter_only ? "retry" : "resume", id,
+              "was " + previous->status + "; due now, to be claimed by any executor");
+    s->wake_due();
+  }
+  co_return previous.has_value();
+}
+
+DURABLE_DECL asio::awaitable<workflow_handle> engine::fork_on_strand(std::string id, int from_step,
+                                                                     std::string new_id) {
+  auto s = s_;
+  if (from_step < 0)
+    throw error("fork('" + id + "', " + std::to_string(from_step) +
+                "): the first step to run again must be 0 or more");
+  if (new_id.empty()) new_id = id + ":fork:" + detail::random_hex(8);
+  if (new_id == id) throw error("fork('" + id + "'): the new id must differ from the original");
+  auto q = s->st.workflow_fork(id, new_id, from_step, s->options.app_version);
+  std::optional<store::fork_outcome> r;
+  {
+    std::vector<pg::statement> batch;
+    batch.push_back(std::move(q.st));
+    batch.push_back(s->st.notify(s->st.channel(), std::string()).st);
+    auto c = co_await s->pool.acquire();
+    auto tx = c->begin();
+    auto res = co_await tx.commit(std::move(batch));
+    r = store::first<store::fork_outcome>(res[0]);
+  }
+  if (!r || !r->source_found) throw error("fork('" + id + "'): no workflow has this id");
+  if (!r->created)
+    throw workflow_conflict(
+        new_id, "fork('" + id + "'): the new id '" + new_id + "' is already taken; choose another");
+  s->report(severity::info, "fork", new_id,
+            "forked from '" + id + "' with its " + std::to_string(r->copied) +
+                " journal rows before step " + std::to_string(from_step));
+  s->wake_due();
+  co_return workflow_handle(s, std::move(new_id));
 }
 
 DURABLE_DECL asio::awaitable<bool> engine::recover_impl_on_strand(std::string workflow_id) {
@@ -318,7 +394,8 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl() co
       err = std::move(r->error);
     }
     if (status == "succeeded") co_return output.value_or("null");
-    if (status == "failed" || status == "parked" || status == "cancelled") {
+    if (status == "failed" || status == "parked" || status == "cancelled" ||
+        status == "dead_letter") {
       auto j = nlohmann::json::parse(err.value_or("{}"), nullptr, false);
       if (!j.is_object()) j = nlohmann::json::object();
       const std::string type = j.value("type", "unknown");
@@ -328,7 +405,12 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl() co
                                    j.value("requested", ""), message);
       if (status == "parked") throw workflow_parked(id_, reason.value_or(message));
       if (status == "cancelled")
-        throw workflow_failed(id_, "durable::cancelled", reason.value_or("cancelled"));
+        throw workflow_cancelled(
+            id_, "workflow '" + id_ + "' was cancelled: " + reason.value_or(message));
+      if (status == "dead_letter")
+        throw workflow_dead_letter(
+            id_, j.value("seq", -1), j.value("step", ""), type, message, j.value("attempts", 0),
+            "workflow '" + id_ + "' is dead-lettered: " + reason.value_or(message));
       throw workflow_failed(id_, type, message);
     }
     if (auto it = s->running.find(id_); it != s->running.end()) {
@@ -370,9 +452,23 @@ DURABLE_DECL asio::awaitable<void> engine::run_statement(query<void> q) {
 
 DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded(std::string name,
                                                                     std::string id,
-                                                                    nlohmann::json inputs) {
-  return detail::on_strand(s_,
-                           start_encoded_impl(std::move(name), std::move(id), std::move(inputs)));
+                                                                    nlohmann::json inputs,
+                                                                    std::int64_t timeout_ms) {
+  return detail::on_strand(
+      s_, start_encoded_impl(std::move(name), std::move(id), std::move(inputs), timeout_ms));
+}
+
+DURABLE_DECL asio::awaitable<bool> engine::cancel_impl(std::string id) {
+  return detail::on_strand(s_, cancel_on_strand(std::move(id)));
+}
+
+DURABLE_DECL asio::awaitable<bool> engine::resume_impl(std::string id, bool dead_letter_only) {
+  return detail::on_strand(s_, resume_on_strand(std::move(id), dead_letter_only));
+}
+
+DURABLE_DECL asio::awaitable<workflow_handle> engine::fork_impl(std::string id, int from_step,
+                                                                std::string new_id) {
+  return detail::on_strand(s_, fork_on_strand(std::move(id), from_step, std::move(new_id)));
 }
 
 DURABLE_DECL asio::awaitable<bool> engine::recover_impl(std::string workflow_id) {

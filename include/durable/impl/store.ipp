@@ -163,6 +163,52 @@ $fn$)",
            // second live process with the same id is refused instead of fighting over work.
            R"(ALTER TABLE {s}.executors ADD COLUMN instance text NOT NULL DEFAULT '')",
        }},
+      {6,
+       "journaled retries, dead letters, deadlines, cancellation, fork",
+       {
+           R"(ALTER TABLE {s}.workflows DROP CONSTRAINT workflows_status_check)",
+           R"(ALTER TABLE {s}.workflows ADD CONSTRAINT workflows_status_check CHECK (status IN
+  ('pending', 'running', 'sleeping', 'succeeded', 'failed', 'parked', 'cancelled', 'dead_letter')))",
+           R"(ALTER TABLE {s}.workflows ADD COLUMN forked_from text)",
+           // Attempts are history: a failed attempt is a row of its own, never an update. A
+           // step's outcome stays in steps; here are the attempts that failed before it (or
+           // instead of it: 'failed' is a final failure), and the operator's retries ('reset').
+           R"(CREATE TABLE {s}.step_attempts (
+  id              bigserial PRIMARY KEY,
+  workflow_id     text NOT NULL,
+  seq             integer NOT NULL,
+  attempt         integer NOT NULL,
+  name            text NOT NULL,
+  kind            text NOT NULL,
+  outcome         text NOT NULL CHECK (outcome IN ('retrying', 'failed', 'reset')),
+  error           jsonb,
+  epoch           bigint NOT NULL,
+  started_at      timestamptz,
+  ended_at        timestamptz NOT NULL DEFAULT now(),
+  next_attempt_at timestamptz
+))",
+           R"(CREATE UNIQUE INDEX step_attempts_unique ON {s}.step_attempts (workflow_id, seq, attempt)
+  WHERE outcome <> 'reset')",
+           R"(CREATE INDEX step_attempts_by_step ON {s}.step_attempts (workflow_id, seq, id))",
+           // Due wake-ups (retries after a long backoff, resumed workflows) by an index.
+           R"(CREATE INDEX workflows_due ON {s}.workflows (wake_at) WHERE status = 'sleeping')",
+           R"(CREATE INDEX workflows_deadline ON {s}.workflows (deadline)
+  WHERE deadline IS NOT NULL AND status IN ('pending', 'running', 'sleeping'))",
+           // The latest attempt of every step that has no journal row: what is being retried,
+           // when next, and why; and what failed for good (SELECT * FROM step_retries).
+           R"(CREATE VIEW {s}.step_retries AS
+SELECT DISTINCT ON (a.workflow_id, a.seq)
+       a.workflow_id, w.name AS workflow, w.status, w.status_reason, a.seq, a.name AS step,
+       a.kind, a.attempt, a.outcome, a.error->>'type' AS error_type,
+       a.error->>'message' AS last_error, a.ended_at AS last_attempt_at, a.next_attempt_at,
+       (SELECT count(*) FROM {s}.step_attempts c
+         WHERE c.workflow_id = a.workflow_id AND c.seq = a.seq AND c.outcome <> 'reset')
+         AS failed_attempts
+  FROM {s}.step_attempts a
+  JOIN {s}.workflows w ON w.id = a.workflow_id
+ WHERE NOT EXISTS (SELECT 1 FROM {s}.steps s WHERE s.workflow_id = a.workflow_id AND s.seq = a.seq)
+ ORDER BY a.workflow_id, a.seq, a.id DESC)",
+       }},
   };
   return all;
 }
@@ -171,11 +217,12 @@ $fn$)",
 
 DURABLE_DECL const std::vector<std::pair<const char*, const char*>>& store::texts() {
   static const std::vector<std::pair<const char*, const char*>> all = {
-      // $1 id, $2 name, $3 inputs, $4 executor_id, $5 app_version
+      // $1 id, $2 name, $3 inputs, $4 executor_id, $5 app_version, $6 timeout (ms, 0 = none)
       {"workflow_insert", R"(WITH ins AS (
 INSERT INTO {s}.workflows (id, name, status, inputs, executor_id, epoch, attempts, started_at,
-                           app_version)
-VALUES ($1, $2, 'running', $3::jsonb, $4, 1, 1, now(), $5)
+                           app_version, deadline)
+VALUES ($1, $2, 'running', $3::jsonb, $4, 1, 1, now(), $5,
+        CASE WHEN $6::bigint > 0 THEN now() + make_interval(secs => $6::double precision / 1000) END)
 ON CONFLICT (id) DO NOTHING
 RETURNING id)
 SELECT true, NULL::text, NULL::text, NULL::text FROM ins
@@ -221,11 +268,14 @@ RETURNING name, inputs::text, epoch)"},
        ELSE w.status_reason END,
      executor_id = $2, epoch = w.epoch + 1, attempts = w.attempts + 1,
      started_at = coalesce(w.started_at, now()), updated_at = now()
-FROM (SELECT x.id, (SELECT count(*)::integer FROM {s}.steps s WHERE s.workflow_id = x.id) AS n
+FROM (SELECT x.id, (SELECT count(*)::integer FROM {s}.steps s WHERE s.workflow_id = x.id)
+                  + (SELECT count(*)::integer FROM {s}.step_attempts a WHERE a.workflow_id = x.id)
+                  AS n
         FROM {s}.workflows x WHERE x.id = ANY($1::text[])) j
  WHERE w.id = j.id AND w.status IN ('pending', 'running') AND w.name = ANY($3::text[])
  AND (cardinality($4::text[]) = 0 OR w.app_version = ANY($4::text[]))
-RETURNING w.id, w.name, w.inputs::text, w.epoch, w.status, w.status_reason)"},
+RETURNING w.id, w.name, w.inputs::text, w.epoch, w.status, w.status_reason,
+          extract(epoch FROM w.deadline)::double precision)"},
       // $1 ids (text[]). I1: every listed journal in one query.
       {"journals_load", R"(SELECT workflow_id, seq, name, kind, status, output::text, error::text
 FROM {s}.steps WHERE workflow_id = ANY($1::text[]) ORDER BY workflow_id, seq)"},
@@ -249,14 +299,16 @@ FROM {s}.steps WHERE workflow_id = $1 ORDER BY seq)"},
 $1::text[], $2::bigint[], $3::integer[], $4::text[], $5::text[], $6::text[], $7::jsonb[],
 $8::jsonb[], $9::integer[], $10::double precision[]))"},
       // $1 id, $2 name, $3 inputs, $4 queue, $5 priority, $6 dedup_key, $7 delay (ms),
-      // $8 app_version, $9 notify channel. One row: (created, id of the workflow that holds
-      // the id or the dedup key, its name, its inputs). NOTIFY is delivered at commit.
+      // $8 app_version, $9 notify channel, $10 timeout (ms from now, 0 = none). One row:
+      // (created, id of the workflow that holds the id or the dedup key, its name, its
+      // inputs). NOTIFY is delivered at commit.
       {"workflow_enqueue", R"(WITH ins AS (
 INSERT INTO {s}.workflows (id, name, status, inputs, queue, priority, dedup_key, wake_at,
-                           app_version)
+                           app_version, deadline)
 VALUES ($1, $2, 'pending', $3::jsonb, $4, $5, $6,
         CASE WHEN $7::bigint > 0 THEN now() + make_interval(secs => $7::double precision / 1000) END,
-        $8)
+        $8,
+        CASE WHEN $10::bigint > 0 THEN now() + make_interval(secs => $10::double precision / 1000) END)
 ON CONFLICT DO NOTHING
 RETURNING id),
 woken AS (SELECT pg_notify($9, $4) FROM ins)
@@ -352,6 +404,121 @@ RETURNING true)"},
      CASE WHEN heartbeat_at = '-infinity' THEN 'infinity'::double precision
           ELSE (extract(epoch FROM now() - heartbeat_at) * 1000)::double precision END
 FROM {s}.executors WHERE id = $1)"},
+      // $1 id, $2 epoch, $3 seq, $4 attempt, $5 name, $6 kind, $7 outcome ('retrying' or
+      // 'failed'), $8 error (jsonb), $9 started_at (epoch seconds), $10 next attempt (epoch
+      // seconds, or null), $11 unload: the workflow sleeps until the next attempt, owned by
+      // nobody. Fenced (I3): nothing is written unless the workflow is owned under $2.
+      {"attempt_record", R"(WITH w AS (
+UPDATE {s}.workflows
+   SET last_error = $8::jsonb->>'message', updated_at = now(),
+       status = CASE WHEN $11::boolean THEN 'sleeping' ELSE status END,
+       wake_at = CASE WHEN $11::boolean THEN to_timestamp($10::double precision) ELSE wake_at END,
+       executor_id = CASE WHEN $11::boolean THEN NULL ELSE executor_id END
+ WHERE id = $1 AND epoch = $2
+RETURNING id)
+INSERT INTO {s}.step_attempts (workflow_id, seq, attempt, name, kind, outcome, error, epoch,
+                               started_at, next_attempt_at)
+SELECT w.id, $3, $4, $5, $6, $7, $8::jsonb, $2, to_timestamp($9::double precision),
+       to_timestamp($10::double precision)
+  FROM w)"},
+      // $1 ids (text[]). The attempts of every step of these workflows that has no journal
+      // row, oldest first (loaded with the journals, I1).
+      {"attempts_load", R"(SELECT a.workflow_id, a.seq, a.attempt, a.outcome, a.error::text,
+       extract(epoch FROM a.next_attempt_at)::double precision, a.name, a.kind
+  FROM {s}.step_attempts a
+ WHERE a.workflow_id = ANY($1::text[])
+   AND NOT EXISTS (SELECT 1 FROM {s}.steps s WHERE s.workflow_id = a.workflow_id AND s.seq = a.seq)
+ ORDER BY a.workflow_id, a.seq, a.id)"},
+      // $1 this executor, $2 workflow names it runs (text[]), $3 versions it runs (text[],
+      // empty = all), $4 how many at most. Sleeping workflows whose wake-up is due move to
+      // this executor (to be claimed next); SKIP LOCKED: two executors never take the same.
+      {"workflows_wake", R"(WITH due AS (
+SELECT w.id FROM {s}.workflows w
+ WHERE w.status = 'sleeping' AND w.wake_at <= now() AND w.name = ANY($2::text[])
+   AND (cardinality($3::text[]) = 0 OR w.app_version = ANY($3::text[]))
+ ORDER BY w.wake_at LIMIT $4
+ FOR UPDATE OF w SKIP LOCKED)
+UPDATE {s}.workflows w SET status = 'pending', executor_id = $1, wake_at = NULL,
+       updated_at = now()
+  FROM due WHERE w.id = due.id
+RETURNING w.id)"},
+      // $1 id, $2 reason, $3 error type. Ends an unfinished, parked or dead-lettered workflow
+      // as cancelled; the new epoch fences out a run in progress (I3). One row (the status
+      // it had) when cancelled, none when it was finished or unknown.
+      {"workflow_cancel", R"(UPDATE {s}.workflows w
+   SET status = 'cancelled', status_reason = $2,
+       error = jsonb_build_object('type', $3::text, 'message', $2::text),
+       epoch = w.epoch + 1, wake_at = NULL, completed_at = now(), updated_at = now()
+  FROM (SELECT id, status FROM {s}.workflows WHERE id = $1 FOR UPDATE) old
+ WHERE w.id = old.id
+   AND old.status IN ('pending', 'running', 'sleeping', 'parked', 'dead_letter')
+RETURNING old.status)"},
+      // $1 id, $2 statuses it may have (text[]). A cancelled, parked or dead-lettered
+      // workflow becomes due at once (any executor claims it and replays its journal); its
+      // deadline and its count of claims without progress are cleared. A dead-lettered one
+      // gets a 'reset' row after its failed step's attempts: that step runs again, and the
+      // failed attempts stay in the history. One row (the status it had), none when it had
+      // another status or does not exist.
+      {"workflow_resume", R"(WITH old AS (
+SELECT id, status, (error->>'seq')::integer AS seq FROM {s}.workflows
+ WHERE id = $1 AND status = ANY($2::text[]) FOR UPDATE),
+w AS (
+UPDATE {s}.workflows w
+   SET status = 'sleeping', wake_at = now(), executor_id = NULL, deadline = NULL,
+       status_reason = NULL, error = NULL, output = NULL, completed_at = NULL,
+       stalled_claims = 0, updated_at = now()
+  FROM old WHERE w.id = old.id
+RETURNING w.id, w.epoch, old.status, old.seq),
+last AS (
+SELECT DISTINCT ON (a.seq) a.seq, a.attempt, a.name, a.kind FROM {s}.step_attempts a, w
+ WHERE a.workflow_id = w.id AND a.seq = w.seq ORDER BY a.seq, a.id DESC),
+reset AS (
+INSERT INTO {s}.step_attempts (workflow_id, seq, attempt, name, kind, outcome, epoch, started_at)
+SELECT w.id, last.seq, last.attempt, last.name, last.kind, 'reset', w.epoch, now()
+  FROM w JOIN last ON last.seq = w.seq
+ WHERE w.status = 'dead_letter'
+RETURNING 1)
+SELECT w.status, (SELECT count(*) FROM reset)::integer FROM w)"},
+      // $1 source id, $2 new id, $3 first step not copied, $4 app_version. A new workflow
+      // (due at once) with the source's name and inputs and a copy of its journal rows
+      // before step $3; the source is not touched. One row: (source found, created, rows
+      // copied).
+      {"workflow_fork", R"(WITH src AS (
+SELECT id, name, inputs, queue, priority FROM {s}.workflows WHERE id = $1),
+ins AS (
+INSERT INTO {s}.workflows (id, name, status, inputs, queue, priority, wake_at, app_version,
+                           forked_from)
+SELECT $2, name, 'sleeping', inputs, queue, priority, now(), $4, id FROM src
+ON CONFLICT (id) DO NOTHING
+RETURNING id),
+copied AS (
+INSERT INTO {s}.steps (workflow_id, seq, name, kind, status, output, error, attempts, epoch,
+                       started_at, completed_at)
+SELECT $2, s.seq, s.name, s.kind, s.status, s.output, s.error, s.attempts, 0, s.started_at,
+       s.completed_at
+  FROM {s}.steps s WHERE s.workflow_id = $1 AND s.seq < $3 AND EXISTS (SELECT 1 FROM ins)
+RETURNING 1)
+SELECT EXISTS (SELECT 1 FROM src), EXISTS (SELECT 1 FROM ins),
+       (SELECT count(*) FROM copied)::integer)"},
+      // $1 how many at most. Workflows that wait (queued, or sleeping until a retry) past
+      // their deadline end as cancelled; a running one is ended by its run, or by the run
+      // that claims it. The new epoch fences out a claim in flight (I3).
+      {"workflows_expire", R"(WITH late AS (
+SELECT id FROM {s}.workflows
+ WHERE deadline < now() AND status IN ('pending', 'sleeping')
+ ORDER BY deadline LIMIT $1 FOR UPDATE SKIP LOCKED)
+UPDATE {s}.workflows w
+   SET status = 'cancelled', epoch = w.epoch + 1, wake_at = NULL, completed_at = now(),
+       updated_at = now(),
+       status_reason = 'its deadline (' || w.deadline || ') passed before it finished',
+       error = jsonb_build_object('type', 'durable::deadline_exceeded', 'message',
+                                  'its deadline (' || w.deadline || ') passed before it finished')
+  FROM late WHERE w.id = late.id
+RETURNING w.id)"},
+      // $1 ids (text[]) running in this process. Those cancelled meanwhile (the polling
+      // fallback of the cancel notification).
+      {"workflows_cancelled", R"(SELECT id FROM {s}.workflows
+ WHERE id = ANY($1::text[]) AND status = 'cancelled')"},
       // $1 id, $2 host, $3 pid, $4 app_version, $5 versions it runs (text[], empty = all)
       {"executor_upsert", R"(INSERT INTO {s}.executors (id, host, pid, app_version, versions)
 VALUES ($1, $2, $3, $4, $5::text[])

@@ -23,7 +23,13 @@ DURABLE_DECL const journal_entry* replay_entry(run_state& s, int seq, const std:
   if (std::size_t(seq) >= s.journal.size() || !s.journal[std::size_t(seq)]) return nullptr;
   const journal_entry& e = *s.journal[std::size_t(seq)];
   if (e.name == name && e.kind == kind) return &e;
-  const std::string journaled = describe_step(e.name, e.kind);
+  raise_nondeterminism(s, seq, e.name, e.kind, name, kind);
+}
+
+DURABLE_DECL void raise_nondeterminism(run_state& s, int seq, const std::string& journaled_name,
+                                       const std::string& journaled_kind, const std::string& name,
+                                       const std::string& kind) {
+  const std::string journaled = describe_step(journaled_name, journaled_kind);
   const std::string requested = describe_step(name, kind);
   s.nondeterminism.emplace(
       s.id, seq, journaled, requested,
