@@ -7,6 +7,7 @@
 #include <durable.hpp>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "support/db.hpp"
@@ -87,6 +88,42 @@ inline asio::awaitable<void> wait_rows(durable::engine& eng, const std::string& 
   }
   throw std::runtime_error("workflow " + id + " never reached " + std::to_string(n) + " rows in " +
                            table);
+}
+
+struct workflow_row {
+  std::string status;
+  std::string reason;
+  std::string error;
+  int stalled_claims = 0;
+};
+
+// Parameters are string_views (trivially copyable): GCC 12 corrupts a std::string prvalue
+// passed to a coroutine inside co_await.
+inline asio::awaitable<workflow_row> row_of(durable::engine& eng, std::string_view id_view) {
+  const std::string id(id_view);
+  auto c = co_await eng.pool().acquire();
+  auto r = co_await c->exec(
+      "SELECT status, coalesce(status_reason, ''), coalesce(error::text, ''), "
+      "stalled_claims FROM " +
+          durable::detail::quote_identifier(eng.schema().schema()) + ".workflows WHERE id = $1",
+      id);
+  if (r.empty()) throw std::runtime_error("no workflow " + id);
+  co_return workflow_row{r[0].get<std::string>(0), r[0].get<std::string>(1),
+                         r[0].get<std::string>(2), r[0].get<int>(3)};
+}
+
+/// Waits until workflow `id` has status `status` (or fails after ~20 s).
+inline asio::awaitable<workflow_row> wait_status(durable::engine& eng, std::string_view id_view,
+                                                 std::string_view status_view) {
+  const std::string id(id_view), status(status_view);
+  for (int i = 0; i < 4000; ++i) {
+    auto row = co_await row_of(eng, id);
+    if (row.status == status) co_return row;
+    co_await test::sleep_ms(5);
+  }
+  auto row = co_await row_of(eng, id);
+  throw std::runtime_error("workflow " + id + " is " + row.status + " (" + row.reason +
+                           "), never " + status);
 }
 
 /// Waits (without database I/O) until this engine runs no workflow.

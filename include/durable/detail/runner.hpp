@@ -372,6 +372,9 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
     kind = outcome::failed;
     err = capture(std::current_exception()).to_json();
   }
+  // A cancel() or the deadline cancelled the run's coroutine; what follows (the final state)
+  // must still reach the database.
+  co_await asio::this_coro::reset_cancellation_state();
   // What the run learned overrides what the workflow's code did with the exception.
   if (kind != outcome::lost) {
     if (run->cancelled && run->cancelled_elsewhere) {

@@ -480,8 +480,9 @@ SELECT w.id, last.seq, last.attempt, last.name, last.kind, 'reset', w.epoch, now
 RETURNING 1)
 SELECT w.status, (SELECT count(*) FROM reset)::integer FROM w)"},
       // $1 source id, $2 new id, $3 first step not copied, $4 app_version. A new workflow
-      // (due at once) with the source's name and inputs and a copy of its journal rows
-      // before step $3; the source is not touched. One row: (source found, created, rows
+      // (due at once) with the source's name and inputs and a copy of its journal rows and
+      // recorded attempts before step $3 (a step failure the workflow handled replays as
+      // such); the source is not touched. One row: (source found, created, rows
       // copied).
       {"workflow_fork", R"(WITH src AS (
 SELECT id, name, inputs, queue, priority FROM {s}.workflows WHERE id = $1),
@@ -497,7 +498,15 @@ INSERT INTO {s}.steps (workflow_id, seq, name, kind, status, output, error, atte
 SELECT $2, s.seq, s.name, s.kind, s.status, s.output, s.error, s.attempts, 0, s.started_at,
        s.completed_at
   FROM {s}.steps s WHERE s.workflow_id = $1 AND s.seq < $3 AND EXISTS (SELECT 1 FROM ins)
-RETURNING 1)
+RETURNING 1),
+history AS (
+INSERT INTO {s}.step_attempts (workflow_id, seq, attempt, name, kind, outcome, error, epoch,
+                               started_at, ended_at, next_attempt_at)
+SELECT $2, a.seq, a.attempt, a.name, a.kind, a.outcome, a.error, 0, a.started_at, a.ended_at,
+       a.next_attempt_at
+  FROM {s}.step_attempts a
+ WHERE a.workflow_id = $1 AND a.seq < $3 AND EXISTS (SELECT 1 FROM ins)
+ ORDER BY a.id)
 SELECT EXISTS (SELECT 1 FROM src), EXISTS (SELECT 1 FROM ins),
        (SELECT count(*) FROM copied)::integer)"},
       // $1 how many at most. Workflows that wait (queued, or sleeping until a retry) past
