@@ -544,7 +544,7 @@ asio::awaitable<void> schema_round_trip(std::string schema) {
   co_await listener->listen(st.channel());
 
   auto enqueue =
-      st.workflow_enqueue("w-1", "wf", "[1]", "q-1", 0, std::nullopt, 0, "", st.channel());
+      st.workflow_enqueue("w-1", "wf", "[1]", "q-1", 0, std::nullopt, 0, "", st.channel(), 0);
   auto r = co_await store::fetch(*c, std::move(enqueue));
   REQUIRE(r.size() == 1);
   CHECK(r[0].created);
@@ -613,11 +613,11 @@ asio::awaitable<void> typed_store_round_trip(std::string schema) {
   auto c = co_await pg::connection::connect(test::conninfo(), st.catalog());
   (void)co_await st.migrate(*c);
 
-  auto insert = st.workflow_insert("w-1", "wf", "[1, 2]", "exec-1", "v1");
+  auto insert = st.workflow_insert("w-1", "wf", "[1, 2]", "exec-1", "v1", 0);
   const auto created = co_await store::fetch_one(*c, std::move(insert));
   REQUIRE(created);
   CHECK(created->created);
-  auto again = st.workflow_insert("w-1", "other", "[]", "exec-2", "v1");
+  auto again = st.workflow_insert("w-1", "other", "[]", "exec-2", "v1", 0);
   const auto existing = co_await store::fetch_one(*c, std::move(again));
   REQUIRE(existing);
   CHECK(!existing->created);

@@ -395,7 +395,7 @@ private:
     // From here until its row is committed the step is in progress: its function, the pauses
     // between attempts, and the journal write. A step issued meanwhile is refused (I4).
     detail::step_function_scope scope(s, name);
-    co_await detail::wait_until_due(history);
+    if (history && history->next_attempt_at) co_await detail::wait_until_due(history);
 
     const double first_started = detail::unix_seconds();
     int attempt = history ? history->last_attempt : 0;
@@ -461,7 +461,7 @@ private:
     detail::require_live(s, seq, name);
     if (policy.timeout.count() > 0) detail::refuse_timeout(s, seq, name);
     detail::step_function_scope scope(s, name);  // in progress until its row commits (I4)
-    co_await detail::wait_until_due(history);
+    if (history && history->next_attempt_at) co_await detail::wait_until_due(history);
 
     const double first_started = detail::unix_seconds();
     int attempt = history ? history->last_attempt : 0;
