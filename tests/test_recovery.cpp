@@ -7,7 +7,10 @@
 // Note: Catch's assertion macros never contain co_await here (GCC 12 miscompiles that).
 #include <asio/ip/tcp.hpp>
 #include <asio/read.hpp>
+#include <atomic>
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <thread>
 
 #include "support/workflows.hpp"
 
@@ -661,4 +664,38 @@ TEST_CASE("a transaction that loses a serialization race runs again in a fresh t
     co_await c->exec("DROP TABLE " + table);
   });
   CHECK(probe.calls["bump"] == 3);  // the loser ran once more
+}
+
+TEST_CASE("a database restart during a retry backoff loses nothing", "[retry][restart]") {
+  const char* restart = std::getenv("DURABLE_TEST_RESTART_CMD");
+  if (!restart || !*restart) {
+    WARN("DURABLE_TEST_RESTART_CMD is not set (external server): skipping the restart test");
+    return;
+  }
+  probe.reset();
+  k = {};
+  k.fail = 1;
+  const auto schema = test::fresh_schema("restart");
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto h = co_await eng.start("flaky", "w-restart", 4, 1500);
+        co_await test::wait_rows(eng, "w-restart", 1, "step_attempts");
+        // The server restarts while the step waits for its second attempt.
+        std::atomic<int> code{-1};
+        std::thread t([&] { code = std::system(restart); });
+        while (code < 0) co_await test::sleep_ms(20);
+        t.join();
+        REQUIRE(code == 0);
+        const int v = co_await h.result<int>();
+        CHECK(v == 43);  // attempt 2's value: the count went on across the restart
+        const auto attempts = co_await attempts_of(eng, "w-restart");
+        REQUIRE(attempts.size() == 1);
+        CHECK(attempts[0].attempt == 1);
+        CHECK(co_await test::journal_rows(eng, "w-restart") == 2);
+      },
+      [](engine_options& o) { o.unload_after = 1h; });
+  // Attempt 2 ran once, or twice if the restart lost its journal write (at least once).
+  CHECK(probe.calls["call"] >= 2);
+  CHECK(probe.calls["call"] <= 3);
 }
