@@ -699,3 +699,27 @@ TEST_CASE("a database restart during a retry backoff loses nothing", "[retry][re
   CHECK(probe.calls["call"] >= 2);
   CHECK(probe.calls["call"] <= 3);
 }
+
+TEST_CASE("a queued workflow keeps its deadline, dispatched or still waiting",
+          "[deadline][queues]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("qdeadline");
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        // Dispatched: the run enforces the deadline it was claimed with.
+        auto h = co_await eng.enqueue({.timeout = 300ms}, "nap", "w-queued", 30000);
+        auto err = co_await test::error_of<workflow_cancelled>(h.result<int>());
+        REQUIRE(err);
+        CHECK_THAT(*err, Catch::Contains("deadline"));
+        // Still waiting (delayed past its deadline): maintenance cancels it, it never runs.
+        auto late = co_await eng.enqueue({.delay = 5s, .timeout = 100ms}, "nap", "w-waiting", 1);
+        const auto row = co_await wait_status(eng, late.id(), "cancelled");
+        CHECK_THAT(row.reason, Catch::Contains("deadline"));
+        CHECK_THAT(row.error, Catch::Contains("durable::deadline_exceeded"));
+      },
+      [](engine_options& o) { o.heartbeat_interval = 50ms; });
+  CHECK(probe.calls["first"] == 1);  // w-queued only
+  CHECK(probe.calls["nap"] == 1);
+}

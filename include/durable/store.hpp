@@ -359,9 +359,10 @@ public:
   struct dispatched_workflow {
     std::string id, name, inputs;
     std::int64_t epoch = 0;
+    std::optional<double> deadline;  ///< Unix seconds
     static dispatched_workflow from(const pg::row& r) {
       return {r.get<std::string>(0), r.get<std::string>(1), r.get<std::string>(2),
-              r.get<std::int64_t>(3)};
+              r.get<std::int64_t>(3), r.get<std::optional<double>>(4)};
     }
   };
 

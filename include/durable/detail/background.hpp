@@ -283,6 +283,7 @@ inline asio::awaitable<void> dispatcher(std::shared_ptr<engine_state> s) {
           run->id = std::move(w.id);
           run->name = std::move(w.name);
           run->epoch = w.epoch;
+          run->deadline = w.deadline;
           auto inputs = nlohmann::json::parse(w.inputs);
           launch(s, std::move(run), std::move(inputs));
         }

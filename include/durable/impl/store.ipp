@@ -357,7 +357,8 @@ UPDATE {s}.workflows w
  SET status = 'running', executor_id = $1, epoch = w.epoch + 1, attempts = w.attempts + 1,
      started_at = now(), updated_at = now()
 FROM picked WHERE w.id = picked.id
-RETURNING w.id, w.name, w.inputs::text, w.epoch)"},
+RETURNING w.id, w.name, w.inputs::text, w.epoch,
+          extract(epoch FROM w.deadline)::double precision)"},
       // $1 channel, $2 payload
       {"notify", R"(SELECT pg_notify($1, $2))"},
       // $1 id, $2 instance. No row updated: another process took the id over.
