@@ -82,6 +82,8 @@ public:
     auto conn = co_await pool_.acquire();
     co_await conn->exec("INSERT INTO demo.classifier_calls (idempotency_key) VALUES ($1)",
                         idempotency_key);
+    // A request the service can never answer is permanent: retrying it would only bill again.
+    if (text.empty()) throw durable::permanent_error("classifier: HTTP 400, empty document");
     std::string label = "other";
     if (text.starts_with("Invoice")) label = "invoice";
     co_return label;
@@ -110,10 +112,19 @@ asio::awaitable<std::string> classify_document(durable::context& ctx, std::strin
   // this run: a retry, a replay or another workflow classifying the same document under the
   // same rules sends the same key, so a service that deduplicates on it works only once.
   const std::string key = "classify:" + doc + ":" + rule_version;
-  const std::string label = co_await ctx.step("classify", [&]() -> asio::awaitable<std::string> {
-    ran.classify = true;
-    co_return co_await classifier->classify(key, text);
-  });
+  // Its retry policy: up to 5 attempts, 200 ms, 400 ms, ... apart (each +-20 %), each recorded
+  // in durable_demo.step_attempts before the next, so a crash continues the count. A
+  // permanent_error stops at once; a step that fails for good dead-letters the workflow until
+  // someone fixes the cause and calls engine::retry (docs/failures.md).
+  const durable::retry policy{
+      .max_attempts = 5, .initial = std::chrono::milliseconds(200), .factor = 2.0, .jitter = 0.2};
+  const std::string label = co_await ctx.step(
+      "classify",
+      [&]() -> asio::awaitable<std::string> {
+        ran.classify = true;
+        co_return co_await classifier->classify(key, text);
+      },
+      policy);
 
   // Here the label is durable: a crash from now on never calls the classifier again.
   if (const char* crash = std::getenv(crash_env); crash && std::string_view(crash) == "1") {
