@@ -156,7 +156,19 @@ asio::awaitable<int> serial_wf(context& ctx, std::string table) {
   });
 }
 
+/// A synchronous step with a timeout: refused, it cannot be interrupted.
+asio::awaitable<int> sync_timeout_wf(context& ctx) {
+  co_return co_await ctx.step(
+      "sync",
+      [] {
+        ++probe.calls["sync"];
+        return 1;
+      },
+      retry{.timeout = 100ms});
+}
+
 void register_all(engine& e) {
+  e.register_workflow("sync_timeout", &sync_timeout_wf);
   e.register_workflow("flaky", &flaky_wf);
   e.register_workflow("picky", &picky_wf);
   e.register_workflow("handles", &handles_wf);
@@ -472,6 +484,19 @@ TEST_CASE("a step past its timeout receives cancellation and the attempt counts 
     CHECK(attempts[1].outcome == "failed");
   });
   CHECK(probe.calls["slow"] == 2);
+}
+
+TEST_CASE("a timeout on a step that cannot be interrupted parks the workflow", "[timeout]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("synctimeout");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("sync_timeout", "w-sync");
+    const auto row = co_await wait_status(eng, h.id(), "parked");
+    CHECK_THAT(row.reason, Catch::Contains("step 0 'sync' has a timeout") &&
+                               Catch::Contains("asio::awaitable"));
+  });
+  CHECK(probe.calls["sync"] == 0);
 }
 
 TEST_CASE("a step that ignores cancellation is abandoned at its timeout", "[timeout]") {

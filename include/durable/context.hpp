@@ -170,8 +170,10 @@ DURABLE_DECL bool retryable(const retry& policy, std::exception_ptr e);
 DURABLE_DECL const attempt_history* attempt_state(run_state& s, int seq, const std::string& name,
                                                   const std::string& kind);
 
-/// A timeout needs a step function that can be cancelled: one that returns an awaitable.
-DURABLE_DECL void refuse_timeout(run_state& s, int seq, const std::string& name);
+/// A timeout needs a step function that can be cancelled (one that returns an awaitable) and
+/// that can be left behind (copyable, with a default-constructible result): refused otherwise,
+/// `why` says which.
+DURABLE_DECL void refuse_timeout(run_state& s, int seq, const std::string& name, const char* why);
 
 /// Waits until the next attempt of a step is due (after a takeover or an early claim).
 DURABLE_DECL asio::awaitable<void> wait_until_due(const attempt_history* h);
@@ -391,7 +393,11 @@ private:
     const detail::attempt_history* history = detail::attempt_state(s, seq, name, kind);
     detail::require_live(s, seq, name);
     constexpr bool is_awaitable = detail::awaitable_value<detail::step_return_t<F>>::is_awaitable;
-    if (!is_awaitable && policy.timeout.count() > 0) detail::refuse_timeout(s, seq, name);
+    if (!is_awaitable && policy.timeout.count() > 0)
+      detail::refuse_timeout(s, seq, name,
+                             "its function cannot be cancelled: a timeout needs a step function "
+                             "that returns an asio::awaitable (a synchronous function blocks the "
+                             "event loop until it returns)");
     // From here until its row is committed the step is in progress: its function, the pauses
     // between attempts, and the journal write. A step issued meanwhile is refused (I4).
     detail::step_function_scope scope(s, name);
@@ -412,9 +418,19 @@ private:
       try {
         if constexpr (is_awaitable) {
           if (policy.timeout.count() > 0) {
-            auto ex = co_await asio::this_coro::executor;
-            auto timed = detail::timed_call<T>(ex, fn, info, policy.timeout);
-            value.emplace(co_await std::move(timed));
+            // An attempt left behind at its timeout owns a copy of the function, and hands
+            // its value through asio::co_spawn, which needs a default-constructible result.
+            if constexpr (std::is_copy_constructible_v<F> &&
+                          (std::is_void_v<T> || std::is_default_constructible_v<T>)) {
+              auto ex = co_await asio::this_coro::executor;
+              auto timed = detail::timed_call<T>(ex, fn, info, policy.timeout);
+              value.emplace(co_await std::move(timed));
+            } else {
+              detail::refuse_timeout(s, seq, name,
+                                     "a step with a timeout needs a copyable function and a "
+                                     "default-constructible result (an attempt abandoned at its "
+                                     "timeout keeps a copy of the function)");
+            }
           } else if constexpr (std::is_void_v<T>) {
             co_await detail::call_step(fn, info);
             value.emplace();
@@ -459,7 +475,10 @@ private:
       co_return detail::replay_value<T>(s, seq, *e);
     const detail::attempt_history* history = detail::attempt_state(s, seq, name, kind);
     detail::require_live(s, seq, name);
-    if (policy.timeout.count() > 0) detail::refuse_timeout(s, seq, name);
+    if (policy.timeout.count() > 0)
+      detail::refuse_timeout(s, seq, name,
+                             "a transactional step cannot be abandoned (use SET LOCAL "
+                             "statement_timeout in the transaction instead)");
     detail::step_function_scope scope(s, name);  // in progress until its row commits (I4)
     if (history && history->next_attempt_at) co_await detail::wait_until_due(history);
 

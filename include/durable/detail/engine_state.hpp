@@ -123,7 +123,7 @@ struct engine_state {
   /// the status already (and fenced the run out); otherwise the run writes 'cancelled'.
   bool cancel_local(std::string_view id, const std::string& reason, bool elsewhere) {
     const auto it = running.find(id);
-    if (it == running.end() || it->second.run->cancelled) return false;
+    if (it == running.end() || it->second.run->cancelled || it->second.run->finishing) return false;
     it->second.run->cancelled = reason;
     it->second.run->cancelled_elsewhere = elsewhere;
     it->second.cancel->emit(asio::cancellation_type::terminal);

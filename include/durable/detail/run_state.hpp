@@ -125,6 +125,9 @@ struct run_state {
   // (the run writes 'cancelled'). Steps are not started, nor their failures recorded.
   std::optional<std::string> cancelled;
   bool cancelled_elsewhere = false;
+  // The workflow function has returned: the run writes its outcome, and a cancellation that
+  // arrives now (the deadline) must not interrupt that write.
+  bool finishing = false;
   // A backoff at least this long unloads the workflow until the next attempt is due.
   std::chrono::milliseconds unload_after{2000};
   std::optional<double> unloaded_until;       // Unix seconds

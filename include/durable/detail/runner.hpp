@@ -374,6 +374,7 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
   }
   // A cancel() or the deadline cancelled the run's coroutine; what follows (the final state)
   // must still reach the database.
+  run->finishing = true;
   co_await asio::this_coro::reset_cancellation_state();
   // What the run learned overrides what the workflow's code did with the exception.
   if (kind != outcome::lost) {

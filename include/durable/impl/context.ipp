@@ -90,12 +90,10 @@ DURABLE_DECL const attempt_history* attempt_state(run_state& s, int seq, const s
   return &h;
 }
 
-DURABLE_DECL void refuse_timeout(run_state& s, int seq, const std::string& name) {
+DURABLE_DECL void refuse_timeout(run_state& s, int seq, const std::string& name, const char* why) {
   s.misuse = "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) + " '" + name +
-             "' has a timeout, but its function cannot be cancelled: a timeout needs a step "
-             "function that returns an asio::awaitable (a synchronous function blocks the "
-             "event loop until it returns; in ctx.transaction use SET LOCAL "
-             "statement_timeout). The workflow is parked: fix the code, then resume it";
+             "' has a timeout, but " + why +
+             ". The workflow is parked: fix the code, then resume it";
   throw error(*s.misuse);
 }
 
