@@ -175,8 +175,10 @@ DURABLE_DECL const attempt_history* attempt_state(run_state& s, int seq, const s
 /// `why` says which.
 DURABLE_DECL void refuse_timeout(run_state& s, int seq, const std::string& name, const char* why);
 
-/// Waits until the next attempt of a step is due (after a takeover or an early claim).
-DURABLE_DECL asio::awaitable<void> wait_until_due(const attempt_history* h);
+/// Waits until the next attempt of step `seq` is due (after a takeover, or a claim before it
+/// is due: a resume, say); a wait of at least unload_after unloads the workflow instead.
+DURABLE_DECL asio::awaitable<void> wait_until_due(run_state& s, int seq, const std::string& name,
+                                                  const attempt_history* h);
 
 /// After attempt `attempt` of step `seq` failed (the `failures`-th since the last operator
 /// retry): records it (fenced, I3) and returns the pause before the next attempt. A final
@@ -191,24 +193,49 @@ DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
   return e.sqlstate() == "40001" || e.sqlstate() == "40P01";
 }
 
+/// The attempts of one step that were abandoned at their timeout and still run. The step does
+/// not hand its result (or its failure) back to the workflow until they have ended: what they
+/// captured by reference lives in the workflow's frame, and ctx.idempotency_key() must still
+/// name their step.
+struct left_behind {
+  explicit left_behind(const asio::any_io_executor& ex)
+      : ended(ex, asio::steady_timer::time_point::max()) {}
+  int running = 0;
+  asio::steady_timer ended;
+};
+
+/// Waits until every attempt `lb` counts has ended (they were sent cancellation already).
+DURABLE_DECL asio::awaitable<void> wait_for_abandoned(left_behind& lb);
+
 /// One attempt of a step under a timeout. It owns copies of the step's function and of its
-/// step_info, so that an attempt abandoned at its deadline (sent cancellation, not waited for)
-/// never refers to the run that gave up on it.
+/// step_info, so that an attempt abandoned at its deadline (sent cancellation; the next
+/// attempt starts without waiting for it) never refers to the loop that gave up on it.
 template <class T, class F>
 struct timed_attempt {
-  timed_attempt(const asio::any_io_executor& ex, const F& f, const step_info& i)
+  timed_attempt(const asio::any_io_executor& ex, const F& f, const step_info& i,
+                std::shared_ptr<left_behind> l, const std::string& workflow)
       : wake(ex, asio::steady_timer::time_point::max()),
         fn(f),
         name(i.name),
-        info{i.seq, name, i.attempt, i.idempotency_key} {}
+        workflow_id(workflow),
+        info{i.seq, name, i.attempt, i.idempotency_key},
+        lb(std::move(l)) {}
   asio::steady_timer wake;
   asio::cancellation_signal cancel;
   F fn;
-  std::string name;
+  std::string name, workflow_id;
   step_info info;
+  std::shared_ptr<left_behind> lb;
   std::optional<stored_t<T>> value;
   std::exception_ptr error;
   bool done = false;
+  bool abandoned = false;
+
+  void end() {
+    done = true;
+    if (abandoned && --lb->running == 0) lb->ended.cancel();
+    wake.cancel();
+  }
 };
 
 template <class T, class F>
@@ -222,8 +249,7 @@ asio::awaitable<stored_t<T>> timed_call_impl(std::shared_ptr<timed_attempt<T, F>
                    asio::bind_cancellation_slot(a->cancel.slot(), [a](std::exception_ptr e) {
                      a->error = e;
                      if (!e) a->value.emplace();
-                     a->done = true;
-                     a->wake.cancel();
+                     a->end();
                    }));
   } else {
     asio::co_spawn(ex, std::move(op),
@@ -232,8 +258,7 @@ asio::awaitable<stored_t<T>> timed_call_impl(std::shared_ptr<timed_attempt<T, F>
                        a->error = e;
                      else
                        a->value.emplace(std::move(v));
-                     a->done = true;
-                     a->wake.cancel();
+                     a->end();
                    }));
   }
   asio::error_code ec;
@@ -243,13 +268,15 @@ asio::awaitable<stored_t<T>> timed_call_impl(std::shared_ptr<timed_attempt<T, F>
     co_return std::move(*a->value);
   }
   // The timeout, or the run was cancelled: the attempt is cancelled and left behind.
+  a->abandoned = true;
+  ++a->lb->running;
   a->cancel.emit(asio::cancellation_type::terminal);
   const asio::cancellation_state outer = co_await asio::this_coro::cancellation_state;
   if (outer.cancelled() != asio::cancellation_type::none)
     throw asio::system_error(asio::error::operation_aborted);
-  throw step_timeout("attempt " + std::to_string(a->info.attempt) + " of step " +
-                     std::to_string(a->info.seq) + " '" + a->name + "' took longer than its " +
-                     std::to_string(limit.count()) +
+  throw step_timeout("workflow '" + a->workflow_id + "': attempt " +
+                     std::to_string(a->info.attempt) + " of step " + std::to_string(a->info.seq) +
+                     " '" + a->name + "' took longer than its " + std::to_string(limit.count()) +
                      " ms timeout; it was sent cancellation and abandoned");
 }
 
@@ -257,8 +284,10 @@ asio::awaitable<stored_t<T>> timed_call_impl(std::shared_ptr<timed_attempt<T, F>
 /// copies are made here, outside any co_await expression, GCC 12.)
 template <class T, class F>
 asio::awaitable<stored_t<T>> timed_call(const asio::any_io_executor& ex, const F& fn,
-                                        const step_info& info, std::chrono::milliseconds limit) {
-  auto a = std::make_shared<timed_attempt<T, F>>(ex, fn, info);
+                                        const step_info& info, std::chrono::milliseconds limit,
+                                        const std::shared_ptr<left_behind>& lb,
+                                        const std::string& workflow_id) {
+  auto a = std::make_shared<timed_attempt<T, F>>(ex, fn, info, lb, workflow_id);
   return timed_call_impl<T, F>(std::move(a), limit);
 }
 /// A step issued while a step function of the same run executes: from inside that function
@@ -401,70 +430,81 @@ private:
     // From here until its row is committed the step is in progress: its function, the pauses
     // between attempts, and the journal write. A step issued meanwhile is refused (I4).
     detail::step_function_scope scope(s, name);
-    if (history && history->next_attempt_at) co_await detail::wait_until_due(history);
+    if (history && history->next_attempt_at) co_await detail::wait_until_due(s, seq, name, history);
 
     const double first_started = detail::unix_seconds();
     int attempt = history ? history->last_attempt : 0;
     int failures = history ? history->failures : 0;
-    for (;;) {
-      ++attempt;
-      ++failures;
-      s.current_seq = seq;
-      const double started = detail::unix_seconds();
-      const step_info info{seq, name, attempt, s.key(seq)};
-      std::optional<detail::stored_t<T>> value;
-      detail::captured_error failure;
-      bool may_retry = false;
-      try {
-        if constexpr (is_awaitable) {
-          if (policy.timeout.count() > 0) {
-            // An attempt left behind at its timeout owns a copy of the function, and hands
-            // its value through asio::co_spawn, which needs a default-constructible result.
-            if constexpr (std::is_copy_constructible_v<F> &&
-                          (std::is_void_v<T> || std::is_default_constructible_v<T>)) {
-              auto ex = co_await asio::this_coro::executor;
-              auto timed = detail::timed_call<T>(ex, fn, info, policy.timeout);
-              value.emplace(co_await std::move(timed));
+    std::shared_ptr<detail::left_behind> abandoned;  // attempts left at their timeout
+    std::optional<detail::stored_t<T>> result;
+    std::exception_ptr stop;
+    try {
+      for (;;) {
+        if (attempt > (history ? history->last_attempt : 0))
+          detail::require_live(s, seq, name);  // the pause may have outlasted the lease
+        ++attempt;
+        ++failures;
+        s.current_seq = seq;
+        const double started = detail::unix_seconds();
+        const step_info info{seq, name, attempt, s.key(seq)};
+        std::optional<detail::stored_t<T>> value;
+        detail::captured_error failure;
+        bool may_retry = false;
+        try {
+          if constexpr (is_awaitable) {
+            if (policy.timeout.count() > 0) {
+              // An attempt left behind at its timeout owns a copy of the function, and hands
+              // its value through asio::co_spawn, which needs a default-constructible result.
+              if constexpr (std::is_copy_constructible_v<F> &&
+                            (std::is_void_v<T> || std::is_default_constructible_v<T>)) {
+                auto ex = co_await asio::this_coro::executor;
+                if (!abandoned) abandoned = std::make_shared<detail::left_behind>(ex);
+                auto timed = detail::timed_call<T>(ex, fn, info, policy.timeout, abandoned, s.id);
+                value.emplace(co_await std::move(timed));
+              } else {
+                detail::refuse_timeout(s, seq, name,
+                                       "a step with a timeout needs a copyable function and a "
+                                       "default-constructible result (an attempt abandoned at "
+                                       "its timeout keeps a copy of the function)");
+              }
+            } else if constexpr (std::is_void_v<T>) {
+              co_await detail::call_step(fn, info);
+              value.emplace();
             } else {
-              detail::refuse_timeout(s, seq, name,
-                                     "a step with a timeout needs a copyable function and a "
-                                     "default-constructible result (an attempt abandoned at its "
-                                     "timeout keeps a copy of the function)");
+              value.emplace(co_await detail::call_step(fn, info));
             }
-          } else if constexpr (std::is_void_v<T>) {
-            co_await detail::call_step(fn, info);
-            value.emplace();
           } else {
-            value.emplace(co_await detail::call_step(fn, info));
+            if constexpr (std::is_void_v<T>) {
+              detail::call_step(fn, info);
+              value.emplace();
+            } else {
+              value.emplace(detail::call_step(fn, info));
+            }
           }
-        } else {
-          if constexpr (std::is_void_v<T>) {
-            detail::call_step(fn, info);
-            value.emplace();
-          } else {
-            value.emplace(detail::call_step(fn, info));
-          }
+        } catch (...) {
+          failure = detail::capture(std::current_exception());
+          may_retry = detail::retryable(policy, std::current_exception());
         }
-      } catch (...) {
-        failure = detail::capture(std::current_exception());
-        may_retry = detail::retryable(policy, std::current_exception());
+        if (value) {
+          // Named, not temporaries: GCC 12 corrupts owning temporaries inside co_await.
+          std::optional<std::string> output;
+          const std::optional<std::string> no_error;
+          if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
+          co_await detail::append(s, seq, name, kind, output, no_error, attempt, first_started);
+          result = std::move(value);
+          break;
+        }
+        detail::check_failure_is_the_steps(s, seq, name);
+        const auto pause = co_await detail::record_failure(s, seq, name, kind, policy, attempt,
+                                                           failures, may_retry, failure, started);
+        co_await detail::sleep_for(pause);
       }
-      if (value) {
-        // Named, not temporaries: GCC 12 corrupts owning temporaries inside co_await.
-        std::optional<std::string> output;
-        const std::optional<std::string> no_error;
-        if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
-        co_await detail::append(s, seq, name, kind, output, no_error, attempt, first_started);
-        if constexpr (!std::is_void_v<T>)
-          co_return std::move(*value);
-        else
-          co_return;
-      }
-      detail::check_failure_is_the_steps(s, seq, name);
-      const auto pause = co_await detail::record_failure(s, seq, name, kind, policy, attempt,
-                                                         failures, may_retry, failure, started);
-      co_await detail::sleep_for(pause);
+    } catch (...) {
+      stop = std::current_exception();
     }
+    if (abandoned && abandoned->running > 0) co_await detail::wait_for_abandoned(*abandoned);
+    if (stop) std::rethrow_exception(stop);
+    if constexpr (!std::is_void_v<T>) co_return std::move(*result);
   }
 
   template <class T, class F>
@@ -480,7 +520,7 @@ private:
                              "a transactional step cannot be abandoned (use SET LOCAL "
                              "statement_timeout in the transaction instead)");
     detail::step_function_scope scope(s, name);  // in progress until its row commits (I4)
-    if (history && history->next_attempt_at) co_await detail::wait_until_due(history);
+    if (history && history->next_attempt_at) co_await detail::wait_until_due(s, seq, name, history);
 
     const double first_started = detail::unix_seconds();
     int attempt = history ? history->last_attempt : 0;

@@ -254,7 +254,7 @@ public:
     std::int64_t epoch = 0;
     std::string status;
     std::optional<std::string> reason;
-    std::optional<double> deadline;  ///< Unix seconds
+    std::optional<double> deadline_in;  ///< seconds from the server's now() (< 0: passed)
     [[nodiscard]] bool parked() const noexcept { return status == "parked"; }
     static claimed_workflow from(const pg::row& r) {
       return {r.get<std::string>(0),          r.get<std::string>(1),
@@ -269,9 +269,9 @@ public:
     std::string workflow_id;
     int seq = 0;
     int attempt = 0;
-    std::string outcome;                    ///< 'retrying', 'failed' (final) or 'reset'
+    std::string outcome;  ///< 'retrying', 'failed' (final), 'reset' (retry()), 'due' (resume())
     std::optional<std::string> error;       ///< JSON text {"type", "message"}
-    std::optional<double> next_attempt_at;  ///< Unix seconds
+    std::optional<double> next_attempt_in;  ///< seconds from the server's now()
     std::string name, kind;
     static step_attempt from(const pg::row& r) {
       return {r.get<std::string>(0),
@@ -285,7 +285,17 @@ public:
     }
   };
 
-  /// workflow_cancel, workflow_resume: the status the workflow had.
+  /// workflow_cancel: the status the workflow had, and its epoch now; workflows_cancelled:
+  /// a cancelled workflow's id (as `status`) and epoch.
+  struct cancelled_workflow {
+    std::string status;
+    std::int64_t epoch = 0;
+    static cancelled_workflow from(const pg::row& r) {
+      return {r.get<std::string>(0), r.get<std::int64_t>(1)};
+    }
+  };
+
+  /// workflow_resume: the status the workflow had.
   struct previous_status {
     std::string status;
     static previous_status from(const pg::row& r) { return {r.get<std::string>(0)}; }
@@ -359,7 +369,7 @@ public:
   struct dispatched_workflow {
     std::string id, name, inputs;
     std::int64_t epoch = 0;
-    std::optional<double> deadline;  ///< Unix seconds
+    std::optional<double> deadline_in;  ///< seconds from the server's now() (< 0: passed)
     static dispatched_workflow from(const pg::row& r) {
       return {r.get<std::string>(0), r.get<std::string>(1), r.get<std::string>(2),
               r.get<std::int64_t>(3), r.get<std::optional<double>>(4)};
@@ -540,18 +550,25 @@ public:
                  app_version, channel, timeout_ms)};
   }
 
-  /// Records a failed attempt of step `seq` ('retrying', with the time of the next attempt;
-  /// or 'failed', final), fenced by `epoch` (I3): fenced out when no row was written. With
-  /// `unload`, the workflow sleeps until the next attempt, owned by nobody.
+  /// Records a failed attempt of step `seq` ('retrying', with the pause before the next
+  /// attempt; or 'failed', final), fenced by `epoch` (I3): fenced out when no row was written.
+  /// With `unload`, the workflow sleeps until the next attempt, owned by nobody, under a new
+  /// epoch.
   [[nodiscard]] fenced_write attempt_record(const std::string& id, std::int64_t epoch, int seq,
                                             int attempt, const std::string& name,
                                             const std::string& kind, const std::string& outcome,
                                             const std::string& error, double started_at,
-                                            const std::optional<double>& next_attempt_at,
+                                            const std::optional<double>& pause_ms,
                                             bool unload) const {
     return {call("attempt_record", id, epoch, seq, attempt, name, kind, outcome, error, started_at,
-                 next_attempt_at, unload),
+                 pause_ms, unload),
             fenced_write::fence::matches_no_row};
+  }
+
+  /// Unloads workflow `id` (owned under `epoch`) for `pause_ms`: fenced out when no row.
+  [[nodiscard]] fenced_write workflow_sleep(const std::string& id, std::int64_t epoch,
+                                            double pause_ms) const {
+    return {call("workflow_sleep", id, epoch, pause_ms), fenced_write::fence::matches_no_row};
   }
 
   /// The attempts of the steps of `ids` that have no journal row, oldest first.
@@ -569,10 +586,10 @@ public:
   }
 
   /// Cancels workflow `id` (unless it is finished): one row with the status it had.
-  [[nodiscard]] query<previous_status> workflow_cancel(const std::string& id,
-                                                       const std::string& reason,
-                                                       const std::string& error_type) const {
-    return {call("workflow_cancel", id, reason, error_type)};
+  [[nodiscard]] query<cancelled_workflow> workflow_cancel(const std::string& id,
+                                                          const std::string& reason,
+                                                          const std::string& error_type) const {
+    return {call("workflow_cancel", id, reason, error_type, cancel_channel())};
   }
 
   /// Makes workflow `id` due at once if its status is one of `statuses` (a text[] literal);
@@ -594,8 +611,8 @@ public:
     return {call("workflows_expire", limit)};
   }
 
-  /// Which of `ids` are cancelled.
-  [[nodiscard]] query<taken_workflow> workflows_cancelled(
+  /// Which of `ids` are cancelled (id and epoch).
+  [[nodiscard]] query<cancelled_workflow> workflows_cancelled(
       const std::vector<std::string>& ids) const {
     return {call("workflows_cancelled", ids)};
   }

@@ -174,6 +174,7 @@ inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
     if (s->lease_expired) continue;  // no new work while the lease is in doubt
     try {
       std::vector<std::string> ids;
+      std::size_t woken = 0;
       std::set<std::string, std::less<>> orphans;
       {
         std::vector<pg::statement> batch;
@@ -202,14 +203,18 @@ inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
         for (auto& w : store::rows<store::taken_workflow>(r[2]))
           s->report(severity::info, "maintenance", w.id,
                     "cancelled: its deadline passed while it waited");
-        for (auto& w : store::rows<store::taken_workflow>(r[3]))
-          s->cancel_local(w.id, "cancelled by an operator (engine::cancel)", true);
+        for (auto& w : store::rows<store::cancelled_workflow>(r[3]))
+          s->cancel_local(w.status, "cancelled by an operator (engine::cancel)", true, w.epoch);
+        woken = store::rows<store::taken_workflow>(r[4]).size();
         for (auto& w : store::rows<store::taken_workflow>(r[4])) ids.push_back(std::move(w.id));
       }
-      if (!ids.empty())
+      if (ids.size() > woken)
         s->report(severity::info, "maintenance", "",
-                  "took over " + std::to_string(ids.size()) +
+                  "took over " + std::to_string(ids.size() - woken) +
                       " workflows of executors whose lease ran out");
+      if (woken > 0)
+        s->report(severity::info, "maintenance", "",
+                  "woke " + std::to_string(woken) + " workflows whose wake-up was due");
       // An orphan is claimed only if the previous tick saw it too: one whose start or
       // dispatch has committed but whose launch here is a moment away (the reply not read
       // yet) is not an orphan, and claiming it would run it twice.
@@ -246,8 +251,12 @@ inline asio::awaitable<void> dispatcher(std::shared_ptr<engine_state> s) {
               s->st.workflows_wake(s->options.executor_id, s->names, s->versions,
                                    std::int64_t(std::min<std::size_t>(s->room(), claim_batch)));
           auto c = co_await s->pool.acquire();
-          for (auto& w : co_await store::fetch(*c, std::move(wake))) ids.push_back(std::move(w.id));
+          auto woken = co_await store::fetch(*c, std::move(wake));
+          for (auto& w : woken) ids.push_back(std::move(w.id));
         }
+        // One still running here (a step left behind at its timeout holds it) is claimed by
+        // the orphan check once it has ended.
+        std::erase_if(ids, [&](const std::string& id) { return s->busy(id); });
         if (!ids.empty()) {
           more = true;
           (void)co_await claim_runs(s, std::move(ids), "timers");
@@ -283,7 +292,7 @@ inline asio::awaitable<void> dispatcher(std::shared_ptr<engine_state> s) {
           run->id = std::move(w.id);
           run->name = std::move(w.name);
           run->epoch = w.epoch;
-          run->deadline = w.deadline;
+          if (w.deadline_in) run->deadline = unix_seconds() + *w.deadline_in;
           auto inputs = nlohmann::json::parse(w.inputs);
           launch(s, std::move(run), std::move(inputs));
         }
@@ -303,6 +312,21 @@ inline asio::awaitable<void> dispatcher(std::shared_ptr<engine_state> s) {
 
 // ---- listener -------------------------------------------------------------------------------
 
+/// A cancel() announced "<epoch>:<workflow id>": stops a run here under an older epoch.
+inline void cancel_notified(engine_state& s, const std::string& payload) {
+  const auto colon = payload.find(':');
+  if (colon == std::string::npos) return;
+  std::int64_t epoch = 0;
+  try {
+    epoch = std::stoll(payload.substr(0, colon));
+  } catch (const std::exception&) {
+    s.report(severity::warning, "listener", "", "ignored a malformed cancel notice: " + payload);
+    return;
+  }
+  s.cancel_local(std::string_view(payload).substr(colon + 1),
+                 "cancelled by an operator (engine::cancel)", true, epoch);
+}
+
 inline asio::awaitable<void> listener(std::shared_ptr<engine_state> s) {
   failure_reporter problems("listener");
   while (!s->stopping) {
@@ -317,7 +341,7 @@ inline asio::awaitable<void> listener(std::shared_ptr<engine_state> s) {
       while (!s->stopping) {
         const pg::notification n = co_await c->wait_notification();
         if (n.channel == cancels)
-          s->cancel_local(n.payload, "cancelled by an operator (engine::cancel)", true);
+          cancel_notified(*s, n.payload);
         else if (n.payload.empty())
           s->wake_due();  // a resume, retry or fork: a workflow is due now
         else

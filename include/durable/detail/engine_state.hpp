@@ -10,6 +10,7 @@
 #include <asio/strand.hpp>
 #include <asio/use_awaitable.hpp>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -121,9 +122,14 @@ struct engine_state {
   /// Stops the run of `id` in this process, if there is one: it stops at its next step, and
   /// a step running now receives Asio cancellation (terminal). `elsewhere`: cancel() wrote
   /// the status already (and fenced the run out); otherwise the run writes 'cancelled'.
-  bool cancel_local(std::string_view id, const std::string& reason, bool elsewhere) {
+  /// Only a run under an older epoch than `epoch` (the one cancel() gave the workflow) is
+  /// stopped: a run claimed after a later resume() is not.
+  bool cancel_local(std::string_view id, const std::string& reason, bool elsewhere,
+                    std::int64_t epoch = INT64_MAX) {
     const auto it = running.find(id);
-    if (it == running.end() || it->second.run->cancelled || it->second.run->finishing) return false;
+    if (it == running.end() || it->second.run->cancelled || it->second.run->finishing ||
+        it->second.run->epoch >= epoch)
+      return false;
     it->second.run->cancelled = reason;
     it->second.run->cancelled_elsewhere = elsewhere;
     it->second.cancel->emit(asio::cancellation_type::terminal);

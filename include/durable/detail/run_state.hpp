@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -53,6 +54,10 @@ struct attempt_history {
   void add(int attempt, const std::string& outcome, const std::optional<std::string>& err,
            const std::optional<double>& next) {
     last_attempt = std::max(last_attempt, attempt);
+    if (outcome == "due") {  // resume(): the next attempt is due now
+      next_attempt_at.reset();
+      return;
+    }
     if (outcome == "reset") {
       failures = 0;
       failed = false;
@@ -130,7 +135,9 @@ struct run_state {
   bool finishing = false;
   // A backoff at least this long unloads the workflow until the next attempt is due.
   std::chrono::milliseconds unload_after{2000};
-  std::optional<double> unloaded_until;       // Unix seconds
+  std::optional<double> unloaded_until;  // Unix seconds
+  // Tells the engine's event hook of a failed attempt that will be retried.
+  std::function<void(const std::string&)> report_retry;
   int step_functions_running = 0;             // step functions (of this run) executing now
   const std::string* running_step = nullptr;  // the name of one of them, for messages
 

@@ -189,6 +189,10 @@ inline void launch(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> r
   run->stopping = &s->stopping;
   run->lease_expired = &s->lease_expired;
   run->unload_after = s->options.unload_after;
+  std::weak_ptr<engine_state> reporter = s;
+  run->report_retry = [reporter, id = run->id](const std::string& what) {
+    if (auto st = reporter.lock()) st->report(severity::info, "retry", id, what);
+  };
   auto done = std::make_shared<asio::steady_timer>(s->ex, asio::steady_timer::time_point::max());
   auto cancel = std::make_shared<asio::cancellation_signal>();
   if (auto old = s->running.find(run->id); old != s->running.end()) old->second.done->cancel();
@@ -267,7 +271,8 @@ inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
       run->id = w.id;
       run->name = std::move(w.name);
       run->epoch = w.epoch;
-      run->deadline = w.deadline;
+      // Times from the server become times on this host's clock (hosts' clocks may differ).
+      if (w.deadline_in) run->deadline = unix_seconds() + *w.deadline_in;
       runs[w.id] = claimed{std::move(run), std::move(w.inputs)};
     }
     for (auto& a : store::rows<store::step_attempt>(r[2])) {
@@ -278,7 +283,9 @@ inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
         h.name = std::move(a.name);
         h.kind = std::move(a.kind);
       }
-      h.add(a.attempt, a.outcome, a.error, a.next_attempt_at);
+      std::optional<double> next;
+      if (a.next_attempt_in) next = unix_seconds() + *a.next_attempt_in;
+      h.add(a.attempt, a.outcome, a.error, next);
     }
     for (auto& row : store::rows<store::loaded_step>(r[1])) {
       const auto it = runs.find(row.workflow_id);
@@ -438,8 +445,10 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
   if (run->unloaded_until) {
     // Unloaded until a retry is due: any executor claims it then (workflows_wake); this one
     // looks at that moment too instead of waiting for its next poll.
+    // (A little late: the due time was set by the server's clock when the attempt was recorded,
+    // a round trip after this host computed it.)
     const auto due = std::chrono::milliseconds(
-        std::int64_t(std::max(0.0, *run->unloaded_until - unix_seconds()) * 1000) + 1);
+        std::int64_t(std::max(0.0, *run->unloaded_until - unix_seconds()) * 1000) + 50);
     auto t = std::make_shared<asio::steady_timer>(s->ex, due);
     s->sleepers.insert(t);
     t->async_wait([s, t](const asio::error_code&) {

@@ -5,6 +5,12 @@
 namespace durable::detail {
 
 DURABLE_DECL void require_live(run_state& s, int seq, const std::string& name) {
+  if (s.released)  // unloaded or released already: the workflow caught that and went on
+    throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
+                       "' not started: this run was released (" +
+                       (s.unloaded_until ? "the workflow is unloaded until its next attempt"
+                                         : "the engine stops or lost its lease") +
+                       "); the workflow continues in a later run");
   // After a journal write of unknown outcome, nothing more may be journaled in this run:
   // a later row could be built on a step result that never committed.
   // A released run ends without a verdict, whatever the workflow does with the exception.
@@ -47,6 +53,9 @@ DURABLE_DECL void check_not_nested(run_state& s, const std::string& name) {
 
 DURABLE_DECL void check_failure_is_the_steps(run_state& s, int seq, const std::string& name) {
   if (s.misuse) throw error(*s.misuse);
+  if (s.released)
+    throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
+                       "' ended after its run was released; its outcome is not recorded");
   if (s.cancelled)
     throw run_cancelled("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
                         "' was interrupted: " + *s.cancelled);
@@ -63,6 +72,8 @@ DURABLE_DECL bool retryable(const retry& policy, std::exception_ptr e) {
     std::rethrow_exception(e);
   } catch (const permanent_error&) {
     return false;
+  } catch (const step_timeout&) {
+    return true;  // the policy's own timeout: another attempt, while attempts remain
   } catch (const std::exception& x) {
     return !policy.retry_if || policy.retry_if(x);
   } catch (...) {
@@ -97,10 +108,38 @@ DURABLE_DECL void refuse_timeout(run_state& s, int seq, const std::string& name,
   throw error(*s.misuse);
 }
 
-DURABLE_DECL asio::awaitable<void> wait_until_due(const attempt_history* h) {
+DURABLE_DECL asio::awaitable<void> wait_until_due(run_state& s, int seq, const std::string& name,
+                                                  const attempt_history* h) {
   if (!h || !h->next_attempt_at) co_return;
   const double left = *h->next_attempt_at - unix_seconds();
-  if (left > 0) co_await sleep_for(std::chrono::milliseconds(std::int64_t(left * 1000) + 1));
+  if (left <= 0) co_return;
+  const auto pause = std::chrono::milliseconds(std::int64_t(left * 1000) + 1);
+  // Only a long wait unloads again: a short one is the gap between this host's clock and the
+  // server's, and unloading for it would only cost a claim without progress (I9).
+  if (!s.committer || pause < s.unload_after || pause < std::chrono::seconds(1)) {
+    co_await sleep_for(pause);
+    co_return;
+  }
+  // Claimed long before the attempt is due: unload again rather than hold a run.
+  try {
+    fenced_write w = s.st->workflow_sleep(s.id, s.epoch, double(pause.count()));
+    pg::statement st = std::move(w.st);
+    const pg::result r = co_await s.committer->run(std::move(st));
+    if (w.verdict(r).fenced_out())
+      throw ownership_lost(s.id, "workflow '" + s.id +
+                                     "': another executor took it over before "
+                                     "it could be unloaded; this run stops");
+  } catch (const ownership_lost&) {
+    throw;
+  } catch (const std::exception& e) {
+    note_io_failure(s, seq, name, e);
+    throw;
+  }
+  s.released = true;
+  s.unloaded_until = unix_seconds() + double(pause.count()) / 1000.0;
+  throw run_released("workflow '" + s.id + "': the next attempt of step " + std::to_string(seq) +
+                     " '" + name + "' is due in " + std::to_string(pause.count()) +
+                     " ms; the workflow is unloaded until then");
 }
 
 DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
@@ -124,8 +163,10 @@ DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
   const std::string outcome = final ? "failed" : "retrying";
   const std::string err = failure.to_json();
   try {
+    std::optional<double> pause_ms;
+    if (!final) pause_ms = double(pause.count());
     fenced_write w = s.st->attempt_record(s.id, s.epoch, seq, attempt, name, kind, outcome, err,
-                                          started, next, unload);
+                                          started, pause_ms, unload);
     pg::statement st = std::move(w.st);
     pg::result r;
     if (s.committer) {
@@ -154,6 +195,10 @@ DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
     s.dead_step_attempts = failures;
     throw step_failed(s.id, seq, name, failure.type, failure.message);
   }
+  if (s.report_retry)
+    s.report_retry(what + "; attempt " + std::to_string(attempt + 1) + " in " +
+                   std::to_string(pause.count()) + " ms" +
+                   (unload ? " (unloaded until then)" : ""));
   if (unload) {
     s.released = true;
     s.unloaded_until = next;
@@ -162,6 +207,17 @@ DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
                        " ms, so the workflow is unloaded until then");
   }
   co_return pause;
+}
+
+DURABLE_DECL asio::awaitable<void> wait_for_abandoned(left_behind& lb) {
+  // Even if the run is being cancelled: the attempts were sent cancellation, and the frame
+  // they may refer to must outlive them.
+  co_await asio::this_coro::reset_cancellation_state();
+  while (lb.running > 0) {
+    asio::error_code ec;
+    lb.ended.expires_at(asio::steady_timer::time_point::max());
+    co_await lb.ended.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
 }
 
 }  // namespace durable::detail

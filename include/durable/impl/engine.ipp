@@ -256,19 +256,16 @@ DURABLE_DECL asio::awaitable<bool> engine::cancel_on_strand(std::string id) {
   auto s = s_;
   const std::string reason = "cancelled by an operator (engine::cancel)";
   const std::string type = "durable::cancelled";
-  std::vector<pg::statement> batch;
-  batch.push_back(s->st.workflow_cancel(id, reason, type).st);
-  // Tells the process that runs it (LISTEN); its heartbeat tick is the fallback.
-  batch.push_back(s->st.notify(s->st.cancel_channel(), id).st);
-  std::vector<pg::result> r;
+  // One statement: the status, a new epoch (the run in progress can write nothing more), and
+  // the notice to the process that runs it (its heartbeat tick is the fallback).
+  auto cancel = s->st.workflow_cancel(id, reason, type);
+  std::optional<store::cancelled_workflow> r;
   {
     auto c = co_await s->pool.acquire();
-    auto tx = c->begin();
-    r = co_await tx.commit(std::move(batch));
+    r = co_await store::fetch_one(*c, std::move(cancel));
   }
-  const bool cancelled = !r[0].empty();
-  if (cancelled) s->cancel_local(id, reason, true);
-  co_return cancelled;
+  if (r) s->cancel_local(id, reason, true, r->epoch);
+  co_return r.has_value();
 }
 
 DURABLE_DECL asio::awaitable<bool> engine::resume_on_strand(std::string id, bool dead_letter_only) {
@@ -281,11 +278,19 @@ DURABLE_DECL asio::awaitable<bool> engine::resume_on_strand(std::string id, bool
   batch.push_back(s->st.workflow_resume(id, allowed).st);
   batch.push_back(s->st.notify(s->st.channel(), std::string()).st);  // wakes the executors
   std::vector<pg::result> r;
-  {
+  bool dedup_taken = false;
+  try {
     auto c = co_await s->pool.acquire();
     auto tx = c->begin();
     r = co_await tx.commit(std::move(batch));
+  } catch (const pg::sql_error& e) {
+    if (e.sqlstate() != "23505") throw;
+    dedup_taken = true;  // workflows_queue_dedup: its key is held by another live workflow
   }
+  if (dedup_taken)
+    throw workflow_conflict(id, std::string(dead_letter_only ? "retry" : "resume") + "('" + id +
+                                    "'): another unfinished workflow of its queue now holds "
+                                    "its deduplication key; finish or cancel that one first");
   const auto previous = store::first<store::previous_status>(r[0]);
   if (previous) {
     s->report(severity::info, dead_letter_only ? "retry" : "resume", id,

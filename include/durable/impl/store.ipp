@@ -172,7 +172,8 @@ $fn$)",
            R"(ALTER TABLE {s}.workflows ADD COLUMN forked_from text)",
            // Attempts are history: a failed attempt is a row of its own, never an update. A
            // step's outcome stays in steps; here are the attempts that failed before it (or
-           // instead of it: 'failed' is a final failure), and the operator's retries ('reset').
+           // instead of it: 'failed' is a final failure), the operator's retries ('reset': a
+           // fresh count of attempts) and resumes ('due': the next attempt is due now).
            R"(CREATE TABLE {s}.step_attempts (
   id              bigserial PRIMARY KEY,
   workflow_id     text NOT NULL,
@@ -180,7 +181,7 @@ $fn$)",
   attempt         integer NOT NULL,
   name            text NOT NULL,
   kind            text NOT NULL,
-  outcome         text NOT NULL CHECK (outcome IN ('retrying', 'failed', 'reset')),
+  outcome         text NOT NULL CHECK (outcome IN ('retrying', 'failed', 'reset', 'due')),
   error           jsonb,
   epoch           bigint NOT NULL,
   started_at      timestamptz,
@@ -188,7 +189,7 @@ $fn$)",
   next_attempt_at timestamptz
 ))",
            R"(CREATE UNIQUE INDEX step_attempts_unique ON {s}.step_attempts (workflow_id, seq, attempt)
-  WHERE outcome <> 'reset')",
+  WHERE outcome IN ('retrying', 'failed'))",
            R"(CREATE INDEX step_attempts_by_step ON {s}.step_attempts (workflow_id, seq, id))",
            // Due wake-ups (retries after a long backoff, resumed workflows) by an index.
            R"(CREATE INDEX workflows_due ON {s}.workflows (wake_at) WHERE status = 'sleeping')",
@@ -202,7 +203,8 @@ SELECT DISTINCT ON (a.workflow_id, a.seq)
        a.kind, a.attempt, a.outcome, a.error->>'type' AS error_type,
        a.error->>'message' AS last_error, a.ended_at AS last_attempt_at, a.next_attempt_at,
        (SELECT count(*) FROM {s}.step_attempts c
-         WHERE c.workflow_id = a.workflow_id AND c.seq = a.seq AND c.outcome <> 'reset')
+         WHERE c.workflow_id = a.workflow_id AND c.seq = a.seq
+           AND c.outcome IN ('retrying', 'failed'))
          AS failed_attempts
   FROM {s}.step_attempts a
   JOIN {s}.workflows w ON w.id = a.workflow_id
@@ -275,7 +277,7 @@ FROM (SELECT x.id, (SELECT count(*)::integer FROM {s}.steps s WHERE s.workflow_i
  WHERE w.id = j.id AND w.status IN ('pending', 'running') AND w.name = ANY($3::text[])
  AND (cardinality($4::text[]) = 0 OR w.app_version = ANY($4::text[]))
 RETURNING w.id, w.name, w.inputs::text, w.epoch, w.status, w.status_reason,
-          extract(epoch FROM w.deadline)::double precision)"},
+          extract(epoch FROM w.deadline - now())::double precision)"},
       // $1 ids (text[]). I1: every listed journal in one query.
       {"journals_load", R"(SELECT workflow_id, seq, name, kind, status, output::text, error::text
 FROM {s}.steps WHERE workflow_id = ANY($1::text[]) ORDER BY workflow_id, seq)"},
@@ -358,7 +360,7 @@ UPDATE {s}.workflows w
      started_at = now(), updated_at = now()
 FROM picked WHERE w.id = picked.id
 RETURNING w.id, w.name, w.inputs::text, w.epoch,
-          extract(epoch FROM w.deadline)::double precision)"},
+          extract(epoch FROM w.deadline - now())::double precision)"},
       // $1 channel, $2 payload
       {"notify", R"(SELECT pg_notify($1, $2))"},
       // $1 id, $2 instance. No row updated: another process took the id over.
@@ -406,26 +408,38 @@ RETURNING true)"},
           ELSE (extract(epoch FROM now() - heartbeat_at) * 1000)::double precision END
 FROM {s}.executors WHERE id = $1)"},
       // $1 id, $2 epoch, $3 seq, $4 attempt, $5 name, $6 kind, $7 outcome ('retrying' or
-      // 'failed'), $8 error (jsonb), $9 started_at (epoch seconds), $10 next attempt (epoch
-      // seconds, or null), $11 unload: the workflow sleeps until the next attempt, owned by
-      // nobody. Fenced (I3): nothing is written unless the workflow is owned under $2.
+      // 'failed'), $8 error (jsonb), $9 started_at (epoch seconds), $10 pause before the next
+      // attempt (ms, or null; the due time is the server's now() plus it, so clocks of
+      // application hosts do not matter), $11 unload: the workflow sleeps until the next
+      // attempt, owned by nobody, and its epoch moves on (nothing more of this run can be
+      // written, I3). Fenced: nothing is written unless the workflow is owned under $2.
       {"attempt_record", R"(WITH w AS (
 UPDATE {s}.workflows
    SET last_error = $8::jsonb->>'message', updated_at = now(),
        status = CASE WHEN $11::boolean THEN 'sleeping' ELSE status END,
-       wake_at = CASE WHEN $11::boolean THEN to_timestamp($10::double precision) ELSE wake_at END,
-       executor_id = CASE WHEN $11::boolean THEN NULL ELSE executor_id END
+       wake_at = CASE WHEN $11::boolean
+                      THEN now() + make_interval(secs => $10::double precision / 1000)
+                      ELSE wake_at END,
+       executor_id = CASE WHEN $11::boolean THEN NULL ELSE executor_id END,
+       epoch = CASE WHEN $11::boolean THEN epoch + 1 ELSE epoch END
  WHERE id = $1 AND epoch = $2
 RETURNING id)
 INSERT INTO {s}.step_attempts (workflow_id, seq, attempt, name, kind, outcome, error, epoch,
                                started_at, next_attempt_at)
 SELECT w.id, $3, $4, $5, $6, $7, $8::jsonb, $2, to_timestamp($9::double precision),
-       to_timestamp($10::double precision)
+       now() + make_interval(secs => $10::double precision / 1000)
   FROM w)"},
+      // $1 id, $2 epoch, $3 pause (ms). Unloads the workflow until its next attempt is due
+      // (claimed before that: after a resume, say), under a new epoch (I3).
+      {"workflow_sleep", R"(UPDATE {s}.workflows
+   SET status = 'sleeping', wake_at = now() + make_interval(secs => $3::double precision / 1000),
+       executor_id = NULL, epoch = epoch + 1, updated_at = now()
+ WHERE id = $1 AND epoch = $2)"},
       // $1 ids (text[]). The attempts of every step of these workflows that has no journal
-      // row, oldest first (loaded with the journals, I1).
+      // row, oldest first (loaded with the journals, I1); the next attempt as seconds from the
+      // server's now().
       {"attempts_load", R"(SELECT a.workflow_id, a.seq, a.attempt, a.outcome, a.error::text,
-       extract(epoch FROM a.next_attempt_at)::double precision, a.name, a.kind
+       extract(epoch FROM a.next_attempt_at - now())::double precision, a.name, a.kind
   FROM {s}.step_attempts a
  WHERE a.workflow_id = ANY($1::text[])
    AND NOT EXISTS (SELECT 1 FROM {s}.steps s WHERE s.workflow_id = a.workflow_id AND s.seq = a.seq)
@@ -433,32 +447,48 @@ SELECT w.id, $3, $4, $5, $6, $7, $8::jsonb, $2, to_timestamp($9::double precisio
       // $1 this executor, $2 workflow names it runs (text[]), $3 versions it runs (text[],
       // empty = all), $4 how many at most. Sleeping workflows whose wake-up is due move to
       // this executor (to be claimed next); SKIP LOCKED: two executors never take the same.
+      // One of a queue that is at its concurrency limit waits (checked without the queue's
+      // lock, so two executors waking at once may exceed it by a few; rate limits and
+      // worker_concurrency do not apply to wake-ups).
       {"workflows_wake", R"(WITH due AS (
 SELECT w.id FROM {s}.workflows w
  WHERE w.status = 'sleeping' AND w.wake_at <= now() AND w.name = ANY($2::text[])
    AND (cardinality($3::text[]) = 0 OR w.app_version = ANY($3::text[]))
+   AND (w.queue IS NULL OR NOT EXISTS (
+          SELECT 1 FROM {s}.queues q
+           WHERE q.name = w.queue AND q.concurrency IS NOT NULL
+             AND q.concurrency <= (SELECT count(*) FROM {s}.workflows r
+                                    WHERE r.queue = w.queue AND r.status = 'running')))
  ORDER BY w.wake_at LIMIT $4
  FOR UPDATE OF w SKIP LOCKED)
 UPDATE {s}.workflows w SET status = 'pending', executor_id = $1, wake_at = NULL,
        updated_at = now()
   FROM due WHERE w.id = due.id
 RETURNING w.id)"},
-      // $1 id, $2 reason, $3 error type. Ends an unfinished, parked or dead-lettered workflow
+      // $1 id, $2 reason, $3 error type, $4 the cancel channel. Ends an unfinished, parked or
+      // dead-lettered workflow
       // as cancelled; the new epoch fences out a run in progress (I3). One row (the status
-      // it had) when cancelled, none when it was finished or unknown.
+      // it had, the new epoch) when cancelled, none when it was finished or unknown; at commit
+      // "<epoch>:<id>" is announced on $4, so that the process running it stops it at once. A
+      // dead letter keeps the number of its failed step, for a later resume.
       {"workflow_cancel", R"(UPDATE {s}.workflows w
    SET status = 'cancelled', status_reason = $2,
-       error = jsonb_build_object('type', $3::text, 'message', $2::text),
+       error = jsonb_build_object('type', $3::text, 'message', $2::text)
+               || CASE WHEN old.status = 'dead_letter' AND old.error ? 'seq'
+                       THEN jsonb_build_object('seq', old.error->'seq') ELSE '{}'::jsonb END,
        epoch = w.epoch + 1, wake_at = NULL, completed_at = now(), updated_at = now()
-  FROM (SELECT id, status FROM {s}.workflows WHERE id = $1 FOR UPDATE) old
+  FROM (SELECT id, status, error FROM {s}.workflows WHERE id = $1 FOR UPDATE) old
  WHERE w.id = old.id
    AND old.status IN ('pending', 'running', 'sleeping', 'parked', 'dead_letter')
-RETURNING old.status)"},
+RETURNING old.status, w.epoch, pg_notify($4, w.epoch || ':' || w.id))"},
       // $1 id, $2 statuses it may have (text[]). A cancelled, parked or dead-lettered
       // workflow becomes due at once (any executor claims it and replays its journal); its
       // deadline and its count of claims without progress are cleared. A dead-lettered one
-      // gets a 'reset' row after its failed step's attempts: that step runs again, and the
-      // failed attempts stay in the history. One row (the status it had), none when it had
+      // (also one cancelled since) gets a 'reset' row after its failed step's attempts: that
+      // step runs again, and the failed attempts stay in the history. A step waiting for its
+      // next attempt gets a 'due' row: the attempt is due now (the count goes on). One row (the
+      // status it had),
+      // none when it had
       // another status or does not exist.
       {"workflow_resume", R"(WITH old AS (
 SELECT id, status, (error->>'seq')::integer AS seq FROM {s}.workflows
@@ -471,15 +501,29 @@ UPDATE {s}.workflows w
   FROM old WHERE w.id = old.id
 RETURNING w.id, w.epoch, old.status, old.seq),
 last AS (
-SELECT DISTINCT ON (a.seq) a.seq, a.attempt, a.name, a.kind FROM {s}.step_attempts a, w
+SELECT DISTINCT ON (a.seq) a.seq, a.attempt, a.name, a.kind, a.outcome
+  FROM {s}.step_attempts a, w
  WHERE a.workflow_id = w.id AND a.seq = w.seq ORDER BY a.seq, a.id DESC),
 reset AS (
 INSERT INTO {s}.step_attempts (workflow_id, seq, attempt, name, kind, outcome, epoch, started_at)
 SELECT w.id, last.seq, last.attempt, last.name, last.kind, 'reset', w.epoch, now()
   FROM w JOIN last ON last.seq = w.seq
- WHERE w.status = 'dead_letter'
+ WHERE last.outcome = 'failed'
+RETURNING 1),
+pending AS (
+SELECT DISTINCT ON (a.seq) a.seq, a.attempt, a.name, a.kind, a.outcome, a.next_attempt_at
+  FROM {s}.step_attempts a, w
+ WHERE a.workflow_id = w.id
+   AND NOT EXISTS (SELECT 1 FROM {s}.steps s WHERE s.workflow_id = a.workflow_id AND s.seq = a.seq)
+ ORDER BY a.seq, a.id DESC),
+due AS (
+INSERT INTO {s}.step_attempts (workflow_id, seq, attempt, name, kind, outcome, epoch, started_at)
+SELECT w.id, pending.seq, pending.attempt, pending.name, pending.kind, 'due', w.epoch, now()
+  FROM w, pending
+ WHERE pending.outcome = 'retrying' AND pending.next_attempt_at > now()
 RETURNING 1)
-SELECT w.status, (SELECT count(*) FROM reset)::integer FROM w)"},
+SELECT w.status, (SELECT count(*) FROM reset)::integer, (SELECT count(*) FROM due)::integer
+  FROM w)"},
       // $1 source id, $2 new id, $3 first step not copied, $4 app_version. A new workflow
       // (due at once) with the source's name and inputs and a copy of its journal rows and
       // recorded attempts before step $3 (a step failure the workflow handled replays as
@@ -527,7 +571,7 @@ UPDATE {s}.workflows w
 RETURNING w.id)"},
       // $1 ids (text[]) running in this process. Those cancelled meanwhile (the polling
       // fallback of the cancel notification).
-      {"workflows_cancelled", R"(SELECT id FROM {s}.workflows
+      {"workflows_cancelled", R"(SELECT id, epoch FROM {s}.workflows
  WHERE id = ANY($1::text[]) AND status = 'cancelled')"},
       // $1 id, $2 host, $3 pid, $4 app_version, $5 versions it runs (text[], empty = all)
       {"executor_upsert", R"(INSERT INTO {s}.executors (id, host, pid, app_version, versions)

@@ -29,6 +29,12 @@ DURABLE_DECL asio::awaitable<void> group_committer::submit(item_ptr it) {
   if (!it->finished) {
     asio::error_code ec;
     co_await it->done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    // The waiter was cancelled (cancel(), a deadline, shutdown) before its batch came back:
+    // the statement may still commit, so its outcome is unknown here, never "written".
+    if (!it->finished)
+      throw asio::system_error(asio::error::operation_aborted,
+                               "the wait for a group commit was cancelled; the statement's "
+                               "outcome is unknown");
   }
   if (it->err) std::rethrow_exception(it->err);
 }
