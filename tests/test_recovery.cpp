@@ -195,6 +195,26 @@ asio::awaitable<int> catcher_wf(context& ctx) {
 }
 
 /// The abandoned first attempt ignores cancellation and reads ctx afterwards.
+/// Its first attempt ignores cancellation for 600 ms and then writes a local of the workflow;
+/// the backoff after it is 300 ms, in the run.
+asio::awaitable<int> stubborn_wf(context& ctx) {
+  int written_late = 0;
+  const int v = co_await ctx.step(
+      "stubborn",
+      [&written_late](const step_info& info) -> asio::awaitable<int> {
+        if (info.attempt == 1) {
+          co_await asio::this_coro::reset_cancellation_state(
+              [](asio::cancellation_type) { return asio::cancellation_type::none; });
+          co_await test::sleep_ms(600);
+          written_late = 1;  // the workflow's frame must still be there (ASan checks)
+          probe.seen.push_back("abandoned attempt ended");
+        }
+        co_return info.attempt;
+      },
+      retry{.max_attempts = 3, .initial = 300ms, .timeout = 100ms});
+  co_return v + written_late;
+}
+
 asio::awaitable<std::string> keys_wf(context& ctx) {
   auto key = co_await ctx.step(
       "charge",
@@ -234,6 +254,7 @@ asio::awaitable<int> queued_wf(context& ctx, std::string tag, bool flaky, int ms
 void register_all(engine& e) {
   e.register_workflow("catcher", &catcher_wf);
   e.register_workflow("keys", &keys_wf);
+  e.register_workflow("stubborn", &stubborn_wf);
   e.register_workflow("queued", &queued_wf);
   e.register_workflow("sync_timeout", &sync_timeout_wf);
   e.register_workflow("flaky", &flaky_wf);
@@ -865,12 +886,16 @@ TEST_CASE("a workflow woken after an unload waits for room in its queue",
       schema,
       [&](engine& eng) -> asio::awaitable<void> {
         co_await eng.configure_queue({.name = "default", .concurrency = 1});
-        const std::string a_tag = "a", b_tag = "b";
-        auto a = co_await eng.enqueue({}, "queued", "w-a", a_tag, true, 1000);
-        (void)co_await wait_status(eng, "w-a", "sleeping");
-        auto b = co_await eng.enqueue({}, "queued", "w-b", b_tag, false, 1500);
-        (void)co_await a.result<int>();
-        (void)co_await b.result<int>();
+        // Three fail against the same outage and come due together; a fourth runs meanwhile.
+        std::vector<workflow_handle> hs;
+        for (const std::string tag : {"a", "b", "c"}) {
+          const std::string id = "w-" + tag;
+          hs.push_back(co_await eng.enqueue({}, "queued", id, tag, true, 300));
+          (void)co_await wait_status(eng, id, "sleeping");
+        }
+        const std::string d_tag = "d";
+        hs.push_back(co_await eng.enqueue({}, "queued", "w-d", d_tag, false, 600));
+        for (auto& h : hs) (void)co_await h.result<int>();
       },
       [](engine_options& o) {
         o.unload_after = 100ms;
@@ -903,4 +928,23 @@ TEST_CASE("resume makes a step waiting for its next attempt due at once", "[resu
       },
       [](engine_options& o) { o.unload_after = 100ms; });
   CHECK(probe.seen == std::vector<std::string>{"1", "2"});
+}
+
+TEST_CASE("a workflow cancelled while an abandoned attempt runs waits for it, then stops",
+          "[timeout][cancel]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("stubborn");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("stubborn", "w-stubborn");
+    co_await test::wait_rows(eng, "w-stubborn", 1, "step_attempts");  // attempt 1 timed out
+    const bool cancelled = co_await eng.cancel("w-stubborn");         // during the 300 ms backoff
+    CHECK(cancelled);
+    auto err = co_await test::error_of<workflow_cancelled>(h.result<int>());
+    CHECK(err);
+    co_await test::wait_idle(eng);
+    // The run ended only after the abandoned attempt, which wrote into the workflow's frame.
+    CHECK(probe.seen == std::vector<std::string>{"abandoned attempt ended"});
+    CHECK(co_await test::journal_rows(eng, "w-stubborn") == 0);
+  });
 }

@@ -502,7 +502,14 @@ private:
     } catch (...) {
       stop = std::current_exception();
     }
-    if (abandoned && abandoned->running > 0) co_await detail::wait_for_abandoned(*abandoned);
+    if (abandoned && abandoned->running > 0) {
+      // Waited for even when the run is being cancelled (a cancelled coroutine would throw at
+      // the co_await instead of entering it): the frame they may refer to must outlive them.
+      const bool throws = co_await asio::this_coro::throw_if_cancelled();
+      co_await asio::this_coro::throw_if_cancelled(false);
+      co_await detail::wait_for_abandoned(*abandoned);
+      co_await asio::this_coro::throw_if_cancelled(throws);
+    }
     if (stop) std::rethrow_exception(stop);
     if constexpr (!std::is_void_v<T>) co_return std::move(*result);
   }

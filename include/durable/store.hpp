@@ -576,13 +576,14 @@ public:
     return {call("attempts_load", ids)};
   }
 
-  /// Moves up to `limit` sleeping workflows whose wake-up is due to `executor_id`, which
-  /// then claims them.
+  /// Moves up to `limit` sleeping workflows whose wake-up is due (not `busy`: still running
+  /// here) to `executor_id`, which then claims them.
   [[nodiscard]] query<taken_workflow> workflows_wake(const std::string& executor_id,
                                                      const std::string& names,
                                                      const std::string& versions,
-                                                     std::int64_t limit) const {
-    return {call("workflows_wake", executor_id, names, versions, limit)};
+                                                     std::int64_t limit,
+                                                     const std::vector<std::string>& busy) const {
+    return {call("workflows_wake", executor_id, names, versions, limit, busy)};
   }
 
   /// Cancels workflow `id` (unless it is finished): one row with the status it had.

@@ -194,7 +194,8 @@ inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
         // Sleepers whose wake-up is due: retries after a long backoff, resumed and forked
         // workflows (between ticks, notifications and local timers wake the dispatcher).
         batch.push_back(
-            s->st.workflows_wake(s->options.executor_id, s->names, s->versions, room).st);
+            s->st.workflows_wake(s->options.executor_id, s->names, s->versions, room, s->busy_ids())
+                .st);
         auto c = co_await s->pool.acquire();
         auto r = co_await c->run_batch(std::move(batch));
         for (auto& w : store::rows<store::taken_workflow>(r[0])) ids.push_back(std::move(w.id));
@@ -247,16 +248,13 @@ inline asio::awaitable<void> dispatcher(std::shared_ptr<engine_state> s) {
       try {
         std::vector<std::string> ids;
         {
-          auto wake =
-              s->st.workflows_wake(s->options.executor_id, s->names, s->versions,
-                                   std::int64_t(std::min<std::size_t>(s->room(), claim_batch)));
+          auto wake = s->st.workflows_wake(
+              s->options.executor_id, s->names, s->versions,
+              std::int64_t(std::min<std::size_t>(s->room(), claim_batch)), s->busy_ids());
           auto c = co_await s->pool.acquire();
           auto woken = co_await store::fetch(*c, std::move(wake));
           for (auto& w : woken) ids.push_back(std::move(w.id));
         }
-        // One still running here (a step left behind at its timeout holds it) is claimed by
-        // the orphan check once it has ended.
-        std::erase_if(ids, [&](const std::string& id) { return s->busy(id); });
         if (!ids.empty()) {
           more = true;
           (void)co_await claim_runs(s, std::move(ids), "timers");

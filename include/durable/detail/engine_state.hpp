@@ -110,6 +110,15 @@ struct engine_state {
   std::map<std::string, local_run, std::less<>> running;
   std::set<std::string, std::less<>> retrying;  // ids to claim again after an I/O error
 
+  /// The workflows this process runs, or waits to claim again.
+  [[nodiscard]] std::vector<std::string> busy_ids() const {
+    std::vector<std::string> ids;
+    ids.reserve(running.size() + retrying.size());
+    for (const auto& [id, run] : running) ids.push_back(id);
+    ids.insert(ids.end(), retrying.begin(), retrying.end());
+    return ids;
+  }
+
   /// Whether this process runs the workflow now, or waits to claim it again.
   [[nodiscard]] bool busy(std::string_view id) const {
     return running.contains(id) || retrying.contains(id);

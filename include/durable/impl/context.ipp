@@ -210,13 +210,13 @@ DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
 }
 
 DURABLE_DECL asio::awaitable<void> wait_for_abandoned(left_behind& lb) {
-  // Even if the run is being cancelled: the attempts were sent cancellation, and the frame
-  // they may refer to must outlive them.
-  co_await asio::this_coro::reset_cancellation_state();
+  // Not interruptible (no cancellation slot): the attempts were sent cancellation already,
+  // and the frame they may refer to must outlive them.
   while (lb.running > 0) {
     asio::error_code ec;
     lb.ended.expires_at(asio::steady_timer::time_point::max());
-    co_await lb.ended.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_await lb.ended.async_wait(asio::bind_cancellation_slot(
+        asio::cancellation_slot(), asio::redirect_error(asio::use_awaitable, ec)));
   }
 }
 

@@ -445,21 +445,32 @@ SELECT w.id, $3, $4, $5, $6, $7, $8::jsonb, $2, to_timestamp($9::double precisio
    AND NOT EXISTS (SELECT 1 FROM {s}.steps s WHERE s.workflow_id = a.workflow_id AND s.seq = a.seq)
  ORDER BY a.workflow_id, a.seq, a.id)"},
       // $1 this executor, $2 workflow names it runs (text[]), $3 versions it runs (text[],
-      // empty = all), $4 how many at most. Sleeping workflows whose wake-up is due move to
-      // this executor (to be claimed next); SKIP LOCKED: two executors never take the same.
-      // One of a queue that is at its concurrency limit waits (checked without the queue's
-      // lock, so two executors waking at once may exceed it by a few; rate limits and
-      // worker_concurrency do not apply to wake-ups).
-      {"workflows_wake", R"(WITH due AS (
-SELECT w.id FROM {s}.workflows w
+      // empty = all), $4 how many at most, $5 ids it still runs (text[]: not woken now).
+      // Sleeping workflows whose wake-up is due move to this executor (to be claimed next);
+      // SKIP LOCKED: two executors never take the same. A queue with a concurrency limit wakes
+      // only as many as it has room for (running, or claimed and about to run), oldest due
+      // first; this is checked without the queue's lock, so two executors waking at the same
+      // moment may exceed it; rate limits and worker_concurrency do not apply to wake-ups.
+      {"workflows_wake", R"(WITH candidates AS (
+SELECT w.id, w.queue, w.wake_at,
+       row_number() OVER (PARTITION BY w.queue ORDER BY w.wake_at, w.id) AS place
+  FROM {s}.workflows w
  WHERE w.status = 'sleeping' AND w.wake_at <= now() AND w.name = ANY($2::text[])
    AND (cardinality($3::text[]) = 0 OR w.app_version = ANY($3::text[]))
-   AND (w.queue IS NULL OR NOT EXISTS (
-          SELECT 1 FROM {s}.queues q
-           WHERE q.name = w.queue AND q.concurrency IS NOT NULL
-             AND q.concurrency <= (SELECT count(*) FROM {s}.workflows r
-                                    WHERE r.queue = w.queue AND r.status = 'running')))
- ORDER BY w.wake_at LIMIT $4
+   AND NOT (w.id = ANY($5::text[]))),
+room AS (
+SELECT q.name, q.concurrency - (SELECT count(*) FROM {s}.workflows r
+                                 WHERE r.queue = q.name
+                                   AND (r.status = 'running'
+                                        OR (r.status = 'pending' AND r.executor_id IS NOT NULL)))
+         AS free
+  FROM {s}.queues q WHERE q.concurrency IS NOT NULL),
+due AS (
+SELECT w.id FROM {s}.workflows w
+  JOIN candidates c ON c.id = w.id
+  LEFT JOIN room ON room.name = c.queue
+ WHERE w.status = 'sleeping' AND (room.name IS NULL OR c.place <= room.free)
+ ORDER BY c.wake_at LIMIT $4
  FOR UPDATE OF w SKIP LOCKED)
 UPDATE {s}.workflows w SET status = 'pending', executor_id = $1, wake_at = NULL,
        updated_at = now()
@@ -556,10 +567,13 @@ SELECT EXISTS (SELECT 1 FROM src), EXISTS (SELECT 1 FROM ins),
        (SELECT count(*) FROM copied)::integer)"},
       // $1 how many at most. Workflows that wait (queued, or sleeping until a retry) past
       // their deadline end as cancelled; a running one is ended by its run, or by the run
-      // that claims it. The new epoch fences out a claim in flight (I3).
+      // that claims it, or here once it is 10 s past (a run that cannot end, a step holding
+      // it). The new epoch fences out a run or claim in flight (I3).
       {"workflows_expire", R"(WITH late AS (
 SELECT id FROM {s}.workflows
- WHERE deadline < now() AND status IN ('pending', 'sleeping')
+ WHERE deadline < now()
+   AND (status IN ('pending', 'sleeping')
+        OR (status = 'running' AND deadline < now() - interval '10 seconds'))
  ORDER BY deadline LIMIT $1 FOR UPDATE SKIP LOCKED)
 UPDATE {s}.workflows w
    SET status = 'cancelled', epoch = w.epoch + 1, wake_at = NULL, completed_at = now(),
