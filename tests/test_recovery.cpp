@@ -215,6 +215,16 @@ asio::awaitable<int> stubborn_wf(context& ctx) {
   co_return v + written_late;
 }
 
+/// A step, a durable sleep of `ms`, a step.
+asio::awaitable<int> sleeper_wf(context& ctx, int ms) {
+  co_await ctx.step("before", [] { ++probe.calls["before"]; });
+  co_await ctx.sleep_for(std::chrono::milliseconds(ms));
+  co_return co_await ctx.step("after", [] {
+    ++probe.calls["after"];
+    return 1;
+  });
+}
+
 asio::awaitable<std::string> keys_wf(context& ctx) {
   auto key = co_await ctx.step(
       "charge",
@@ -254,6 +264,7 @@ asio::awaitable<int> queued_wf(context& ctx, std::string tag, bool flaky, int ms
 void register_all(engine& e) {
   e.register_workflow("catcher", &catcher_wf);
   e.register_workflow("keys", &keys_wf);
+  e.register_workflow("sleeper", &sleeper_wf);
   e.register_workflow("stubborn", &stubborn_wf);
   e.register_workflow("queued", &queued_wf);
   e.register_workflow("sync_timeout", &sync_timeout_wf);
@@ -290,6 +301,21 @@ void with_engine(const std::string& schema, Body body, Tweak tweak,
 template <class Body>
 void with_engine(const std::string& schema, Body body) {
   with_engine(schema, body, [](engine_options&) {});
+}
+
+/// Whether the step after the sleep of workflow `id` committed at or after the wake-up time the
+/// sleep journaled (step 1, kind 'sleep', its output in microseconds since the epoch).
+asio::awaitable<bool> woke_on_time(engine& eng, std::string_view id_view) {
+  const std::string id(id_view);
+  auto c = co_await eng.pool().acquire();
+  auto r = co_await c->exec(
+      "SELECT s.kind = 'sleep' AND a.completed_at >= to_timestamp(s.output::text::bigint / 1e6) "
+      "FROM " +
+          q(eng.schema().schema()) + ".steps s JOIN " + q(eng.schema().schema()) +
+          ".steps a ON a.workflow_id = s.workflow_id AND a.seq = 2 "
+          "WHERE s.workflow_id = $1 AND s.seq = 1",
+      id);
+  co_return r.rows() == 1 && r[0].get<bool>(0);
 }
 
 struct attempt_row {
@@ -947,4 +973,82 @@ TEST_CASE("a workflow cancelled while an abandoned attempt runs waits for it, th
     CHECK(probe.seen == std::vector<std::string>{"abandoned attempt ended"});
     CHECK(co_await test::journal_rows(eng, "w-stubborn") == 0);
   });
+}
+
+TEST_CASE("a durable sleep journals its wake-up time and sleeps in the run when short", "[sleep]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("sleep");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("sleeper", "w-nap", 300);
+    const int v = co_await h.result<int>();
+    CHECK(v == 1);
+    CHECK(co_await woke_on_time(eng, "w-nap"));
+    // A replay (a fork from the end) does not sleep again: the wake-up time has passed.
+    auto f = co_await eng.fork("w-nap", 3, "w-nap-2");
+    (void)co_await f.result<int>();
+  });
+  CHECK(probe.calls["before"] == 1);
+  CHECK(probe.calls["after"] == 1);
+}
+
+TEST_CASE("a long durable sleep unloads the workflow and another executor wakes it when due",
+          "[sleep][unload]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("longsleep");
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        (void)co_await eng.start("sleeper", "w-long", 1500);
+        (void)co_await wait_status(eng, "w-long", "sleeping");
+        co_await test::wait_idle(eng);  // no coroutine frame, no slot
+        co_await eng.shutdown(0ms);
+      },
+      [](engine_options& o) { o.unload_after = 100ms; });
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        const int v = co_await eng.handle("w-long").result<int>();
+        CHECK(v == 1);
+        CHECK(co_await woke_on_time(eng, "w-long"));
+        auto st = co_await eng.handle("w-long").status();
+        CHECK(st.executor_id == "exec-other");
+      },
+      [](engine_options& o) { o.heartbeat_interval = 50ms; }, "exec-other");
+  CHECK(probe.calls["before"] == 1);
+  CHECK(probe.calls["after"] == 1);
+}
+
+TEST_CASE("a process that dies during a sleep is taken over and the sleep ends on time",
+          "[sleep][crash]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("sleepcrash");
+  // The first process sleeps in the run (unload_after is long) and "dies" (its io_context is
+  // abandoned) during the sleep.
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        (void)co_await eng.start("sleeper", "w-dies", 1500);
+        co_await test::wait_rows(eng, "w-dies", 2);  // "before" and the sleep's row
+      },
+      [](engine_options& o) { o.unload_after = 1h; });
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        const int v = co_await eng.handle("w-dies").result<int>();
+        CHECK(v == 1);
+        CHECK(co_await woke_on_time(eng, "w-dies"));
+        auto st = co_await eng.handle("w-dies").status();
+        CHECK(st.executor_id == "exec-taker");
+      },
+      [](engine_options& o) {
+        o.heartbeat_interval = 50ms;
+        o.lease_timeout = 300ms;
+        o.unload_after = 1h;
+      },
+      "exec-taker");
+  CHECK(probe.calls["before"] == 1);
+  CHECK(probe.calls["after"] == 1);
 }

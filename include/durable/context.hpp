@@ -180,6 +180,13 @@ DURABLE_DECL void refuse_timeout(run_state& s, int seq, const std::string& name,
 DURABLE_DECL asio::awaitable<void> wait_until_due(run_state& s, int seq, const std::string& name,
                                                   const attempt_history* h);
 
+/// Waits `pause` in the run, or, when it is at least unload_after (and a second), unloads the
+/// workflow until then (status 'sleeping', no owner, a new epoch) and throws run_released.
+/// `what` says what is awaited, for the message.
+DURABLE_DECL asio::awaitable<void> pause_or_unload(run_state& s, int seq, const std::string& name,
+                                                   std::chrono::milliseconds pause,
+                                                   const std::string& what);
+
 /// After attempt `attempt` of step `seq` failed (the `failures`-th since the last operator
 /// retry): records it (fenced, I3) and returns the pause before the next attempt. A final
 /// failure (not retryable, or no attempt left) throws step_failed; a pause of at least
@@ -375,6 +382,23 @@ public:
     return now_impl(s_->next_seq++);
   }
 
+  /// Durable sleep. The wake-up time is journaled (a step of kind "sleep"), so a replay sleeps
+  /// only what is left, wherever and whenever it runs; a wake-up that fell in an outage comes
+  /// right after it. A sleep of at least engine_options::unload_after unloads the workflow: its
+  /// coroutine frame is destroyed, its ownership released, and whichever executor is free when
+  /// it is due resumes it by replay (found by an index on workflows.wake_at). Shorter ones
+  /// sleep in the run. Cancellation (cancel(), the deadline, shutdown) interrupts it.
+  [[nodiscard]] asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
+    detail::check_not_nested(*s_, "sleep");
+    return sleep_impl(s_->next_seq++, std::chrono::system_clock::now() + d);
+  }
+
+  /// Durable sleep until `t` (see sleep_for).
+  [[nodiscard]] asio::awaitable<void> sleep_until(std::chrono::system_clock::time_point t) {
+    detail::check_not_nested(*s_, "sleep");
+    return sleep_impl(s_->next_seq++, t);
+  }
+
   /// 64 random bits, journaled (I6).
   [[nodiscard]] asio::awaitable<std::uint64_t> random() {
     detail::check_not_nested(*s_, "random");
@@ -412,6 +436,20 @@ private:
         {});
     const auto us = co_await std::move(step);
     co_return system_clock::time_point(duration_cast<system_clock::duration>(microseconds(us)));
+  }
+
+  asio::awaitable<void> sleep_impl(int seq, std::chrono::system_clock::time_point until) {
+    using namespace std::chrono;
+    // The first run journals the wake-up time it asked for; a replay reads it back.
+    const std::int64_t asked = duration_cast<microseconds>(until.time_since_epoch()).count();
+    auto step = run_step<std::int64_t>(seq, "sleep", "sleep", [asked] { return asked; }, {});
+    const std::int64_t wake_us = co_await std::move(step);
+    const std::int64_t now_us =
+        duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
+    if (wake_us <= now_us) co_return;
+    const auto left = milliseconds((wake_us - now_us + 999) / 1000);
+    const std::string name = "sleep", what = "the wake-up of its sleep";
+    co_await detail::pause_or_unload(*s_, seq, name, left, what);
   }
 
   template <class T, class F>

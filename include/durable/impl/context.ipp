@@ -114,13 +114,19 @@ DURABLE_DECL asio::awaitable<void> wait_until_due(run_state& s, int seq, const s
   const double left = *h->next_attempt_at - unix_seconds();
   if (left <= 0) co_return;
   const auto pause = std::chrono::milliseconds(std::int64_t(left * 1000) + 1);
-  // Only a long wait unloads again: a short one is the gap between this host's clock and the
-  // server's, and unloading for it would only cost a claim without progress (I9).
+  const std::string what = "the next attempt of step " + std::to_string(seq) + " '" + name + "'";
+  co_await pause_or_unload(s, seq, name, pause, what);
+}
+
+DURABLE_DECL asio::awaitable<void> pause_or_unload(run_state& s, int seq, const std::string& name,
+                                                   std::chrono::milliseconds pause,
+                                                   const std::string& what) {
+  // Only a long wait unloads: a short one may be no more than the gap between this host's
+  // clock and the server's, and unloading for it would only cost a claim.
   if (!s.committer || pause < s.unload_after || pause < std::chrono::seconds(1)) {
     co_await sleep_for(pause);
     co_return;
   }
-  // Claimed long before the attempt is due: unload again rather than hold a run.
   try {
     fenced_write w = s.st->workflow_sleep(s.id, s.epoch, double(pause.count()));
     pg::statement st = std::move(w.st);
@@ -137,9 +143,8 @@ DURABLE_DECL asio::awaitable<void> wait_until_due(run_state& s, int seq, const s
   }
   s.released = true;
   s.unloaded_until = unix_seconds() + double(pause.count()) / 1000.0;
-  throw run_released("workflow '" + s.id + "': the next attempt of step " + std::to_string(seq) +
-                     " '" + name + "' is due in " + std::to_string(pause.count()) +
-                     " ms; the workflow is unloaded until then");
+  throw run_released("workflow '" + s.id + "': " + what + " is due in " +
+                     std::to_string(pause.count()) + " ms; the workflow is unloaded until then");
 }
 
 DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
