@@ -225,6 +225,36 @@ asio::awaitable<int> sleeper_wf(context& ctx, int ms) {
   });
 }
 
+/// Version 1: a, b, c. Version 2 changes b into b2 behind patched("b2"). Version 3 keeps only
+/// b2 and retires the patch with deprecate_patch. Stalls before c when the probe says so.
+asio::awaitable<int> versioned_wf(context& ctx) {
+  co_await ctx.step("a", [] { ++probe.calls["a"]; });
+  int v = 0;
+  bool new_path = false;
+  if (probe.version == 2) {
+    new_path = co_await ctx.patched("b2");
+  } else if (probe.version >= 3) {
+    co_await ctx.deprecate_patch("b2");
+    new_path = true;
+  }
+  if (new_path) {
+    v = co_await ctx.step("b2", [] {
+      ++probe.calls["b2"];
+      return 20;
+    });
+  } else {
+    v = co_await ctx.step("b", [] {
+      ++probe.calls["b"];
+      return 10;
+    });
+  }
+  co_await test::maybe_hang("c");
+  co_return v + co_await ctx.step("c", [] {
+    ++probe.calls["c"];
+    return 1;
+  });
+}
+
 asio::awaitable<std::string> keys_wf(context& ctx) {
   auto key = co_await ctx.step(
       "charge",
@@ -264,6 +294,7 @@ asio::awaitable<int> queued_wf(context& ctx, std::string tag, bool flaky, int ms
 void register_all(engine& e) {
   e.register_workflow("catcher", &catcher_wf);
   e.register_workflow("keys", &keys_wf);
+  e.register_workflow("versioned", &versioned_wf);
   e.register_workflow("sleeper", &sleeper_wf);
   e.register_workflow("stubborn", &stubborn_wf);
   e.register_workflow("queued", &queued_wf);
@@ -1051,4 +1082,54 @@ TEST_CASE("a process that dies during a sleep is taken over and the sleep ends o
       "exec-taker");
   CHECK(probe.calls["before"] == 1);
   CHECK(probe.calls["after"] == 1);
+}
+
+TEST_CASE("patched and unpatched workflows run side by side, and a patch is retired",
+          "[versioning]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("patched");
+  // Old code: w-old passes the changed point (step b), then its process stops before c.
+  probe.version = 1;
+  probe.hang_before = "c";
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    (void)co_await eng.start("versioned", "w-old");
+    co_await test::wait_rows(eng, "w-old", 2);
+  });
+  // New code: w-old (resumed by open()) keeps the old path, a new workflow takes the new one.
+  probe.version = 2;
+  probe.hang_before.clear();
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    const int old_result = co_await eng.handle("w-old").result<int>();
+    CHECK(old_result == 11);
+    auto h = co_await eng.start("versioned", "w-new");
+    const int new_result = co_await h.result<int>();
+    CHECK(new_result == 21);
+    auto c = co_await eng.pool().acquire();
+    auto r = co_await c->exec("SELECT string_agg(name || '/' || kind, ',' ORDER BY seq) FROM " +
+                                  q(schema) + ".steps WHERE workflow_id = $1",
+                              std::string("w-new"));
+    CHECK(r[0].get<std::string>(0) == "a/step,b2/patch,b2/step,c/step");
+    auto o = co_await c->exec("SELECT string_agg(name, ',' ORDER BY seq) FROM " + q(schema) +
+                                  ".steps WHERE workflow_id = $1",
+                              std::string("w-old"));
+    CHECK(o[0].get<std::string>(0) == "a,b,c");
+  });
+  CHECK(probe.calls["b"] == 1);   // w-old's, before the change, never again
+  CHECK(probe.calls["b2"] == 1);  // w-new's
+  // The patch retired (no workflow like w-old is left): journals with and without the patch's
+  // row both replay.
+  probe.version = 3;
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto newest = co_await eng.start("versioned", "w-newest");
+    const int v = co_await newest.result<int>();
+    CHECK(v == 21);
+    auto again = co_await eng.fork("w-new", 4, "w-new-replayed");  // a replay of w-new
+    const int replayed = co_await again.result<int>();
+    CHECK(replayed == 21);
+    const auto row = co_await row_of(eng, "w-new-replayed");
+    CHECK(row.status == "succeeded");
+  });
+  CHECK(probe.calls["b2"] == 2);  // w-newest only: the replay ran nothing
+  CHECK(probe.calls["c"] == 3);
 }

@@ -399,6 +399,40 @@ public:
     return sleep_impl(s_->next_seq++, t);
   }
 
+  /// Versioning: true for a workflow that reaches this point under code that has the change
+  /// `change_id`, false for one that passed this point before the change was deployed (its
+  /// journal holds the old code's step here). The answer is journaled (a step of kind "patch"
+  /// named `change_id`) the first time, so replays agree; a false answer takes no step number.
+  ///
+  ///   if (co_await ctx.patched("fraud-check")) co_await ctx.step("fraud-check", ...);
+  ///
+  /// See docs/versioning.md, also for retiring a patch with deprecate_patch().
+  [[nodiscard]] asio::awaitable<bool> patched(std::string change_id) {
+    detail::check_not_nested(*s_, change_id);
+    const int seq = s_->next_seq;
+    if (const detail::journal_entry* e = journal_at(seq)) {
+      if (e->kind != "patch" || e->name != change_id) return no_patch();
+      ++s_->next_seq;
+      return replayed_patch();
+    }
+    ++s_->next_seq;
+    return record_patch(seq, std::move(change_id));
+  }
+
+  /// Retires a patch once no workflow that passed its point before the change is left: code
+  /// that called patched(id) and kept only the new branch calls deprecate_patch(id) there. It
+  /// consumes the patch's journal row where a workflow has one (so both kinds replay) and
+  /// journals nothing; once no workflow has the row, the call can be removed.
+  [[nodiscard]] asio::awaitable<void> deprecate_patch(std::string change_id) {
+    detail::check_not_nested(*s_, change_id);
+    if (const detail::journal_entry* e = journal_at(s_->next_seq);
+        e && e->kind == "patch" && e->name == change_id) {
+      ++s_->next_seq;
+      if (s_->counters) ++s_->counters->steps_replayed;
+    }
+    return no_op();
+  }
+
   /// 64 random bits, journaled (I6).
   [[nodiscard]] asio::awaitable<std::uint64_t> random() {
     detail::check_not_nested(*s_, "random");
@@ -436,6 +470,22 @@ private:
         {});
     const auto us = co_await std::move(step);
     co_return system_clock::time_point(duration_cast<system_clock::duration>(microseconds(us)));
+  }
+
+  [[nodiscard]] const detail::journal_entry* journal_at(int seq) const {
+    if (std::size_t(seq) >= s_->journal.size() || !s_->journal[std::size_t(seq)]) return nullptr;
+    return &*s_->journal[std::size_t(seq)];
+  }
+  static asio::awaitable<bool> no_patch() { co_return false; }
+  asio::awaitable<bool> replayed_patch() {
+    if (s_->counters) ++s_->counters->steps_replayed;
+    co_return true;
+  }
+  static asio::awaitable<void> no_op() { co_return; }
+  asio::awaitable<bool> record_patch(int seq, std::string change_id) {
+    auto step = run_step<void>(seq, std::move(change_id), "patch", [] {}, {});
+    co_await std::move(step);
+    co_return true;
   }
 
   asio::awaitable<void> sleep_impl(int seq, std::chrono::system_clock::time_point until) {
