@@ -208,14 +208,9 @@ void register_all(engine& e) {
 /// afterwards the io_context is abandoned, like a process that died.
 template <class Body, class Tweak>
 void with_engine(const std::string& schema, Body body, Tweak tweak) {
-  test::run([&]() -> asio::awaitable<void> {
-    auto o = options(schema);
-    tweak(o);
-    engine eng(co_await asio::this_coro::executor, o);
-    register_all(eng);
-    (void)co_await eng.open();
-    co_await body(eng);
-  }());
+  auto o = options(schema);
+  tweak(o);
+  test::with_open_engine(o, &register_all, body);
 }
 template <class Body>
 void with_engine(const std::string& schema, Body body) {

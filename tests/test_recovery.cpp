@@ -320,14 +320,9 @@ engine_options options(const std::string& schema, const std::string& id = "exec-
 template <class Body, class Tweak>
 void with_engine(const std::string& schema, Body body, Tweak tweak,
                  const std::string& id = "exec-r") {
-  test::run([&]() -> asio::awaitable<void> {
-    auto o = options(schema, id);
-    tweak(o);
-    engine eng(co_await asio::this_coro::executor, o);
-    register_all(eng);
-    (void)co_await eng.open();
-    co_await body(eng);
-  }());
+  auto o = options(schema, id);
+  tweak(o);
+  test::with_open_engine(o, &register_all, body);
 }
 template <class Body>
 void with_engine(const std::string& schema, Body body) {

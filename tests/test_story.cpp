@@ -137,6 +137,18 @@ void setup(const std::string& schema) {
   }());
 }
 
+/// The start of each case: a billing service of its own (g_port), the "classify" step's policy
+/// (g_policy), and a fresh schema prepared by setup().
+struct story {
+  test::billing_service svc;
+  std::string schema;
+  story(const std::string& tag, retry policy) : schema(test::fresh_schema(tag)) {
+    g_port = svc.port();
+    g_policy = policy;
+    setup(schema);
+  }
+};
+
 /// Runs `body(engine)` on an engine of executor_id in this process (resuming what it owned).
 template <class Body>
 void with_engine(const std::string& schema, Body body) {
@@ -354,12 +366,10 @@ snapshot take_snapshot(const std::string& schema, const std::string& id) {
 TEST_CASE("story: killed between any two steps, a new process resumes and keeps what was done",
           "[story][process]") {
   probe.reset();
-  test::billing_service svc;
-  g_port = svc.port();
-  g_policy = retry{.max_attempts = 3, .initial = 20ms};
   g_unload = 0ms;
-  const std::string schema = test::fresh_schema("story_kill");
-  setup(schema);
+  story st("story_kill", retry{.max_attempts = 3, .initial = 20ms});
+  test::billing_service& svc = st.svc;
+  const std::string& schema = st.schema;
   const std::string id = "story-a";
 
   // Child k stalls before step stops[k] and is killed once the journal holds k rows: before
@@ -414,12 +424,10 @@ TEST_CASE("story: killed between any two steps, a new process resumes and keeps 
 TEST_CASE("story: a reply lost after the work is retried with the same key and billed once",
           "[story][retry]") {
   probe.reset();
-  test::billing_service svc;
-  g_port = svc.port();
-  g_policy = retry{.max_attempts = 3, .initial = 20ms};
   g_unload = 0ms;
-  const std::string schema = test::fresh_schema("story_drop");
-  setup(schema);
+  story st("story_drop", retry{.max_attempts = 3, .initial = 20ms});
+  test::billing_service& svc = st.svc;
+  const std::string& schema = st.schema;
   const std::string id = "story-b";
   svc.drop_next(1);  // the first request does the work, bills, and gets no reply
 
@@ -458,12 +466,10 @@ TEST_CASE("story: a reply lost after the work is retried with the same key and b
 TEST_CASE("story: 503 until the retries run out is a dead letter, retry() then succeeds once",
           "[story][retry][dead_letter]") {
   probe.reset();
-  test::billing_service svc;
-  g_port = svc.port();
-  g_policy = retry{.max_attempts = 3, .initial = 50ms, .factor = 2.0};
   g_unload = 0ms;
-  const std::string schema = test::fresh_schema("story_503");
-  setup(schema);
+  story st("story_503", retry{.max_attempts = 3, .initial = 50ms, .factor = 2.0});
+  test::billing_service& svc = st.svc;
+  const std::string& schema = st.schema;
   const std::string id = "story-c";
   svc.set_mode(test::billing_service::mode::unavailable);
 
@@ -563,13 +569,11 @@ TEST_CASE("story: 503 until the retries run out is a dead letter, retry() then s
 TEST_CASE("story: 400 is a permanent error, one call and a dead letter at once",
           "[story][retry][dead_letter]") {
   probe.reset();
-  test::billing_service svc;
-  g_port = svc.port();
-  // Were 400 retried, the second attempt would come 2 s later: the test would notice.
-  g_policy = retry{.max_attempts = 5, .initial = 2s};
   g_unload = 0ms;
-  const std::string schema = test::fresh_schema("story_400");
-  setup(schema);
+  // Were 400 retried, the second attempt would come 2 s later: the test would notice.
+  story st("story_400", retry{.max_attempts = 5, .initial = 2s});
+  test::billing_service& svc = st.svc;
+  const std::string& schema = st.schema;
   const std::string id = "story-d";
   svc.set_mode(test::billing_service::mode::bad_request);
 
@@ -612,11 +616,9 @@ TEST_CASE("story: killed during a backoff, a new process goes on with the next a
   g_unload = 0ms;
   SECTION("the backoff is waited out in memory") {}
   SECTION("the workflow is released for the backoff (unload_after)") { g_unload = 1s; }
-  test::billing_service svc;
-  g_port = svc.port();
-  g_policy = retry{.max_attempts = 5, .initial = 1500ms, .factor = 1.0};
-  const std::string schema = test::fresh_schema("story_backoff");
-  setup(schema);
+  story st("story_backoff", retry{.max_attempts = 5, .initial = 1500ms, .factor = 1.0});
+  test::billing_service& svc = st.svc;
+  const std::string& schema = st.schema;
   const std::string id = "story-e";
   svc.set_mode(test::billing_service::mode::unavailable);
 

@@ -195,6 +195,16 @@ DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
     run_state& s, int seq, const std::string& name, const std::string& kind, retry policy,
     int attempt, int failures, bool may_retry, const captured_error& failure, double started);
 
+/// Runs a fenced write of run `s` (through the group committer when there is one): ownership_lost
+/// with `if_fenced` when another epoch owns the workflow, and any other failure noted for
+/// step `seq` (note_io_failure: retried or parked) and rethrown.
+DURABLE_DECL asio::awaitable<void> write_fenced(run_state& s, int seq, const std::string& name,
+                                                fenced_write& w, const std::string& if_fenced);
+
+/// Ends the run: the workflow was unloaded (its status written) for `pause`.
+[[noreturn]] DURABLE_DECL void unload(run_state& s, std::chrono::milliseconds pause,
+                                      const std::string& why);
+
 /// A serialization failure or a deadlock: the transaction lost a race, run it again.
 [[nodiscard]] inline bool is_contention(const pg::sql_error& e) noexcept {
   return e.sqlstate() == "40001" || e.sqlstate() == "40P01";

@@ -36,16 +36,13 @@ private:
   std::string workflow_id_;
 };
 
-/// A step's function threw (after its retries). The error's type and message are
-/// journaled, so the same exception, with the same text, is raised on every replay.
-class step_failed : public workflow_error {
+/// What an error says about the step that failed: its number, its name, and the type and
+/// message of what its function threw (after its retries).
+class failed_step_info {
 public:
-  step_failed(std::string workflow_id, int seq, std::string step_name, std::string error_type,
-              std::string error_message)
-      : workflow_error(workflow_id, "workflow '" + workflow_id + "': step " + std::to_string(seq) +
-                                        " '" + step_name + "' failed: " + error_type + ": " +
-                                        error_message),
-        seq_(seq),
+  failed_step_info(int seq, std::string step_name, std::string error_type,
+                   std::string error_message)
+      : seq_(seq),
         step_name_(std::move(step_name)),
         error_type_(std::move(error_type)),
         error_message_(std::move(error_message)) {}
@@ -60,6 +57,19 @@ public:
 private:
   int seq_;
   std::string step_name_, error_type_, error_message_;
+};
+
+/// A step's function threw (after its retries). The error's type and message are
+/// journaled, so the same exception, with the same text, is raised on every replay.
+class step_failed : public workflow_error, public failed_step_info {
+public:
+  step_failed(std::string workflow_id, int seq, std::string step_name, std::string error_type,
+              std::string error_message)
+      : workflow_error(workflow_id, "workflow '" + workflow_id + "': step " + std::to_string(seq) +
+                                        " '" + step_name + "' failed: " + error_type + ": " +
+                                        error_message),
+        failed_step_info(seq, std::move(step_name), std::move(error_type),
+                         std::move(error_message)) {}
 };
 
 /// Thrown by a step's function: the failure is permanent (a bad input, a refusal that will
@@ -80,27 +90,20 @@ public:
 /// The awaited workflow is dead-lettered: step `seq()` failed permanently or exhausted its
 /// attempts and the workflow did not handle it. It waits for a person: fix the cause, then
 /// engine::retry(id) runs the step again (or cancel it).
-class workflow_dead_letter : public workflow_error {
+class workflow_dead_letter : public workflow_error, public failed_step_info {
 public:
   workflow_dead_letter(std::string workflow_id, int seq, std::string step_name,
                        std::string error_type, std::string error_message, int attempts,
                        const std::string& what)
       : workflow_error(std::move(workflow_id), what),
-        seq_(seq),
-        attempts_(attempts),
-        step_name_(std::move(step_name)),
-        error_type_(std::move(error_type)),
-        error_message_(std::move(error_message)) {}
-  [[nodiscard]] int seq() const noexcept { return seq_; }
-  [[nodiscard]] const std::string& step_name() const noexcept { return step_name_; }
-  [[nodiscard]] const std::string& error_type() const noexcept { return error_type_; }
-  [[nodiscard]] const std::string& error_message() const noexcept { return error_message_; }
+        failed_step_info(seq, std::move(step_name), std::move(error_type),
+                         std::move(error_message)),
+        attempts_(attempts) {}
   /// Failed attempts of the step before it was dead-lettered.
   [[nodiscard]] int attempts() const noexcept { return attempts_; }
 
 private:
-  int seq_, attempts_;
-  std::string step_name_, error_type_, error_message_;
+  int attempts_;
 };
 
 /// The awaited workflow was cancelled (engine::cancel, or its deadline passed); `what()`

@@ -70,6 +70,8 @@
 #include <thread>
 #include <utility>
 
+#include "support/loopback.hpp"
+
 namespace test {
 
 namespace http_detail {
@@ -157,11 +159,7 @@ public:
 
   /// Listens on 127.0.0.1 with an ephemeral port and starts serving on its own thread.
   billing_service() : acceptor_(io_) {
-    acceptor_.open(asio::ip::tcp::v4());
-    acceptor_.set_option(asio::ip::tcp::acceptor::reuse_address(true));
-    acceptor_.bind({asio::ip::make_address("127.0.0.1"), 0});
-    acceptor_.listen();
-    port_ = acceptor_.local_endpoint().port();
+    port_ = listen_on_loopback(acceptor_);
     accept();
     thread_ = std::thread([this] { run(); });
   }

@@ -23,6 +23,8 @@
 #include "support/conninfo.hpp"
 #include "support/db.hpp"
 
+#include "support/loopback.hpp"
+
 namespace test {
 
 class tcp_proxy {
@@ -45,11 +47,7 @@ public:
     target_ =
         asio::ip::tcp::endpoint(asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host),
                                 static_cast<unsigned short>(std::stoi(port)));
-    acceptor_.open(asio::ip::tcp::v4());
-    acceptor_.set_option(asio::ip::tcp::acceptor::reuse_address(true));
-    acceptor_.bind({asio::ip::make_address("127.0.0.1"), 0});
-    acceptor_.listen();
-    port_ = acceptor_.local_endpoint().port();
+    port_ = listen_on_loopback(acceptor_);
     accept();
     thread_ = std::thread([this] { io_.run(); });
   }

@@ -126,6 +126,18 @@ inline asio::awaitable<workflow_row> wait_status(durable::engine& eng, std::stri
                            "), never " + status);
 }
 
+/// Runs `body(engine&)` on an engine made from `o` whose workflows `add(engine&)` registers,
+/// after open(); afterwards the io_context is abandoned, like a process that died.
+template <class Register, class Body>
+void with_open_engine(const durable::engine_options& o, Register add, Body body) {
+  run([&]() -> asio::awaitable<void> {
+    durable::engine eng(co_await asio::this_coro::executor, o);
+    add(eng);
+    (void)co_await eng.open();
+    co_await body(eng);
+  }());
+}
+
 /// Waits (without database I/O) until this engine runs no workflow.
 inline asio::awaitable<void> wait_idle(durable::engine& eng) {
   while (eng.running() > 0) co_await sleep_ms(1);

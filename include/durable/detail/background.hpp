@@ -188,14 +188,12 @@ inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
         // Waiting workflows past their deadline end as cancelled.
         batch.push_back(s->st.workflows_expire(std::int64_t(claim_batch)).st);
         // The polling fallback of cancel()'s notification: runs here that were cancelled.
-        std::vector<std::string> here;
-        for (const auto& [id, run] : s->running) here.push_back(id);
+        const std::vector<std::string> here = s->busy_ids();
         batch.push_back(s->st.workflows_cancelled(here).st);
         // Sleepers whose wake-up is due: retries after a long backoff, resumed and forked
         // workflows (between ticks, notifications and local timers wake the dispatcher).
         batch.push_back(
-            s->st.workflows_wake(s->options.executor_id, s->names, s->versions, room, s->busy_ids())
-                .st);
+            s->st.workflows_wake(s->options.executor_id, s->names, s->versions, room, here).st);
         auto c = co_await s->pool.acquire();
         auto r = co_await c->run_batch(std::move(batch));
         for (auto& w : store::rows<store::taken_workflow>(r[0])) ids.push_back(std::move(w.id));

@@ -127,51 +127,19 @@ DURABLE_DECL asio::awaitable<void> pause_or_unload(run_state& s, int seq, const 
     co_await sleep_for(pause);
     co_return;
   }
-  try {
-    fenced_write w = s.st->workflow_sleep(s.id, s.epoch, double(pause.count()));
-    pg::statement st = std::move(w.st);
-    const pg::result r = co_await s.committer->run(std::move(st));
-    if (w.verdict(r).fenced_out())
-      throw ownership_lost(s.id, "workflow '" + s.id +
-                                     "': another executor took it over before "
-                                     "it could be unloaded; this run stops");
-  } catch (const ownership_lost&) {
-    throw;
-  } catch (const std::exception& e) {
-    note_io_failure(s, seq, name, e);
-    throw;
-  }
-  s.released = true;
-  s.unloaded_until = unix_seconds() + double(pause.count()) / 1000.0;
-  throw run_released("workflow '" + s.id + "': " + what + " is due in " +
-                     std::to_string(pause.count()) + " ms; the workflow is unloaded until then");
+  fenced_write w = s.st->workflow_sleep(s.id, s.epoch, double(pause.count()));
+  const std::string if_fenced = "workflow '" + s.id +
+                                "': another executor took it over before it could be unloaded; "
+                                "this run stops";
+  co_await write_fenced(s, seq, name, w, if_fenced);
+  unload(s, pause,
+         "workflow '" + s.id + "': " + what + " is due in " + std::to_string(pause.count()) +
+             " ms; the workflow is unloaded until then");
 }
 
-DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
-    run_state& s, int seq, const std::string& name, const std::string& kind, retry policy,
-    int attempt, int failures, bool may_retry, const captured_error& failure, double started) {
-  const bool final = !may_retry || failures >= std::max(policy.max_attempts, 1);
-  std::chrono::milliseconds pause{0};
-  std::optional<double> next;
-  bool unload = false;
-  if (!final) {
-    double p = double(policy.delay(failures).count());
-    if (policy.jitter > 0) {
-      thread_local std::mt19937_64 gen{std::random_device{}()};
-      const double j = std::min(policy.jitter, 1.0);
-      p *= 1.0 - j + 2.0 * j * std::uniform_real_distribution<double>(0.0, 1.0)(gen);
-    }
-    pause = std::chrono::milliseconds(std::int64_t(p));
-    next = unix_seconds() + double(pause.count()) / 1000.0;
-    unload = s.committer && pause >= s.unload_after;
-  }
-  const std::string outcome = final ? "failed" : "retrying";
-  const std::string err = failure.to_json();
+DURABLE_DECL asio::awaitable<void> write_fenced(run_state& s, int seq, const std::string& name,
+                                                fenced_write& w, const std::string& if_fenced) {
   try {
-    std::optional<double> pause_ms;
-    if (!final) pause_ms = double(pause.count());
-    fenced_write w = s.st->attempt_record(s.id, s.epoch, seq, attempt, name, kind, outcome, err,
-                                          started, pause_ms, unload);
     pg::statement st = std::move(w.st);
     pg::result r;
     if (s.committer) {
@@ -180,18 +148,49 @@ DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
       auto conn = co_await s.pool->acquire();
       r = co_await conn->run(std::move(st));
     }
-    if (w.verdict(r).fenced_out())
-      throw ownership_lost(s.id, "workflow '" + s.id + "': the failed attempt " +
-                                     std::to_string(attempt) + " of step " + std::to_string(seq) +
-                                     " '" + name +
-                                     "' was not recorded because another executor took the "
-                                     "workflow over (or it was cancelled); this run stops");
+    if (w.verdict(r).fenced_out()) throw ownership_lost(s.id, if_fenced);
   } catch (const ownership_lost&) {
     throw;
   } catch (const std::exception& e) {
     note_io_failure(s, seq, name, e);
     throw;
   }
+}
+
+DURABLE_DECL void unload(run_state& s, std::chrono::milliseconds pause, const std::string& why) {
+  s.released = true;
+  s.unloaded_until = unix_seconds() + double(pause.count()) / 1000.0;
+  throw run_released(why);
+}
+
+DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
+    run_state& s, int seq, const std::string& name, const std::string& kind, retry policy,
+    int attempt, int failures, bool may_retry, const captured_error& failure, double started) {
+  const bool final = !may_retry || failures >= std::max(policy.max_attempts, 1);
+  std::chrono::milliseconds pause{0};
+  bool unloads = false;
+  if (!final) {
+    double p = double(policy.delay(failures).count());
+    if (policy.jitter > 0) {
+      thread_local std::mt19937_64 gen{std::random_device{}()};
+      const double j = std::min(policy.jitter, 1.0);
+      p *= 1.0 - j + 2.0 * j * std::uniform_real_distribution<double>(0.0, 1.0)(gen);
+    }
+    pause = std::chrono::milliseconds(std::int64_t(p));
+    unloads = s.committer && pause >= s.unload_after;
+  }
+  const std::string outcome = final ? "failed" : "retrying";
+  const std::string err = failure.to_json();
+  std::optional<double> pause_ms;
+  if (!final) pause_ms = double(pause.count());
+  fenced_write w = s.st->attempt_record(s.id, s.epoch, seq, attempt, name, kind, outcome, err,
+                                        started, pause_ms, unloads);
+  const std::string if_fenced = "workflow '" + s.id + "': the failed attempt " +
+                                std::to_string(attempt) + " of step " + std::to_string(seq) + " '" +
+                                name +
+                                "' was not recorded because another executor took the workflow "
+                                "over (or it was cancelled); this run stops";
+  co_await write_fenced(s, seq, name, w, if_fenced);
   const std::string what = "attempt " + std::to_string(attempt) + " of step " +
                            std::to_string(seq) + " '" + name + "' failed: " + failure.type + ": " +
                            failure.message;
@@ -203,14 +202,11 @@ DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
   if (s.report_retry)
     s.report_retry(what + "; attempt " + std::to_string(attempt + 1) + " in " +
                    std::to_string(pause.count()) + " ms" +
-                   (unload ? " (unloaded until then)" : ""));
-  if (unload) {
-    s.released = true;
-    s.unloaded_until = next;
-    throw run_released("workflow '" + s.id + "': " + what + "; the next attempt is due in " +
-                       std::to_string(pause.count()) +
-                       " ms, so the workflow is unloaded until then");
-  }
+                   (unloads ? " (unloaded until then)" : ""));
+  if (unloads)
+    unload(s, pause,
+           "workflow '" + s.id + "': " + what + "; the next attempt is due in " +
+               std::to_string(pause.count()) + " ms, so the workflow is unloaded until then");
   co_return pause;
 }
 
