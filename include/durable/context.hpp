@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <asio/awaitable.hpp>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
@@ -15,14 +16,18 @@
 #include <concepts>
 #include <cstdint>
 #include <cstdio>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <utility>
 #include <variant>
+#include <vector>
 
 #include "durable/codec.hpp"
 #include "durable/detail/config.hpp"
@@ -31,6 +36,11 @@
 #include "durable/pg/connection.hpp"
 
 namespace durable {
+
+/// No timeout: ctx.recv, ctx.get_event and engine::get_event wait until the value arrives.
+inline constexpr std::chrono::milliseconds forever = std::chrono::milliseconds::max();
+
+class context;
 
 /// Retry policy of a step. Every failed attempt is recorded in step_attempts (its error, its
 /// time, the time of the next attempt) before the next one, so a crash in the middle of a
@@ -108,17 +118,27 @@ using step_return_t = decltype(call_step(std::declval<F&>(), std::declval<const 
 template <class F>
 using step_value_t = typename awaitable_value<step_return_t<F>>::type;
 
+/// A workflow's arguments as journaled: a JSON array, one element per parameter.
+template <class... Args>
+nlohmann::json encode_inputs(const Args&... args) {
+  nlohmann::json inputs = nlohmann::json::array();
+  (inputs.push_back(durable::encode<Args>(args)), ...);
+  return inputs;
+}
+
 /// void results travel as monostate inside the replay core.
 template <class T>
 using stored_t = std::conditional_t<std::is_void_v<T>, std::monostate, T>;
 
+/// Decodes JSON `text` that step `seq` (journal entry `e`) produced: a value that no longer
+/// decodes parks the workflow with the reason.
 template <class T>
-T decode_journaled(run_state& s, int seq, const journal_entry& e) {
+T decode_text(run_state& s, int seq, const journal_entry& e, const std::string& text) {
   if constexpr (std::is_void_v<T>) {
     return;
   } else {
     try {
-      return durable::decode<T>(nlohmann::json::parse(e.output));
+      return durable::decode<T>(nlohmann::json::parse(text));
     } catch (const std::exception& x) {
       s.park_reason = "workflow '" + s.id + "' (" + s.name + "): the journaled output of step " +
                       std::to_string(seq) + " '" + e.name + "' no longer decodes as " +
@@ -128,6 +148,11 @@ T decode_journaled(run_state& s, int seq, const journal_entry& e) {
       throw codec_error(std::string(type_name<T>()), *s.park_reason);
     }
   }
+}
+
+template <class T>
+T decode_journaled(run_state& s, int seq, const journal_entry& e) {
+  return decode_text<T>(s, seq, e, e.output);
 }
 
 template <class T>
@@ -335,6 +360,199 @@ private:
 /// After a step function failed: errors that are not the step's own (a nested step, the
 /// engine shutting down and cancelling it) are raised as they are, never journaled.
 DURABLE_DECL void check_failure_is_the_steps(run_state& s, int seq, const std::string& name);
+
+// ---- waits, messages, events, child workflows (the non-template parts) ----
+
+/// Whether run `s` may unload to wait (no concurrent branch, an engine behind it).
+DURABLE_DECL bool can_unload(const run_state& s);
+
+/// Runs statement `st` of step `seq`, which journals the step itself (fenced by the epoch,
+/// DU001): ownership_lost when fenced out; other failures noted (retry or park) and rethrown.
+DURABLE_DECL asio::awaitable<pg::result> run_journaling(run_state& s, int seq,
+                                                        const std::string& name, pg::statement st);
+
+/// Journals step `seq` as succeeded with `output` (JSON text).
+DURABLE_DECL asio::awaitable<void> journal_value(run_state& s, int seq, const std::string& name,
+                                                 const std::string& kind, const std::string& output,
+                                                 double started);
+
+/// The deadline (Unix seconds) of a wait whose first step is `seq`: journaled there (a step of
+/// kind "deadline") when the wait begins, so that a replay waits only what is left. None for
+/// `forever`.
+DURABLE_DECL asio::awaitable<std::optional<double>> wait_deadline(
+    run_state& s, int seq, const std::string& name, std::chrono::milliseconds timeout);
+
+/// Waits for step `seq` until `look` finds what it waits for (true) or `deadline` passes
+/// (false). Between looks the run sleeps until the listener pokes `key` (or poll_interval);
+/// after unload_after in the run it unloads (run_released) with `wait_for` recorded, and what
+/// it waits for wakes it.
+DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
+    run_state& s, int seq, const std::string& name, const std::string& key,
+    const std::string& wait_for, std::optional<double> deadline,
+    const std::function<asio::awaitable<bool>()>& look);
+
+/// ctx.recv: the JSON its step (seq + 1; seq holds the deadline) journaled: "[payload]", or
+/// "null" when the timeout passed.
+DURABLE_DECL asio::awaitable<std::string> receive(run_state& s, int seq, const std::string& topic,
+                                                  std::chrono::milliseconds timeout);
+DURABLE_DECL asio::awaitable<void> send_message(run_state& s, int seq, const std::string& to,
+                                                const std::string& topic,
+                                                const std::string& payload);
+DURABLE_DECL asio::awaitable<void> publish_event(run_state& s, int seq, const std::string& key,
+                                                 const std::string& value);
+/// ctx.get_event: "[value]" or "null" (timeout), journaled at seq + 1 (seq: the deadline).
+DURABLE_DECL asio::awaitable<std::string> await_event(run_state& s, int seq,
+                                                      const std::string& workflow_id,
+                                                      const std::string& key,
+                                                      std::chrono::milliseconds timeout);
+/// A child's output (JSON), journaled; its failure is journaled and raised as step_failed.
+DURABLE_DECL asio::awaitable<std::string> await_child(run_state& s, int seq,
+                                                      const std::string& child);
+/// Starts child workflow `name` as step `seq` (journaled with it); returns the child's id.
+DURABLE_DECL asio::awaitable<std::string> start_child_workflow(run_state& s, int seq,
+                                                               const std::string& name,
+                                                               const std::string& inputs);
+
+/// Decodes a "[value]" / "null" wait outcome.
+template <class T>
+std::optional<T> decode_arrival(run_state& s, int seq, const std::string& name,
+                                const std::string& kind, const std::string& text) {
+  if (text == "null") return std::nullopt;
+  const journal_entry e{name, kind, false, text, {}};
+  auto one = decode_text<std::vector<T>>(s, seq, e, text);
+  if (one.size() != 1)
+    throw error("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
+                "' journaled " + text + ", not a one-element array");
+  return std::optional<T>(std::move(one.front()));
+}
+
+/// Branches of ctx.all/any/map running as coroutines of their own. They are waited for in
+/// every case (they refer to the workflow's frame); the first failure (or, for any, the
+/// first branch to end) halts the others with Asio cancellation (terminal).
+struct join_state {
+  explicit join_state(const asio::any_io_executor& ex)
+      : wake(ex, asio::steady_timer::time_point::max()) {}
+  join_state(const join_state&) = delete;
+  join_state& operator=(const join_state&) = delete;
+  asio::steady_timer wake;
+  std::deque<asio::cancellation_signal> signals;  // one per branch or worker
+  int running = 0;
+  bool halted = false;
+  std::exception_ptr error;           // the failure that halted the join
+  std::optional<std::size_t> winner;  // any: the branch that ended first
+
+  /// Cancels every branch but `self`.
+  void halt(std::size_t self) {
+    if (halted) return;
+    halted = true;
+    for (std::size_t i = 0; i < signals.size(); ++i)
+      if (i != self) signals[i].emit(asio::cancellation_type::terminal);
+  }
+  void fail(std::size_t self, std::exception_ptr e) {
+    if (!error) error = std::move(e);
+    halt(self);
+  }
+
+  /// Starts `branch` (an asio::awaitable<void>) as branch number signals.size().
+  template <class Awaitable>
+  void spawn(const asio::any_io_executor& ex, std::shared_ptr<join_state> self, Awaitable branch) {
+    auto& sig = signals.emplace_back();
+    ++running;
+    const std::size_t index = signals.size() - 1;
+    asio::co_spawn(ex, std::move(branch),
+                   asio::bind_cancellation_slot(
+                       sig.slot(), [self = std::move(self), index](std::exception_ptr e) {
+                         if (e) self->fail(index, e);  // a branch's own errors are caught inside
+                         --self->running;
+                         self->wake.cancel();
+                       }));
+  }
+};
+
+/// Waits for every branch of `j` (see join_state).
+DURABLE_DECL asio::awaitable<void> join_branches(join_state& j);
+
+/// After a join: no branch may have issued a step meanwhile (I4); parks the workflow if one did.
+DURABLE_DECL void check_join(run_state& s, int issued_before, const char* what);
+
+/// Whether exception `e` is a step's own journaled failure (step_failed), which a branch of
+/// ctx.any may win with.
+inline bool is_step_failure(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const step_failed&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+}  // namespace detail
+
+/// A child workflow started by ctx.start_child(): its id (derived from the parent's id and the
+/// step, "<parent id>/<step>"), and its result, awaited as a journaled step of the parent.
+class child_handle {
+public:
+  child_handle() = default;
+  [[nodiscard]] const std::string& id() const noexcept { return id_; }
+  /// Waits for the child to end (its end wakes the parent, which unloads while it waits
+  /// long) and returns its output, journaled. A child that failed or was cancelled raises
+  /// step_failed (journaled too); one that is parked or dead-lettered keeps the parent
+  /// waiting until an operator resumes, retries or cancels it.
+  template <class R = void>
+  [[nodiscard]] asio::awaitable<R> result() const;
+
+private:
+  friend class context;
+  child_handle(context* c, std::string id) : ctx_(c), id_(std::move(id)) {}
+  context* ctx_ = nullptr;
+  std::string id_;
+};
+
+namespace detail {
+/// Counts a join (ctx.all/any/map) as running while it is in scope: the run does not unload.
+class join_scope {
+public:
+  explicit join_scope(run_state& s) : s_(s) { ++s_.joins_running; }
+  join_scope(const join_scope&) = delete;
+  join_scope& operator=(const join_scope&) = delete;
+  ~join_scope() { --s_.joins_running; }
+
+private:
+  run_state& s_;
+};
+
+/// One item of ctx.map as a step function: refers to the map's copy of the function and of
+/// the item (trivially copyable, GCC 12; the map outlives its steps).
+template <class F, class Item>
+struct map_item_call {
+  F* fn;
+  const Item* item;
+  decltype(auto) operator()(const step_info& info) const {
+    if constexpr (std::is_invocable_v<F&, const Item&, const step_info&>)
+      return std::invoke(*fn, *item, info);
+    else
+      return std::invoke(*fn, *item);
+  }
+};
+
+template <class F, class Item>
+struct map_state {
+  using call = map_item_call<F, Item>;
+  using value = step_value_t<call>;
+  using stored = stored_t<value>;
+  map_state(std::string n, std::vector<Item> i, F f, retry p)
+      : name(std::move(n)),
+        items(std::move(i)),
+        fn(std::move(f)),
+        policy(p),
+        results(items.size()) {}
+  std::string name;
+  std::vector<Item> items;
+  F fn;
+  retry policy;
+  std::vector<std::optional<stored>> results;
+  std::size_t next = 0;
+};
 }  // namespace detail
 
 class context {
@@ -443,6 +661,130 @@ public:
     return no_op();
   }
 
+  // ---- messages ------------------------------------------------------------------------
+
+  /// Sends `value` to workflow `workflow_id` under `topic`, exactly once: the message and the
+  /// step's journal row commit in one statement (the message's idempotency key is this
+  /// step's, "<workflow id>:<step>"). A recipient that does not exist fails the step for good
+  /// (step_failed, journaled).
+  template <class T>
+  [[nodiscard]] asio::awaitable<void> send(std::string workflow_id, std::string topic,
+                                           const T& value) {
+    detail::check_not_nested(*s_, topic);
+    std::string payload = durable::encode<T>(value).dump();
+    return send_impl(s_->next_seq++, std::move(workflow_id), std::move(topic), std::move(payload));
+  }
+
+  /// The oldest message sent to this workflow under `topic` that no recv consumed yet, or
+  /// nullopt once `timeout` passed without one. Consuming it and journaling it commit in one
+  /// statement: no message is lost or delivered twice across crashes. The wait is durable
+  /// (its deadline is journaled, a replay waits what is left); a notification wakes it, with
+  /// polling as the fallback, and a wait longer than engine_options::unload_after unloads the
+  /// workflow until a message comes. Takes two step numbers (the deadline, the message).
+  template <class T>
+  [[nodiscard]] asio::awaitable<std::optional<T>> recv(
+      std::string topic, std::chrono::milliseconds timeout = forever) {
+    detail::check_not_nested(*s_, topic);
+    const int seq = s_->next_seq;
+    s_->next_seq += 2;
+    return recv_impl<T>(seq, std::move(topic), timeout);
+  }
+
+  // ---- events --------------------------------------------------------------------------
+
+  /// Publishes `value` under `key` for anyone to read (engine::get_event, ctx.get_event): the
+  /// latest value wins. Published and journaled in one statement.
+  template <class T>
+  [[nodiscard]] asio::awaitable<void> set_event(std::string key, const T& value) {
+    detail::check_not_nested(*s_, key);
+    std::string v = durable::encode<T>(value).dump();
+    return set_event_impl(s_->next_seq++, std::move(key), std::move(v));
+  }
+
+  /// The value workflow `workflow_id` published under `key`, waiting up to `timeout` for it
+  /// (nullopt then). Journaled: a replay returns what the first run read. Takes two step
+  /// numbers (the deadline, the value).
+  template <class T>
+  [[nodiscard]] asio::awaitable<std::optional<T>> get_event(
+      std::string workflow_id, std::string key, std::chrono::milliseconds timeout = forever) {
+    detail::check_not_nested(*s_, key);
+    const int seq = s_->next_seq;
+    s_->next_seq += 2;
+    return get_event_impl<T>(seq, std::move(workflow_id), std::move(key), timeout);
+  }
+
+  // ---- child workflows -----------------------------------------------------------------
+
+  /// Starts workflow `name` with `args` as a child of this one: its id is "<this id>/<step>",
+  /// its parent_id this workflow's, so a replay reattaches to the same child instead of
+  /// starting another; the child and this step's journal row commit together. Any executor
+  /// that runs `name` picks it up. Cancelling this workflow cancels its unfinished children.
+  template <class... Args>
+  [[nodiscard]] asio::awaitable<child_handle> start_child(std::string name, const Args&... args) {
+    detail::check_not_nested(*s_, name);
+    std::string inputs = detail::encode_inputs(args...).dump();
+    return start_child_impl(s_->next_seq++, std::move(name), std::move(inputs));
+  }
+
+  /// child_handle::result: the child's output, as a journaled step of this workflow.
+  template <class R = void>
+  [[nodiscard]] asio::awaitable<R> child_result(std::string child_id) {
+    detail::check_not_nested(*s_, child_id);
+    return child_result_impl<R>(s_->next_seq++, std::move(child_id));
+  }
+
+  // ---- fan-out and fan-in --------------------------------------------------------------
+
+  /// Runs branches issued beforehand (steps, child results, receives: anything that took its
+  /// step number when it was created) concurrently and returns all their values, in the
+  /// order given. Step numbers come from the order the branches were issued, never from the
+  /// order they complete, so a replay is identical whatever the timing. The first failure
+  /// cancels the others (their steps are not recorded as failed) and is raised.
+  ///
+  ///   auto a = ctx.step("price", [&] { return price(sku); });  // step 0
+  ///   auto b = ctx.step("stock", [&] { return stock(sku); });  // step 1
+  ///   auto [p, n] = co_await ctx.all(std::move(a), std::move(b));
+  template <class... T>
+  [[nodiscard]] asio::awaitable<std::tuple<detail::stored_t<T>...>> all(
+      asio::awaitable<T>&&... branches) {
+    static_assert(sizeof...(T) > 0, "ctx.all needs at least one branch");
+    return all_impl<T...>(std::tuple<asio::awaitable<T>...>(std::move(branches)...));
+  }
+
+  /// Runs branches issued beforehand concurrently until the first one ends; the others are
+  /// cancelled. Which branch won is journaled (a step of kind "any"), so a replay returns the
+  /// same branch's journaled outcome. The variant's index is the winner's position; a winner
+  /// that failed raises its step_failed. Takes one step number, after the branches'.
+  template <class... T>
+  [[nodiscard]] asio::awaitable<std::variant<detail::stored_t<T>...>> any(
+      asio::awaitable<T>&&... branches) {
+    static_assert(sizeof...(T) > 0, "ctx.any needs at least one branch");
+    detail::check_not_nested(*s_, "any");
+    return any_impl<T...>(s_->next_seq++,
+                          std::tuple<asio::awaitable<T>...>(std::move(branches)...));
+  }
+
+  /// A bounded map: one step per item ("name[i]", step numbers taken now in item order),
+  /// at most `in_flight` running at once; returns the results in item order. The map owns
+  /// `items` and its copy of `fn`, which receives each item by const reference (and, if it
+  /// accepts one, the step_info): nothing refers to a loop variable of the caller. The first
+  /// item that fails for good cancels the ones running and is raised; a replay returns the
+  /// journaled results and runs only the missing items.
+  template <class Item, class F>
+  [[nodiscard]] auto map(std::string name, std::vector<Item> items, std::size_t in_flight, F&& fn,
+                         retry policy = {}) {
+    detail::check_step_function<F>();
+    detail::check_not_nested(*s_, name);
+    using state = detail::map_state<std::decay_t<F>, Item>;
+    if (in_flight == 0)
+      throw error("workflow '" + s_->id + "': ctx.map('" + name + "') needs in_flight >= 1");
+    const int base = s_->next_seq;
+    s_->next_seq += int(items.size());
+    auto st =
+        std::make_shared<state>(std::move(name), std::move(items), std::forward<F>(fn), policy);
+    return map_impl<state>(base, in_flight, std::move(st));
+  }
+
   /// 64 random bits, journaled (I6).
   [[nodiscard]] asio::awaitable<std::uint64_t> random() {
     detail::check_not_nested(*s_, "random");
@@ -512,6 +854,206 @@ private:
     co_await detail::pause_or_unload(*s_, seq, name, left, what);
   }
 
+  asio::awaitable<void> send_impl(int seq, std::string to, std::string topic, std::string payload) {
+    co_await detail::send_message(*s_, seq, to, topic, payload);
+  }
+  template <class T>
+  asio::awaitable<std::optional<T>> recv_impl(int seq, std::string topic,
+                                              std::chrono::milliseconds timeout) {
+    const std::string text = co_await detail::receive(*s_, seq, topic, timeout);
+    const std::string kind = "recv";
+    co_return detail::decode_arrival<T>(*s_, seq + 1, topic, kind, text);
+  }
+  asio::awaitable<void> set_event_impl(int seq, std::string key, std::string value) {
+    co_await detail::publish_event(*s_, seq, key, value);
+  }
+  template <class T>
+  asio::awaitable<std::optional<T>> get_event_impl(int seq, std::string workflow_id,
+                                                   std::string key,
+                                                   std::chrono::milliseconds timeout) {
+    const std::string text = co_await detail::await_event(*s_, seq, workflow_id, key, timeout);
+    const std::string kind = "get_event", name = workflow_id + ":" + key;
+    co_return detail::decode_arrival<T>(*s_, seq + 1, name, kind, text);
+  }
+  asio::awaitable<child_handle> start_child_impl(int seq, std::string name, std::string inputs) {
+    std::string id = co_await detail::start_child_workflow(*s_, seq, name, inputs);
+    co_return child_handle(this, std::move(id));
+  }
+  template <class R>
+  asio::awaitable<R> child_result_impl(int seq, std::string child_id) {
+    const std::string text = co_await detail::await_child(*s_, seq, child_id);
+    if constexpr (!std::is_void_v<R>) {
+      const detail::journal_entry e{child_id, "child-result", false, text, {}};
+      co_return detail::decode_text<R>(*s_, seq, e, text);
+    }
+  }
+
+  template <std::size_t I, class Values, class T>
+  static asio::awaitable<void> all_branch(std::shared_ptr<detail::join_state> j,
+                                          std::shared_ptr<Values> values, asio::awaitable<T> a) {
+    try {
+      if constexpr (std::is_void_v<T>) {
+        co_await std::move(a);
+        std::get<I>(*values).emplace();
+      } else {
+        std::get<I>(*values).emplace(co_await std::move(a));
+      }
+    } catch (...) {
+      j->fail(I, std::current_exception());
+    }
+  }
+  template <class Values, class Branches, std::size_t... I>
+  static void spawn_all(const asio::any_io_executor& ex,
+                        const std::shared_ptr<detail::join_state>& j,
+                        const std::shared_ptr<Values>& values, Branches& branches,
+                        std::index_sequence<I...>) {
+    (j->spawn(ex, j, all_branch<I>(j, values, std::move(std::get<I>(branches)))), ...);
+  }
+  template <class... T>
+  asio::awaitable<std::tuple<detail::stored_t<T>...>> all_impl(
+      std::tuple<asio::awaitable<T>...> branches) {
+    using values_t = std::tuple<std::optional<detail::stored_t<T>>...>;
+    auto ex = co_await asio::this_coro::executor;
+    auto j = std::make_shared<detail::join_state>(ex);
+    auto values = std::make_shared<values_t>();
+    const int before = s_->next_seq;
+    {
+      detail::join_scope scope(*s_);
+      spawn_all(ex, j, values, branches, std::index_sequence_for<T...>{});
+      co_await detail::join_branches(*j);
+    }
+    detail::check_join(*s_, before, "all");
+    if (j->error) std::rethrow_exception(j->error);
+    co_return std::apply([](auto&... v) { return std::make_tuple(std::move(*v)...); }, *values);
+  }
+
+  template <class... T>
+  struct any_values {
+    std::tuple<std::optional<detail::stored_t<T>>...> values;
+    std::array<std::exception_ptr, sizeof...(T)> failures{};
+  };
+  template <std::size_t I, class Values, class T>
+  static asio::awaitable<void> any_branch(std::shared_ptr<detail::join_state> j,
+                                          std::shared_ptr<Values> v, asio::awaitable<T> a) {
+    std::exception_ptr failure;
+    try {
+      if constexpr (std::is_void_v<T>) {
+        co_await std::move(a);
+        std::get<I>(v->values).emplace();
+      } else {
+        std::get<I>(v->values).emplace(co_await std::move(a));
+      }
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (j->winner) co_return;  // lost (cancelled, or ended after the winner)
+    if (failure && !detail::is_step_failure(failure)) {
+      j->fail(I, failure);  // not the step's own outcome: the join stops without a winner
+      co_return;
+    }
+    j->winner = I;
+    v->failures[I] = failure;
+    j->halt(I);
+  }
+  template <class Values, class Branches, std::size_t... I>
+  static void spawn_any(const asio::any_io_executor& ex,
+                        const std::shared_ptr<detail::join_state>& j,
+                        const std::shared_ptr<Values>& v, Branches& branches,
+                        std::optional<std::size_t> only, std::index_sequence<I...>) {
+    ((!only || *only == I ? j->spawn(ex, j, any_branch<I>(j, v, std::move(std::get<I>(branches))))
+                          : void()),
+     ...);
+  }
+  template <class Variant, class Values, std::size_t... I>
+  static Variant pick(Values& v, std::size_t winner, std::index_sequence<I...>) {
+    std::optional<Variant> out;
+    ((winner == I ? (void)out.emplace(std::in_place_index<I>, std::move(*std::get<I>(v.values)))
+                  : void()),
+     ...);
+    return std::move(*out);
+  }
+  template <class... T>
+  asio::awaitable<std::variant<detail::stored_t<T>...>> any_impl(
+      int seq, std::tuple<asio::awaitable<T>...> branches) {
+    detail::run_state& s = *s_;
+    const std::string name = "any", kind = "any";
+    std::optional<std::size_t> journaled;
+    if (const detail::journal_entry* e = detail::replay_entry(s, seq, name, kind)) {
+      journaled = detail::decode_journaled<std::size_t>(s, seq, *e);
+      if (s.counters) ++s.counters->steps_replayed;
+      if (*journaled >= sizeof...(T)) {
+        s.park_reason = "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +
+                        " journaled branch " + std::to_string(*journaled) + " of ctx.any as the " +
+                        "winner, but the code has " + std::to_string(sizeof...(T)) +
+                        " branches there. It is parked until code that matches it is deployed";
+        throw error(*s.park_reason);
+      }
+    } else {
+      detail::require_live(s, seq, name);
+    }
+    const double started = detail::unix_seconds();
+    auto ex = co_await asio::this_coro::executor;
+    auto j = std::make_shared<detail::join_state>(ex);
+    auto v = std::make_shared<any_values<T...>>();
+    const int before = s.next_seq;
+    {
+      detail::join_scope scope(s);
+      spawn_any(ex, j, v, branches, journaled, std::index_sequence_for<T...>{});
+      co_await detail::join_branches(*j);
+    }
+    detail::check_join(s, before, "any");
+    if (!j->winner) std::rethrow_exception(j->error);
+    const std::size_t winner = *j->winner;
+    if (!journaled) {
+      const std::string output = std::to_string(winner);
+      co_await detail::journal_value(s, seq, name, kind, output, started);
+    }
+    if (v->failures[winner]) std::rethrow_exception(v->failures[winner]);
+    co_return pick<std::variant<detail::stored_t<T>...>>(*v, winner,
+                                                         std::index_sequence_for<T...>{});
+  }
+
+  template <class State>
+  asio::awaitable<void> map_worker(std::shared_ptr<detail::join_state> j, std::shared_ptr<State> st,
+                                   int base, std::size_t self) {
+    for (;;) {
+      if (j->halted) co_return;
+      const std::size_t i = st->next++;
+      if (i >= st->items.size()) co_return;
+      const typename State::call call{&st->fn, &st->items[i]};
+      try {
+        auto step = run_step<typename State::value>(
+            base + int(i), st->name + "[" + std::to_string(i) + "]", "step", call, st->policy);
+        if constexpr (std::is_void_v<typename State::value>) {
+          co_await std::move(step);
+          st->results[i].emplace();
+        } else {
+          st->results[i].emplace(co_await std::move(step));
+        }
+      } catch (...) {
+        j->fail(self, std::current_exception());
+        co_return;
+      }
+    }
+  }
+  template <class State>
+  asio::awaitable<std::vector<typename State::stored>> map_impl(int base, std::size_t in_flight,
+                                                                std::shared_ptr<State> st) {
+    auto ex = co_await asio::this_coro::executor;
+    auto j = std::make_shared<detail::join_state>(ex);
+    const std::size_t workers = std::min(in_flight, st->items.size());
+    {
+      detail::join_scope scope(*s_);
+      for (std::size_t k = 0; k < workers; ++k) j->spawn(ex, j, map_worker(j, st, base, k));
+      co_await detail::join_branches(*j);
+    }
+    if (j->error) std::rethrow_exception(j->error);
+    std::vector<typename State::stored> out;
+    out.reserve(st->results.size());
+    for (auto& r : st->results) out.push_back(std::move(*r));
+    co_return out;
+  }
+
   template <class T, class F>
   asio::awaitable<T> run_step(int seq, std::string name, std::string kind, F fn, retry policy) {
     detail::run_state& s = *s_;
@@ -547,6 +1089,7 @@ private:
         const step_info info{seq, name, attempt, s.key(seq)};
         std::optional<detail::stored_t<T>> value;
         detail::captured_error failure;
+        std::exception_ptr thrown;
         bool may_retry = false;
         try {
           if constexpr (is_awaitable) {
@@ -580,8 +1123,9 @@ private:
             }
           }
         } catch (...) {
-          failure = detail::capture(std::current_exception());
-          may_retry = detail::retryable(policy, std::current_exception());
+          thrown = std::current_exception();
+          failure = detail::capture(thrown);
+          may_retry = detail::retryable(policy, thrown);
         }
         if (value) {
           // Named, not temporaries: GCC 12 corrupts owning temporaries inside co_await.
@@ -593,6 +1137,12 @@ private:
           break;
         }
         detail::check_failure_is_the_steps(s, seq, name);
+        {
+          // Cancelled from outside (ctx.all/any gave up on this branch): not the step's
+          // failure, nothing is recorded; the step runs again if the workflow gets here again.
+          const asio::cancellation_state outer = co_await asio::this_coro::cancellation_state;
+          if (outer.cancelled() != asio::cancellation_type::none) std::rethrow_exception(thrown);
+        }
         const auto pause = co_await detail::record_failure(s, seq, name, kind, policy, attempt,
                                                            failures, may_retry, failure, started);
         co_await detail::sleep_for(pause);
@@ -752,6 +1302,12 @@ private:
 
   detail::run_state* s_;
 };
+
+template <class R>
+asio::awaitable<R> child_handle::result() const {
+  if (!ctx_) throw error("child_handle::result(): this handle refers to no child workflow");
+  return ctx_->child_result<R>(id_);
+}
 
 }  // namespace durable
 

@@ -34,14 +34,6 @@ class engine;
 
 namespace detail {
 
-/// A workflow's arguments as journaled: a JSON array, one element per parameter.
-template <class... Args>
-nlohmann::json encode_inputs(const Args&... args) {
-  nlohmann::json inputs = nlohmann::json::array();
-  (inputs.push_back(durable::encode<Args>(args)), ...);
-  return inputs;
-}
-
 /// The signature of a workflow callable: asio::awaitable<R>(context&, Args...).
 template <class Sig>
 struct workflow_signature {
@@ -297,6 +289,41 @@ public:
     return req;
   }
 
+  /// Sends `value` to workflow `workflow_id` under `topic`, for its ctx.recv. With an
+  /// idempotency key, a send repeated with the same key (to the same workflow) sends nothing
+  /// and returns false. A recipient waiting in its run is told at once (notification); one
+  /// unloaded to wait is woken in the same transaction. Throws durable::error if no workflow
+  /// has that id.
+  template <class T>
+  [[nodiscard]] asio::awaitable<bool> send(std::string workflow_id, std::string topic,
+                                           const T& value, std::string idempotency_key = {}) {
+    std::string payload = durable::encode<T>(value).dump();
+    return send_impl(std::move(workflow_id), std::move(topic), std::move(payload),
+                     std::move(idempotency_key));
+  }
+
+  /// The send as a statement, for a transaction the application runs itself (its own
+  /// PGconn*, with pg::exec_blocking or PQexecParams): the message exists if and only if that
+  /// transaction commits. Its one row: (sent now, the recipient exists); a recipient that
+  /// does not exist gets no message.
+  template <class T>
+  [[nodiscard]] pg::statement send_statement(const std::string& workflow_id,
+                                             const std::string& topic, const T& value,
+                                             const std::string& idempotency_key = {}) const {
+    std::optional<std::string> key;
+    if (!idempotency_key.empty()) key = idempotency_key;
+    const std::string payload = durable::encode<T>(value).dump();
+    return s_->st.unprepared(s_->st.message_send(workflow_id, topic, payload, key).st);
+  }
+
+  /// The value workflow `workflow_id` published under `key` (ctx.set_event), waiting up to
+  /// `timeout` for it to be published; nullopt if it was not by then.
+  template <class T>
+  [[nodiscard]] asio::awaitable<std::optional<T>> get_event(
+      std::string workflow_id, std::string key, std::chrono::milliseconds timeout = forever) {
+    return get_event_typed<T>(std::move(workflow_id), std::move(key), timeout);
+  }
+
   /// Sets a queue's limits (stored in the database, shared by all executors).
   [[nodiscard]] asio::awaitable<void> configure_queue(queue_options q) {
     return run_statement(make_queue_upsert(q));
@@ -328,6 +355,27 @@ public:
 private:
   template <class R, class... Args, class Fn>
   void add_workflow(std::string name, std::shared_ptr<Fn> fn);
+  template <class T>
+  asio::awaitable<std::optional<T>> get_event_typed(std::string workflow_id, std::string key,
+                                                    std::chrono::milliseconds timeout) {
+    const std::optional<std::string> text = co_await get_event_impl(workflow_id, key, timeout);
+    if (!text) co_return std::nullopt;
+    try {
+      co_return durable::decode<T>(nlohmann::json::parse(*text));
+    } catch (const std::exception& e) {
+      throw codec_error(std::string(detail::type_name<T>()),
+                        "get_event('" + workflow_id + "', '" + key + "'): the value " + *text +
+                            " does not decode as " + std::string(detail::type_name<T>()) + ": " +
+                            e.what());
+    }
+  }
+  DURABLE_DECL asio::awaitable<bool> send_impl(std::string workflow_id, std::string topic,
+                                               std::string payload, std::string idempotency_key);
+  DURABLE_DECL asio::awaitable<std::optional<std::string>> get_event_impl(
+      std::string workflow_id, std::string key, std::chrono::milliseconds timeout);
+  DURABLE_DECL asio::awaitable<std::optional<std::string>> get_event_on_strand(
+      std::string workflow_id, std::string key, std::chrono::milliseconds timeout);
+
   DURABLE_DECL asio::awaitable<bool> recover_impl(std::string workflow_id);
   DURABLE_DECL asio::awaitable<bool> recover_impl_on_strand(std::string workflow_id);
   DURABLE_DECL asio::awaitable<std::size_t> recover_pending_impl();

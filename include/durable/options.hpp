@@ -50,6 +50,11 @@ struct engine_options {
   /// it when the next attempt is due (workflows.status 'sleeping', wake_at). Shorter ones
   /// wait in the run.
   std::chrono::milliseconds unload_after{2000};
+  /// A workflow unloaded while it waits (ctx.recv, ctx.get_event, a child's result) is woken
+  /// at once by what it waits for (a send, an event, the child's end update its row in the
+  /// same transaction); it also looks again after this long, in case a wake-up was missed
+  /// (a message sent in a transaction that overlapped its unload).
+  std::chrono::milliseconds wait_recheck{60000};
   /// At most this many workflows run in this process at once: queue dispatch, takeover and
   /// open() claim no more (start() of a registered workflow is not limited).
   std::size_t max_running = 1000;

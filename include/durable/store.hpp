@@ -295,6 +295,38 @@ public:
     }
   };
 
+  /// workflow_cancel: one row per workflow cancelled (the one named, and its unfinished
+  /// descendants): the status it had, its epoch now, its id, whether it is the one named.
+  struct cancelled_tree_member {
+    std::string status;
+    std::int64_t epoch = 0;
+    std::string id;
+    bool root = false;
+    static cancelled_tree_member from(const pg::row& r) {
+      return {r.get<std::string>(0), r.get<std::int64_t>(1), r.get<std::string>(3), r.get<bool>(4)};
+    }
+  };
+
+  /// message_send, message_send_journaled: whether the message was queued by this call (not
+  /// by an earlier one with the same idempotency key), whether the recipient exists.
+  struct send_outcome {
+    bool queued = false;
+    bool recipient_exists = false;
+    static send_outcome from(const pg::row& r) { return {r.get<bool>(0), r.get<bool>(1)}; }
+  };
+
+  /// message_take: the message consumed (a one-element JSON array holding its payload);
+  /// event_get: the value (JSON).
+  struct json_value {
+    std::string json;
+    static json_value from(const pg::row& r) { return {r.get<std::string>(0)}; }
+  };
+
+  /// event_set, child_start: present when the statement wrote (and journaled).
+  struct written_row {
+    static written_row from(const pg::row&) { return {}; }
+  };
+
   /// workflow_resume: the status the workflow had.
   struct previous_status {
     std::string status;
@@ -587,10 +619,53 @@ public:
   }
 
   /// Cancels workflow `id` (unless it is finished): one row with the status it had.
-  [[nodiscard]] query<cancelled_workflow> workflow_cancel(const std::string& id,
-                                                          const std::string& reason,
-                                                          const std::string& error_type) const {
+  [[nodiscard]] query<cancelled_tree_member> workflow_cancel(const std::string& id,
+                                                             const std::string& reason,
+                                                             const std::string& error_type) const {
     return {call("workflow_cancel", id, reason, error_type, cancel_channel())};
+  }
+
+  /// Sends a message to workflow `to` (see message_send).
+  [[nodiscard]] query<send_outcome> message_send(const std::string& to, const std::string& topic,
+                                                 const std::string& payload,
+                                                 const std::optional<std::string>& key) const {
+    return {call("message_send", to, topic, payload, key, wait_channel(), channel())};
+  }
+  /// Sends a message from step `seq` of workflow `from` and journals the step (fenced).
+  [[nodiscard]] query<send_outcome> message_send_journaled(
+      const std::string& to, const std::string& topic, const std::string& payload,
+      const std::string& key, const std::string& from, std::int64_t epoch, int seq,
+      double started_at) const {
+    return {call("message_send_journaled", to, topic, payload, key, wait_channel(), channel(), from,
+                 epoch, seq, started_at)};
+  }
+  /// Consumes the oldest message of `topic` for workflow `id` as its step `seq` (fenced).
+  [[nodiscard]] query<json_value> message_take(const std::string& id, std::int64_t epoch, int seq,
+                                               const std::string& topic, double started_at) const {
+    return {call("message_take", id, epoch, seq, topic, started_at)};
+  }
+  /// Publishes event `key` of workflow `id` as its step `seq` (fenced).
+  [[nodiscard]] query<written_row> event_set(const std::string& id, std::int64_t epoch, int seq,
+                                             const std::string& key, const std::string& value,
+                                             double started_at) const {
+    return {call("event_set", id, epoch, seq, key, value, started_at, wait_channel(), channel())};
+  }
+  [[nodiscard]] query<json_value> event_get(const std::string& id, const std::string& key) const {
+    return {call("event_get", id, key)};
+  }
+  /// Unloads workflow `id` until what `wait_for` names arrives, or `recheck_ms` passes.
+  [[nodiscard]] fenced_write workflow_wait(const std::string& id, std::int64_t epoch,
+                                           const std::string& wait_for, double recheck_ms) const {
+    return {call("workflow_wait", id, epoch, wait_for, recheck_ms),
+            fenced_write::fence::matches_no_row};
+  }
+  /// Starts child `child_id` of workflow `parent` as its step `seq`, journaled (fenced).
+  [[nodiscard]] query<written_row> child_start(const std::string& child_id, const std::string& name,
+                                               const std::string& inputs, const std::string& parent,
+                                               std::int64_t epoch, int seq, double started_at,
+                                               const std::string& app_version) const {
+    return {call("child_start", child_id, name, inputs, parent, epoch, seq, started_at, app_version,
+                 channel())};
   }
 
   /// Makes workflow `id` due at once if its status is one of `statuses` (a text[] literal);
@@ -711,6 +786,12 @@ public:
   /// runs it stops it at once: the same rule with the prefix "durable.cancel:".
   [[nodiscard]] std::string cancel_channel() const {
     return channel_for(schema_name_, "durable.cancel:");
+  }
+  /// The channel on which what a waiting workflow waits for is announced (a message for it, a
+  /// child of it that ended: payload its id; an event of workflow X: "e:X"), so that a run
+  /// waiting here wakes at once: the same rule with the prefix "durable.wait:".
+  [[nodiscard]] std::string wait_channel() const {
+    return channel_for(schema_name_, "durable.wait:");
   }
   [[nodiscard]] static std::string channel_for(std::string_view schema,
                                                std::string_view prefix = "durable:") {

@@ -255,6 +255,8 @@ inline asio::awaitable<void> dispatcher(std::shared_ptr<engine_state> s) {
         }
         if (!ids.empty()) {
           more = true;
+          // A full batch: more may be due; look again next round instead of at the next tick.
+          if (ids.size() == std::min<std::size_t>(s->room(), claim_batch)) s->wake_timers = true;
           (void)co_await claim_runs(s, std::move(ids), "timers");
         }
         problems.ok(*s);
@@ -332,11 +334,19 @@ inline asio::awaitable<void> listener(std::shared_ptr<engine_state> s) {
       const std::string cancels = s->st.cancel_channel();
       co_await c->listen(channel);
       co_await c->listen(cancels);
+      const std::string waits = s->st.wait_channel();
+      co_await c->listen(waits);
       problems.ok(*s);
       s->wake_due();  // catch up with whatever was queued or woken while nobody listened
+      for (auto& [key, w] : s->waiters.waiting) {  // and the waiters, who may have missed some
+        w->poked = true;
+        w->timer.cancel();
+      }
       while (!s->stopping) {
         const pg::notification n = co_await c->wait_notification();
-        if (n.channel == cancels)
+        if (n.channel == waits)
+          s->waiters.poke(n.payload);  // a message, an event, a child's end
+        else if (n.channel == cancels)
           cancel_notified(*s, n.payload);
         else if (n.payload.empty())
           s->wake_due();  // a resume, retry or fork: a workflow is due now

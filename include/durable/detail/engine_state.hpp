@@ -95,6 +95,8 @@ struct engine_state {
   std::set<std::shared_ptr<asio::cancellation_signal>> tasks;  // running background parts
   std::set<std::shared_ptr<asio::steady_timer>> sleepers;      // pauses shutdown cuts short
   bool wake_pending = false;
+  std::multiset<double> local_wakes;               // due times (Unix s) of workflows unloaded here
+  std::shared_ptr<asio::steady_timer> wake_timer;  // fires at the earliest of them
   bool wake_timers = false;  // a sleeping workflow may be due: the dispatcher looks
   void wake_due() {
     wake_timers = true;
@@ -109,6 +111,7 @@ struct engine_state {
   // ---- runs of this process, by workflow id
   std::map<std::string, local_run, std::less<>> running;
   std::set<std::string, std::less<>> retrying;  // ids to claim again after an I/O error
+  waiter_registry waiters;                      // runs and get_event calls that wait here
 
   /// The workflows this process runs, or waits to claim again.
   [[nodiscard]] std::vector<std::string> busy_ids() const {

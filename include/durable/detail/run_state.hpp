@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <asio/awaitable.hpp>
+#include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
@@ -18,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <typeinfo>
 #include <vector>
 
@@ -93,6 +95,54 @@ public:
   using error::error;
 };
 
+/// What runs of this process (and engine::get_event calls) wait for: a key announced on the
+/// store's wait channel (a workflow's id: a message for it, or a child of it that ended;
+/// "e:<id>": an event of workflow <id>). The listener pokes the waiters of a key it hears.
+struct waiter_registry {
+  struct waiter {
+    explicit waiter(const asio::any_io_executor& ex)
+        : timer(ex, asio::steady_timer::time_point::max()) {}
+    asio::steady_timer timer;
+    bool poked = false;  // kept until the waiter looks, so a poke between looks is not lost
+  };
+  std::multimap<std::string, waiter*, std::less<>> waiting;
+
+  void poke(std::string_view key) {
+    for (auto [it, end] = waiting.equal_range(key); it != end; ++it) {
+      it->second->poked = true;
+      it->second->timer.cancel();
+    }
+  }
+
+  /// Registers a waiter for as long as it lives.
+  class entry {
+  public:
+    entry(waiter_registry* r, const std::string& key, const asio::any_io_executor& ex)
+        : r_(r), w_(ex) {
+      if (r_) it_ = r_->waiting.emplace(key, &w_);
+    }
+    entry(const entry&) = delete;
+    entry& operator=(const entry&) = delete;
+    ~entry() {
+      if (r_) r_->waiting.erase(it_);
+    }
+    /// Waits until poked, or `limit` passes. Returns at once if poked since the last call.
+    asio::awaitable<void> wait(std::chrono::milliseconds limit) {
+      if (!w_.poked) {
+        w_.timer.expires_after(limit);
+        asio::error_code ec;
+        co_await w_.timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      }
+      w_.poked = false;
+    }
+
+  private:
+    waiter_registry* r_;
+    waiter w_;
+    std::multimap<std::string, waiter*, std::less<>>::iterator it_;
+  };
+};
+
 struct run_state {
   std::string id;
   std::string name;
@@ -138,7 +188,16 @@ struct run_state {
   std::optional<double> unloaded_until;  // Unix seconds
   // Tells the engine's event hook of a failed attempt that will be retried.
   std::function<void(const std::string&)> report_retry;
-  int step_functions_running = 0;             // step functions (of this run) executing now
+  int step_functions_running = 0;  // step functions (of this run) executing now
+  // ctx.all/any/map joins in progress: a run with concurrent branches never unloads (it
+  // would stop the other branches' steps).
+  int joins_running = 0;
+  // Waits (recv, get_event, child results): the in-run wait between looks, and the longest
+  // an unloaded waiter sleeps before it looks again (engine_options::wait_recheck).
+  std::chrono::milliseconds poll_interval{500};
+  std::chrono::milliseconds wait_recheck{60000};
+  waiter_registry* waiters = nullptr;
+  const std::string* app_version = nullptr;   // stamped on child workflows
   const std::string* running_step = nullptr;  // the name of one of them, for messages
 
   // Services; `pool` is null for an in-memory replay, which may not execute anything.

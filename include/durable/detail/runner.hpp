@@ -179,6 +179,46 @@ inline void end_run(engine_state& s, const std::string& id, const void* token) {
   }
 }
 
+/// Unloaded until a retry, a sleep or a wait is due: any executor claims it then
+/// (workflows_wake, at every maintenance tick); this one also looks at that moment instead of
+/// waiting for its next tick. One timer, for the earliest of at most `max_local_wakes` due
+/// times, so that memory stays flat however many workflows sleep (those beyond are found by
+/// the tick). (A little late: the due time was set by the server's clock when the workflow was
+/// unloaded, a round trip after this host computed it.)
+inline constexpr std::size_t max_local_wakes = 256;
+
+inline void arm_wake_timer(const std::shared_ptr<engine_state>& s) {
+  if (s->local_wakes.empty() || s->stopping) return;
+  if (!s->wake_timer) {
+    s->wake_timer = std::make_shared<asio::steady_timer>(s->ex);
+    s->sleepers.insert(s->wake_timer);  // shutdown cancels it
+  }
+  const double first = *s->local_wakes.begin();
+  const auto due =
+      std::chrono::milliseconds(std::int64_t(std::max(0.0, first - unix_seconds()) * 1000) + 50);
+  s->wake_timer->expires_after(due);  // cancels the wait for a later one
+  std::weak_ptr<engine_state> weak = s;
+  s->wake_timer->async_wait([weak](const asio::error_code& ec) {
+    auto st = weak.lock();
+    if (ec || !st || st->stopping) return;
+    const double now = unix_seconds();
+    while (!st->local_wakes.empty() && *st->local_wakes.begin() <= now + 0.05)
+      st->local_wakes.erase(st->local_wakes.begin());
+    st->wake_due();
+    arm_wake_timer(st);
+  });
+}
+
+inline void schedule_wake(const std::shared_ptr<engine_state>& s, double due) {
+  if (s->local_wakes.size() >= max_local_wakes) {
+    if (due >= *s->local_wakes.rbegin()) return;
+    s->local_wakes.erase(std::prev(s->local_wakes.end()));
+  }
+  const bool earliest = s->local_wakes.empty() || due < *s->local_wakes.begin();
+  s->local_wakes.insert(due);
+  if (earliest) arm_wake_timer(s);
+}
+
 /// Starts a run of a claimed workflow on the engine's executor.
 inline void launch(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> run,
                    nlohmann::json inputs) {
@@ -189,6 +229,10 @@ inline void launch(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> r
   run->stopping = &s->stopping;
   run->lease_expired = &s->lease_expired;
   run->unload_after = s->options.unload_after;
+  run->poll_interval = s->options.poll_interval;
+  run->wait_recheck = s->options.wait_recheck;
+  run->waiters = &s->waiters;
+  run->app_version = &s->options.app_version;
   std::weak_ptr<engine_state> reporter = s;
   run->report_retry = [reporter, id = run->id](const std::string& what) {
     if (auto st = reporter.lock()) st->report(severity::info, "retry", id, what);
@@ -442,20 +486,7 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
   }
   end_run(*s, run->id, run->launch_token);
   s->wake_dispatcher();  // a slot in some queue may have come free
-  if (run->unloaded_until) {
-    // Unloaded until a retry is due: any executor claims it then (workflows_wake); this one
-    // looks at that moment too instead of waiting for its next poll.
-    // (A little late: the due time was set by the server's clock when the attempt was recorded,
-    // a round trip after this host computed it.)
-    const auto due = std::chrono::milliseconds(
-        std::int64_t(std::max(0.0, *run->unloaded_until - unix_seconds()) * 1000) + 50);
-    auto t = std::make_shared<asio::steady_timer>(s->ex, due);
-    s->sleepers.insert(t);
-    t->async_wait([s, t](const asio::error_code&) {
-      s->sleepers.erase(t);
-      s->wake_due();
-    });
-  }
+  if (run->unloaded_until) schedule_wake(s, *run->unloaded_until);
   if (kind == outcome::parked)
     s->report(severity::warning, "runner", run->id, "parked: " + reason.value_or(""));
   else if (kind == outcome::dead_letter)

@@ -222,3 +222,334 @@ DURABLE_DECL asio::awaitable<void> wait_for_abandoned(left_behind& lb) {
 }
 
 }  // namespace durable::detail
+
+namespace durable::detail {
+
+DURABLE_DECL bool can_unload(const run_state& s) {
+  // Never while concurrent branches run (it would stop their steps), nor without the engine's
+  // committer (a bare replay).
+  return s.committer && s.joins_running == 0 && s.step_functions_running == 0;
+}
+
+DURABLE_DECL asio::awaitable<pg::result> run_journaling(run_state& s, int seq,
+                                                        const std::string& name, pg::statement st) {
+  try {
+    if (s.committer) co_return co_await s.committer->run(std::move(st));
+    auto conn = co_await s.pool->acquire();
+    co_return co_await conn->run(std::move(st));
+  } catch (const pg::sql_error& e) {
+    const fence_verdict v = store::verdict(e);
+    if (v.fenced_out()) throw ownership_lost(s.id, journal_fenced_message(s, seq, name, v));
+    note_io_failure(s, seq, name, e);
+    throw;
+  } catch (const std::exception& e) {
+    note_io_failure(s, seq, name, e);
+    throw;
+  }
+}
+
+DURABLE_DECL asio::awaitable<void> journal_value(run_state& s, int seq, const std::string& name,
+                                                 const std::string& kind, const std::string& output,
+                                                 double started) {
+  const std::optional<std::string> out = output;
+  const std::optional<std::string> no_error;
+  co_await append(s, seq, name, kind, out, no_error, 1, started);
+}
+
+DURABLE_DECL asio::awaitable<std::optional<double>> wait_deadline(
+    run_state& s, int seq, const std::string& name, std::chrono::milliseconds timeout) {
+  const std::string kind = "deadline";
+  if (const journal_entry* e = replay_entry(s, seq, name, kind)) {
+    if (s.counters) ++s.counters->steps_replayed;
+    co_return decode_text<double>(s, seq, *e, e->output);
+  }
+  if (timeout == forever) co_return std::nullopt;
+  const double deadline = unix_seconds() + double(timeout.count()) / 1000.0;
+  const std::string output = nlohmann::json(deadline).dump();
+  co_await journal_value(s, seq, name, kind, output, unix_seconds());
+  co_return deadline;
+}
+
+DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
+    run_state& s, int seq, const std::string& name, const std::string& key,
+    const std::string& wait_for, std::optional<double> deadline,
+    const std::function<asio::awaitable<bool>()>& look) {
+  using std::chrono::milliseconds;
+  const double loaded = unix_seconds();
+  const double in_run_for = double(s.unload_after.count()) / 1000.0;
+  waiter_registry::entry poke(s.waiters, key, co_await asio::this_coro::executor);
+  for (;;) {
+    const double now = unix_seconds();
+    if (deadline && now >= *deadline) co_return false;
+    const double left = deadline ? *deadline - now : 1e12;
+    const double in_run_left = loaded + in_run_for - now;
+    if (in_run_left <= 0 && left >= 1.0 && can_unload(s)) {
+      // A long wait: unloaded until what it waits for arrives (that wakes it at once) or the
+      // recheck (or the deadline) is due.
+      const double recheck_ms = std::min(left * 1000.0, double(s.wait_recheck.count()));
+      fenced_write w = s.st->workflow_wait(s.id, s.epoch, wait_for, recheck_ms);
+      const std::string if_fenced = "workflow '" + s.id +
+                                    "': another executor took it over before it could be "
+                                    "unloaded to wait; this run stops";
+      co_await write_fenced(s, seq, name, w, if_fenced);
+      unload(s, milliseconds(std::int64_t(recheck_ms)),
+             "workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name + "' waits (" +
+                 wait_for + "); the workflow is unloaded until it arrives");
+    }
+    double wait_ms = std::min(left * 1000.0, double(s.poll_interval.count()));
+    if (in_run_left > 0) wait_ms = std::min(wait_ms, in_run_left * 1000.0 + 1.0);
+    co_await poke.wait(milliseconds(std::max<std::int64_t>(1, std::int64_t(wait_ms))));
+    require_live(s, seq, name);
+    if (co_await look()) co_return true;
+  }
+}
+
+DURABLE_DECL asio::awaitable<bool> take_message(run_state& s, int seq, const std::string& topic,
+                                                double started, std::optional<std::string>& got) {
+  auto q = s.st->message_take(s.id, s.epoch, seq, topic, started);
+  const pg::result r = co_await run_journaling(s, seq, topic, std::move(q.st));
+  if (auto m = store::first<store::json_value>(r)) {
+    got = std::move(m->json);
+    co_return true;
+  }
+  co_return false;
+}
+
+DURABLE_DECL asio::awaitable<std::string> receive(run_state& s, int seq, const std::string& topic,
+                                                  std::chrono::milliseconds timeout) {
+  const std::string kind = "recv";
+  if (const journal_entry* e = replay_entry(s, seq + 1, topic, kind)) {
+    if (s.counters) ++s.counters->steps_replayed;
+    co_return e->output;
+  }
+  require_live(s, seq + 1, topic);
+  const double started = unix_seconds();
+  std::optional<std::string> got;
+  const std::function<asio::awaitable<bool>()> look = [&s, seq, &topic, started, &got] {
+    return take_message(s, seq + 1, topic, started, got);
+  };
+  bool arrived = co_await look();
+  if (!arrived && timeout.count() > 0) {
+    const std::optional<double> deadline = co_await wait_deadline(s, seq, topic, timeout);
+    const std::string key = s.id, tag = "msg:" + topic;
+    arrived = co_await wait_for_arrival(s, seq + 1, topic, key, tag, deadline, look);
+  }
+  if (!arrived) {
+    const std::string none = "null";
+    co_await journal_value(s, seq + 1, topic, kind, none, started);
+    co_return none;
+  }
+  if (s.counters) ++s.counters->steps_executed;
+  co_return *got;
+}
+
+DURABLE_DECL asio::awaitable<void> send_message(run_state& s, int seq, const std::string& to,
+                                                const std::string& topic,
+                                                const std::string& payload) {
+  const std::string kind = "send";
+  if (const journal_entry* e = replay_entry(s, seq, topic, kind)) {
+    replay_value<void>(s, seq, *e);
+    co_return;
+  }
+  require_live(s, seq, topic);
+  const double started = unix_seconds();
+  const std::string key = s.key(seq);
+  auto q = s.st->message_send_journaled(to, topic, payload, key, s.id, s.epoch, seq, started);
+  const pg::result r = co_await run_journaling(s, seq, topic, std::move(q.st));
+  const auto out = store::first<store::send_outcome>(r);
+  if (out && out->recipient_exists) {
+    if (s.counters) ++s.counters->steps_executed;
+    co_return;
+  }
+  // No such workflow: the step fails for good, journaled so that replays fail alike.
+  const std::string type = "durable::error";
+  const std::string message = "workflow '" + s.id + "': step " + std::to_string(seq) + " sends '" +
+                              topic + "' to workflow '" + to + "', which does not exist";
+  const std::optional<std::string> no_output;
+  const std::optional<std::string> err = captured_error{type, message}.to_json();
+  co_await append(s, seq, topic, kind, no_output, err, 1, started);
+  throw step_failed(s.id, seq, topic, type, message);
+}
+
+DURABLE_DECL asio::awaitable<void> publish_event(run_state& s, int seq, const std::string& key,
+                                                 const std::string& value) {
+  const std::string kind = "event";
+  if (const journal_entry* e = replay_entry(s, seq, key, kind)) {
+    replay_value<void>(s, seq, *e);
+    co_return;
+  }
+  require_live(s, seq, key);
+  auto q = s.st->event_set(s.id, s.epoch, seq, key, value, unix_seconds());
+  const pg::result r = co_await run_journaling(s, seq, key, std::move(q.st));
+  if (!store::first<store::written_row>(r))
+    throw error("workflow '" + s.id + "': event '" + key + "' was not published");
+  if (s.counters) ++s.counters->steps_executed;
+}
+
+DURABLE_DECL asio::awaitable<bool> look_for_event(run_state& s, int seq, const std::string& name,
+                                                  const std::string& workflow_id,
+                                                  const std::string& key, double started,
+                                                  std::optional<std::string>& got) {
+  std::optional<store::json_value> v;
+  {
+    auto q = s.st->event_get(workflow_id, key);
+    auto conn = co_await acquire(s);
+    v = co_await store::fetch_one(*conn, std::move(q));
+  }
+  if (!v) co_return false;
+  got = "[" + v->json + "]";
+  const std::string kind = "get_event";
+  co_await journal_value(s, seq, name, kind, *got, started);
+  co_return true;
+}
+
+DURABLE_DECL asio::awaitable<std::string> await_event(run_state& s, int seq,
+                                                      const std::string& workflow_id,
+                                                      const std::string& key,
+                                                      std::chrono::milliseconds timeout) {
+  const std::string kind = "get_event";
+  const std::string name = workflow_id + ":" + key;
+  if (const journal_entry* e = replay_entry(s, seq + 1, name, kind)) {
+    if (s.counters) ++s.counters->steps_replayed;
+    co_return e->output;
+  }
+  require_live(s, seq + 1, name);
+  const double started = unix_seconds();
+  std::optional<std::string> got;
+  const std::function<asio::awaitable<bool>()> look = [&s, seq, &name, &workflow_id, &key, started,
+                                                       &got] {
+    return look_for_event(s, seq + 1, name, workflow_id, key, started, got);
+  };
+  bool arrived = co_await look();
+  if (!arrived && timeout.count() > 0) {
+    const std::optional<double> deadline = co_await wait_deadline(s, seq, name, timeout);
+    const std::string poke = "e:" + workflow_id, tag = "event:" + workflow_id + ":" + key;
+    arrived = co_await wait_for_arrival(s, seq + 1, name, poke, tag, deadline, look);
+  }
+  if (!arrived) {
+    const std::string none = "null";
+    co_await journal_value(s, seq + 1, name, kind, none, started);
+    co_return none;
+  }
+  co_return *got;
+}
+
+DURABLE_DECL asio::awaitable<bool> look_for_child(run_state& s, int seq, const std::string& child,
+                                                  double started, std::optional<std::string>& got) {
+  std::optional<store::workflow_record> w;
+  {
+    auto q = s.st->workflow_get(child);
+    auto conn = co_await acquire(s);
+    w = co_await store::fetch_one(*conn, std::move(q));
+  }
+  const std::string kind = "child-result";
+  if (!w) {
+    const std::string message =
+        "workflow '" + s.id + "': its child workflow '" + child + "' does not exist (deleted?)";
+    throw error(message);
+  }
+  if (w->status == "succeeded") {
+    got = w->output.value_or("null");
+    co_await journal_value(s, seq, child, kind, *got, started);
+    co_return true;
+  }
+  if (w->status != "failed" && w->status != "cancelled") co_return false;
+  // The child failed or was cancelled: journaled as this step's failure (step_failed here
+  // and on every replay).
+  auto j = nlohmann::json::parse(w->error.value_or("{}"), nullptr, false);
+  if (!j.is_object()) j = nlohmann::json::object();
+  const std::string type =
+      j.value("type", w->status == "cancelled" ? "durable::cancelled" : "unknown");
+  const std::string message = "child workflow '" + child + "' (" + w->name + ") " +
+                              (w->status == "cancelled" ? "was cancelled" : "failed") + ": " +
+                              j.value("message", w->reason.value_or(""));
+  const std::optional<std::string> no_output;
+  const std::optional<std::string> err = captured_error{type, message}.to_json();
+  co_await append(s, seq, child, kind, no_output, err, 1, started);
+  throw step_failed(s.id, seq, child, type, message);
+}
+
+DURABLE_DECL asio::awaitable<std::string> await_child(run_state& s, int seq,
+                                                      const std::string& child) {
+  const std::string kind = "child-result";
+  if (const journal_entry* e = replay_entry(s, seq, child, kind)) {
+    if (e->failed) replay_value<void>(s, seq, *e);  // throws step_failed
+    if (s.counters) ++s.counters->steps_replayed;
+    co_return e->output;
+  }
+  require_live(s, seq, child);
+  const double started = unix_seconds();
+  std::optional<std::string> got;
+  const std::function<asio::awaitable<bool>()> look = [&s, seq, &child, started, &got] {
+    return look_for_child(s, seq, child, started, got);
+  };
+  if (!co_await look()) {
+    // The child ends on its own time: its end wakes this workflow (the trigger on workflows),
+    // whether it waits here or unloaded.
+    const std::string key = s.id, tag = "child:" + child;
+    co_await wait_for_arrival(s, seq, child, key, tag, std::nullopt, look);
+  }
+  if (s.counters) ++s.counters->steps_executed;
+  co_return *got;
+}
+
+DURABLE_DECL asio::awaitable<std::string> start_child_workflow(run_state& s, int seq,
+                                                               const std::string& name,
+                                                               const std::string& inputs) {
+  const std::string kind = "child";
+  if (const journal_entry* e = replay_entry(s, seq, name, kind)) {
+    if (s.counters) ++s.counters->steps_replayed;
+    co_return decode_text<std::string>(s, seq, *e, e->output);
+  }
+  require_live(s, seq, name);
+  std::string child = s.id + "/" + std::to_string(seq);
+  const std::string no_version;
+  auto q = s.st->child_start(child, name, inputs, s.id, s.epoch, seq, unix_seconds(),
+                             s.app_version ? *s.app_version : no_version);
+  const pg::result r = co_await run_journaling(s, seq, name, std::move(q.st));
+  if (!store::first<store::written_row>(r)) {
+    s.misuse = "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +
+               " starts child workflow '" + name + "' under the id '" + child +
+               "', which another workflow already holds (another name or parent). The "
+               "workflow is parked: rename or delete that workflow, then resume this one";
+    throw error(*s.misuse);
+  }
+  if (s.counters) ++s.counters->steps_executed;
+  co_return child;
+}
+
+DURABLE_DECL void check_join(run_state& s, int issued_before, const char* what) {
+  if (s.next_seq == issued_before || s.misuse) return;
+  s.misuse = "workflow '" + s.id + "' (" + s.name + "): a branch of ctx." + what +
+             "() issued step " + std::to_string(issued_before) +
+             " while the branches ran. Branches must be issued before they are joined (a "
+             "ctx.step, ctx.recv, a child's result...), so that step numbers follow program "
+             "order, not timing (I4). The workflow is parked: fix the code, then resume it";
+  throw error(*s.misuse);
+}
+
+DURABLE_DECL asio::awaitable<void> join_branches(join_state& j) {
+  // Waits for every branch. If this coroutine is cancelled (the workflow is cancelled, a
+  // combinator around it gave up), the branches are cancelled and still waited for: they
+  // refer to the workflow's frame.
+  asio::error_code ec;
+  while (j.running > 0) {
+    j.wake.expires_at(asio::steady_timer::time_point::max());
+    co_await j.wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    const asio::cancellation_state outer = co_await asio::this_coro::cancellation_state;
+    if (outer.cancelled() != asio::cancellation_type::none) break;
+  }
+  if (j.running == 0) co_return;
+  j.halt(SIZE_MAX);
+  const bool throws = co_await asio::this_coro::throw_if_cancelled();
+  co_await asio::this_coro::throw_if_cancelled(false);
+  while (j.running > 0) {
+    j.wake.expires_at(asio::steady_timer::time_point::max());
+    co_await j.wake.async_wait(asio::bind_cancellation_slot(
+        asio::cancellation_slot(), asio::redirect_error(asio::use_awaitable, ec)));
+  }
+  co_await asio::this_coro::throw_if_cancelled(throws);
+  throw asio::system_error(asio::error::operation_aborted);
+}
+
+}  // namespace durable::detail

@@ -258,14 +258,21 @@ DURABLE_DECL asio::awaitable<bool> engine::cancel_on_strand(std::string id) {
   const std::string type = "durable::cancelled";
   // One statement: the status, a new epoch (the run in progress can write nothing more), and
   // the notice to the process that runs it (its heartbeat tick is the fallback).
+  // Its unfinished descendants (child workflows) are cancelled with it.
   auto cancel = s->st.workflow_cancel(id, reason, type);
-  std::optional<store::cancelled_workflow> r;
+  std::vector<store::cancelled_tree_member> rows;
   {
     auto c = co_await s->pool.acquire();
-    r = co_await store::fetch_one(*c, std::move(cancel));
+    rows = co_await store::fetch(*c, std::move(cancel));
   }
-  if (r) s->cancel_local(id, reason, true, r->epoch);
-  co_return r.has_value();
+  bool found = false;
+  for (const auto& r : rows) {
+    found = found || r.root;
+    const std::string why =
+        r.root ? reason : "its parent workflow '" + id + "' was cancelled: " + reason;
+    s->cancel_local(r.id, why, true, r.epoch);
+  }
+  co_return found;
 }
 
 DURABLE_DECL asio::awaitable<bool> engine::resume_on_strand(std::string id, bool dead_letter_only) {
@@ -465,6 +472,55 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded(std::string 
 
 DURABLE_DECL asio::awaitable<bool> engine::cancel_impl(std::string id) {
   return detail::on_strand(s_, cancel_on_strand(std::move(id)));
+}
+
+DURABLE_DECL asio::awaitable<bool> engine::send_impl(std::string workflow_id, std::string topic,
+                                                     std::string payload,
+                                                     std::string idempotency_key) {
+  std::optional<std::string> key;
+  if (!idempotency_key.empty()) key = idempotency_key;
+  auto q = s_->st.message_send(workflow_id, topic, payload, key);
+  std::optional<store::send_outcome> r;
+  {
+    auto c = co_await s_->pool.acquire();
+    r = co_await store::fetch_one(*c, std::move(q));
+  }
+  if (!r || !r->recipient_exists)
+    throw error("send('" + workflow_id + "', '" + topic + "'): no workflow has the id '" +
+                workflow_id + "'; nothing was sent");
+  co_return r->queued;
+}
+
+DURABLE_DECL asio::awaitable<std::optional<std::string>> engine::get_event_on_strand(
+    std::string workflow_id, std::string key, std::chrono::milliseconds timeout) {
+  auto s = s_;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string poke_key = "e:" + workflow_id;
+  detail::waiter_registry::entry poke(&s->waiters, poke_key, s->ex);
+  for (;;) {
+    {
+      auto q = s->st.event_get(workflow_id, key);
+      auto c = co_await s->pool.acquire();
+      auto v = co_await store::fetch_one(*c, std::move(q));
+      if (v) co_return std::move(v->json);
+    }
+    auto wait = s->options.poll_interval;
+    if (timeout != forever) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          start + timeout - std::chrono::steady_clock::now());
+      if (left.count() <= 0) co_return std::nullopt;
+      wait = std::min(wait, left);
+    }
+    // A notification pokes the wait; polling covers for lost ones (and for engines that
+    // did not open() a listener).
+    co_await poke.wait(wait);
+  }
+}
+
+DURABLE_DECL asio::awaitable<std::optional<std::string>> engine::get_event_impl(
+    std::string workflow_id, std::string key, std::chrono::milliseconds timeout) {
+  return detail::on_strand(s_,
+                           get_event_on_strand(std::move(workflow_id), std::move(key), timeout));
 }
 
 DURABLE_DECL asio::awaitable<bool> engine::resume_impl(std::string id, bool dead_letter_only) {

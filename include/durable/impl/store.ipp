@@ -211,6 +211,60 @@ SELECT DISTINCT ON (a.workflow_id, a.seq)
  WHERE NOT EXISTS (SELECT 1 FROM {s}.steps s WHERE s.workflow_id = a.workflow_id AND s.seq = a.seq)
  ORDER BY a.workflow_id, a.seq, a.id DESC)",
        }},
+      {7,
+       "messages, events, child workflows, waits",
+       {
+           // What a workflow waits for while it is unloaded ('msg:<topic>',
+           // 'event:<workflow id>:<key>', 'child:<child id>'): what arrives for it wakes it at
+           // once (wake_at = now()) instead of at the recheck. (parent_id, set for child
+           // workflows, is from migration 1.)
+           R"(ALTER TABLE {s}.workflows ADD COLUMN wait_for text)",
+           R"(CREATE INDEX workflows_by_parent ON {s}.workflows (parent_id) WHERE parent_id IS NOT NULL)",
+           R"(CREATE INDEX workflows_waiting ON {s}.workflows (wait_for) WHERE status = 'sleeping')",
+           // A message is consumed once: the recv that takes it stamps consumed_at and
+           // journals it in the same statement.
+           R"(CREATE TABLE {s}.messages (
+  id              bigserial PRIMARY KEY,
+  workflow_id     text NOT NULL,
+  topic           text NOT NULL,
+  payload         jsonb NOT NULL,
+  idempotency_key text,
+  created_at      timestamptz NOT NULL DEFAULT now(),
+  consumed_at     timestamptz,
+  consumed_seq    integer,
+  UNIQUE (workflow_id, idempotency_key)
+))",
+           R"(CREATE INDEX messages_unconsumed ON {s}.messages (workflow_id, topic, id)
+  WHERE consumed_at IS NULL)",
+           // The latest value a workflow published under each key.
+           R"(CREATE TABLE {s}.events (
+  workflow_id text NOT NULL,
+  key         text NOT NULL,
+  value       jsonb NOT NULL,
+  seq         integer NOT NULL,
+  updated_at  timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (workflow_id, key)
+))",
+           // A child that ends (succeeded, failed, cancelled: whichever statement ends it)
+           // wakes its parent if the parent is unloaded waiting for it, and tells a parent
+           // waiting in its run.
+           R"(CREATE FUNCTION {s}.wake_parent() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  UPDATE {s}.workflows SET wake_at = now(), updated_at = now()
+   WHERE id = NEW.parent_id AND status = 'sleeping' AND wait_for = 'child:' || NEW.id;
+  IF FOUND THEN
+    PERFORM pg_notify({channel}, '');
+  END IF;
+  PERFORM pg_notify({wait_channel}, NEW.parent_id);
+  RETURN NULL;
+END
+$fn$)",
+           R"(CREATE TRIGGER workflows_wake_parent AFTER UPDATE OF status ON {s}.workflows
+  FOR EACH ROW WHEN (NEW.parent_id IS NOT NULL
+                     AND NEW.status IN ('succeeded', 'failed', 'cancelled')
+                     AND OLD.status IS DISTINCT FROM NEW.status)
+  EXECUTE FUNCTION {s}.wake_parent())",
+       }},
   };
   return all;
 }
@@ -473,25 +527,42 @@ SELECT w.id FROM {s}.workflows w
  ORDER BY c.wake_at LIMIT $4
  FOR UPDATE OF w SKIP LOCKED)
 UPDATE {s}.workflows w SET status = 'pending', executor_id = $1, wake_at = NULL,
-       updated_at = now()
+       wait_for = NULL, progress_mark = -1, updated_at = now()
   FROM due WHERE w.id = due.id
 RETURNING w.id)"},
       // $1 id, $2 reason, $3 error type, $4 the cancel channel. Ends an unfinished, parked or
-      // dead-lettered workflow
-      // as cancelled; the new epoch fences out a run in progress (I3). One row (the status
-      // it had, the new epoch) when cancelled, none when it was finished or unknown; at commit
+      // dead-lettered workflow, and every unfinished descendant (its child workflows, theirs),
+      // as cancelled; the new epoch fences out a run in progress (I3). One row per workflow
+      // cancelled (the
+      // status it had, the new epoch, its id, whether it is $1), none when it was finished or
+      // unknown; at commit
       // "<epoch>:<id>" is announced on $4, so that the process running it stops it at once. A
       // dead letter keeps the number of its failed step, for a later resume.
-      {"workflow_cancel", R"(UPDATE {s}.workflows w
-   SET status = 'cancelled', status_reason = $2,
-       error = jsonb_build_object('type', $3::text, 'message', $2::text)
+      {"workflow_cancel", R"(WITH RECURSIVE tree AS (
+SELECT id, 0 AS depth FROM {s}.workflows
+ WHERE id = $1 AND status IN ('pending', 'running', 'sleeping', 'parked', 'dead_letter')
+UNION
+SELECT c.id, t.depth + 1 FROM {s}.workflows c JOIN tree t ON c.parent_id = t.id
+ WHERE t.depth < 1000),
+old AS (
+SELECT w.id, w.status, w.error, w.id = $1 AS root FROM {s}.workflows w
+ WHERE w.id IN (SELECT id FROM tree)
+   AND w.status IN ('pending', 'running', 'sleeping', 'parked', 'dead_letter')
+   FOR UPDATE OF w)
+UPDATE {s}.workflows w
+   SET status = 'cancelled',
+       status_reason = CASE WHEN old.root THEN $2
+                            ELSE 'its parent workflow ''' || $1 || ''' was cancelled: ' || $2 END,
+       error = jsonb_build_object('type', $3::text, 'message',
+                                  CASE WHEN old.root THEN $2
+                                       ELSE 'its parent workflow ''' || $1
+                                            || ''' was cancelled: ' || $2 END)
                || CASE WHEN old.status = 'dead_letter' AND old.error ? 'seq'
                        THEN jsonb_build_object('seq', old.error->'seq') ELSE '{}'::jsonb END,
        epoch = w.epoch + 1, wake_at = NULL, completed_at = now(), updated_at = now()
-  FROM (SELECT id, status, error FROM {s}.workflows WHERE id = $1 FOR UPDATE) old
+  FROM old
  WHERE w.id = old.id
-   AND old.status IN ('pending', 'running', 'sleeping', 'parked', 'dead_letter')
-RETURNING old.status, w.epoch, pg_notify($4, w.epoch || ':' || w.id))"},
+RETURNING old.status, w.epoch, pg_notify($4, w.epoch || ':' || w.id), w.id, old.root)"},
       // $1 id, $2 statuses it may have (text[]). A cancelled, parked or dead-lettered
       // workflow becomes due at once (any executor claims it and replays its journal); its
       // deadline and its count of claims without progress are cleared. A dead-lettered one
@@ -565,6 +636,113 @@ SELECT $2, a.seq, a.attempt, a.name, a.kind, a.outcome, a.error, 0, a.started_at
  ORDER BY a.id)
 SELECT EXISTS (SELECT 1 FROM src), EXISTS (SELECT 1 FROM ins),
        (SELECT count(*) FROM copied)::integer)"},
+      // ---- messages, events, child workflows, waits (migration 7)
+      // $1 recipient, $2 topic, $3 payload (jsonb), $4 idempotency key (null: none), $5 wait
+      // channel, $6 channel. Queues a message for an existing workflow; a key it was sent
+      // with before sends nothing. Wakes the recipient if it is unloaded waiting for the
+      // topic, and tells a run waiting for it (NOTIFY at commit). One row: (queued now, the
+      // recipient exists).
+      {"message_send", R"(WITH dest AS (SELECT id FROM {s}.workflows WHERE id = $1),
+ins AS (
+INSERT INTO {s}.messages (workflow_id, topic, payload, idempotency_key)
+SELECT $1, $2, $3::jsonb, $4 FROM dest
+ON CONFLICT (workflow_id, idempotency_key) DO NOTHING
+RETURNING id),
+woken AS (
+UPDATE {s}.workflows SET wake_at = now(), updated_at = now()
+ WHERE id = $1 AND status = 'sleeping' AND wait_for = 'msg:' || $2 AND EXISTS (SELECT 1 FROM ins)
+RETURNING id)
+SELECT EXISTS (SELECT 1 FROM ins), EXISTS (SELECT 1 FROM dest),
+       (SELECT count(pg_notify($5, $1)) FROM ins) + (SELECT count(pg_notify($6, '')) FROM woken))"},
+      // The same from a workflow, journaled in the same statement (exactly once): $7 sender,
+      // $8 its epoch, $9 the step, $10 started_at (epoch seconds); the idempotency key is
+      // "<sender>:<step>". Fenced (I3, DU001). No row is journaled when the recipient does
+      // not exist. One row: (queued now, the recipient exists).
+      {"message_send_journaled", R"(WITH dest AS (SELECT id FROM {s}.workflows WHERE id = $1),
+ins AS (
+INSERT INTO {s}.messages (workflow_id, topic, payload, idempotency_key)
+SELECT $1, $2, $3::jsonb, $4 FROM dest
+ON CONFLICT (workflow_id, idempotency_key) DO NOTHING
+RETURNING id),
+woken AS (
+UPDATE {s}.workflows SET wake_at = now(), updated_at = now()
+ WHERE id = $1 AND status = 'sleeping' AND wait_for = 'msg:' || $2 AND EXISTS (SELECT 1 FROM ins)
+RETURNING id),
+journaled AS (
+SELECT {s}.append_step($7, $8, $9, $2, 'send', 'succeeded', to_jsonb($1::text), NULL, 1,
+                       to_timestamp($10::double precision)) FROM dest)
+SELECT EXISTS (SELECT 1 FROM ins), (SELECT count(*) FROM journaled) > 0,
+       (SELECT count(pg_notify($5, $1)) FROM ins) + (SELECT count(pg_notify($6, '')) FROM woken))"},
+      // $1 workflow, $2 epoch, $3 step, $4 topic, $5 started_at (epoch seconds). Takes the
+      // oldest unconsumed message of the topic and journals it as step $3 (output: a
+      // one-element array holding it) in one statement: it is consumed exactly when the row
+      // commits. Fenced (I3, DU001). No row: no message.
+      {"message_take", R"(WITH m AS (
+SELECT id FROM {s}.messages
+ WHERE workflow_id = $1 AND topic = $4 AND consumed_at IS NULL
+ ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED),
+taken AS (
+UPDATE {s}.messages g SET consumed_at = now(), consumed_seq = $3
+  FROM m WHERE g.id = m.id
+RETURNING g.payload)
+SELECT jsonb_build_array(taken.payload)::text,
+       {s}.append_step($1, $2, $3, $4, 'recv', 'succeeded', jsonb_build_array(taken.payload), NULL,
+                       1, to_timestamp($5::double precision))
+  FROM taken)"},
+      // $1 workflow, $2 epoch, $3 step, $4 key, $5 value (jsonb), $6 started_at, $7 wait
+      // channel, $8 channel. Publishes the value (the latest wins) and journals it in one
+      // statement; wakes workflows unloaded waiting for it, and tells runs waiting for it.
+      {"event_set", R"(WITH e AS (
+INSERT INTO {s}.events (workflow_id, key, value, seq) VALUES ($1, $4, $5::jsonb, $3)
+ON CONFLICT (workflow_id, key) DO UPDATE
+   SET value = excluded.value, seq = excluded.seq, updated_at = now()
+RETURNING 1),
+woken AS (
+UPDATE {s}.workflows SET wake_at = now(), updated_at = now()
+ WHERE status = 'sleeping' AND wait_for = 'event:' || $1 || ':' || $4 AND EXISTS (SELECT 1 FROM e)
+RETURNING id)
+SELECT {s}.append_step($1, $2, $3, $4, 'event', 'succeeded', NULL, NULL, 1,
+                       to_timestamp($6::double precision)),
+       pg_notify($7, 'e:' || $1), (SELECT count(pg_notify($8, '')) FROM woken)
+  FROM e)"},
+      // $1 workflow, $2 key. The value published last, if any.
+      {"event_get", R"(SELECT value::text FROM {s}.events WHERE workflow_id = $1 AND key = $2)"},
+      // $1 id, $2 epoch, $3 what it waits for ('msg:<topic>', 'event:<id>:<key>',
+      // 'child:<id>'), $4 the longest it sleeps before it looks again (ms). Unloads the
+      // workflow under a new epoch (I3) until what it waits for arrives (a send, an event or a
+      // child's end sets wake_at = now()) or $4 passes. What arrived before this statement
+      // makes it due at once, so nothing arrives unnoticed in between.
+      {"workflow_wait", R"(UPDATE {s}.workflows w
+   SET status = 'sleeping', executor_id = NULL, epoch = w.epoch + 1, updated_at = now(),
+       wait_for = $3,
+       wake_at = CASE
+         WHEN $3 LIKE 'msg:%' AND EXISTS (
+           SELECT 1 FROM {s}.messages m WHERE m.workflow_id = $1 AND m.topic = substr($3, 5)
+              AND m.consumed_at IS NULL) THEN now()
+         WHEN $3 LIKE 'child:%' AND EXISTS (
+           SELECT 1 FROM {s}.workflows c WHERE c.id = substr($3, 7)
+              AND c.status IN ('succeeded', 'failed', 'cancelled')) THEN now()
+         WHEN $3 LIKE 'event:%' AND EXISTS (
+           SELECT 1 FROM {s}.events e WHERE 'event:' || e.workflow_id || ':' || e.key = $3)
+           THEN now()
+         ELSE now() + make_interval(secs => $4::double precision / 1000) END
+ WHERE w.id = $1 AND w.epoch = $2)"},
+      // $1 child id, $2 name, $3 inputs, $4 parent, $5 parent's epoch, $6 step, $7 started_at,
+      // $8 app_version, $9 channel. Starts the child (due at once for any executor that runs
+      // `name`, parent_id recorded) and journals the step in one statement (exactly once;
+      // fenced, I3). A child that exists already (the same parent's, from a run whose journal
+      // row did not commit) is reattached. No row: the id is another workflow's.
+      {"child_start", R"(WITH other AS (
+SELECT 1 FROM {s}.workflows WHERE id = $1 AND (parent_id IS DISTINCT FROM $4 OR name <> $2)),
+ins AS (
+INSERT INTO {s}.workflows (id, name, status, inputs, wake_at, app_version, parent_id)
+SELECT $1, $2, 'sleeping', $3::jsonb, now(), $8, $4 WHERE NOT EXISTS (SELECT 1 FROM other)
+ON CONFLICT (id) DO NOTHING
+RETURNING id)
+SELECT {s}.append_step($4, $5, $6, $2, 'child', 'succeeded', to_jsonb($1::text), NULL, 1,
+                       to_timestamp($7::double precision)),
+       (SELECT count(pg_notify($9, '')) FROM ins)
+ WHERE NOT EXISTS (SELECT 1 FROM other))"},
       // $1 how many at most. Workflows that wait (queued, or sleeping until a retry) past
       // their deadline end as cancelled; a running one is ended by its run, or by the run
       // that claims it, or here once it is 10 s past (a run that cannot end, a step holding
@@ -633,7 +811,19 @@ DURABLE_DECL asio::awaitable<int> store::migrate(pg::connection& c) const {
   for (const auto& m : detail::migrations()) {
     if (m.version <= current) continue;
     std::vector<pg::statement> batch;
-    for (const char* text : m.statements) batch.push_back(plain(text));
+    for (const char* text : m.statements) {
+      // Triggers notify on this schema's channels, named here as literals.
+      std::string t = detail::with_schema(text, schema_);
+      for (const auto& [tag, value] : {std::pair<std::string, std::string>{"{channel}", channel()},
+                                       {"{wait_channel}", wait_channel()}}) {
+        std::string literal = "'";
+        for (char ch : value) literal += ch == '\'' ? std::string("''") : std::string(1, ch);
+        literal += "'";
+        for (auto at = t.find(tag); at != std::string::npos; at = t.find(tag, at + literal.size()))
+          t.replace(at, tag.size(), literal);
+      }
+      batch.push_back(pg::statement{std::move(t), {}, false});
+    }
     batch.push_back(pg::sql(
         detail::with_schema(
             "INSERT INTO {s}.schema_migrations (version, description) VALUES ($1, $2)", schema_),

@@ -1,0 +1,714 @@
+// The durable primitives of issue 10 against the real server: messages (send from outside, from
+// a workflow and in the application's own transaction; recv with a timeout, unloaded while it
+// waits), events, child workflows (reattached after the parent's process is killed, cancelled
+// with their parent), fan-out and fan-in (all, any, a bounded map of 10 000 items), and real
+// SIGKILLs between a send and its recv and in the middle of a fan-out.
+//
+// Note: Catch's assertion macros never contain co_await here (GCC 12 miscompiles that).
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdlib>
+
+#include "support/workflows.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+using test::probe;
+using test::row_of;
+using test::wait_status;
+
+namespace {
+
+std::string q(const std::string& schema) { return detail::quote_identifier(schema); }
+
+// What the workflows under test do, set by each test (a forked process inherits it).
+struct knobs {
+  int a_ms = 0, b_ms = 0;  // how long branches "a" and "b" take
+  bool b_fails = false;    // branch "b" fails for good
+  int in_flight_now = 0, in_flight_max = 0;
+};
+knobs k;
+
+// ---- messages
+
+asio::awaitable<std::string> waiter_wf(context& ctx, int timeout_ms) {
+  co_await ctx.step("before", [] { ++probe.calls["before"]; });
+  const auto m = co_await ctx.recv<std::string>("go", std::chrono::milliseconds(timeout_ms));
+  const std::string got = m.value_or("(timeout)");
+  co_await ctx.step("after", [&] {
+    ++probe.calls["after"];
+    probe.seen.push_back(got);
+  });
+  co_return got;
+}
+
+asio::awaitable<int> pinger_wf(context& ctx, std::string peer, int rounds) {
+  int last = 0;
+  for (int i = 0; i < rounds; ++i) {
+    co_await ctx.send(peer, "ping", i);
+    const auto r = co_await ctx.recv<int>("pong", 10s);
+    last = r.value_or(-1);
+  }
+  co_return last;
+}
+
+asio::awaitable<int> ponger_wf(context& ctx, std::string peer, int rounds) {
+  int sum = 0;
+  for (int i = 0; i < rounds; ++i) {
+    const auto v = co_await ctx.recv<int>("ping", 10s);
+    sum += v.value_or(-1000);
+    co_await ctx.send(peer, "pong", v.value_or(-1) * 10);
+  }
+  co_return sum;
+}
+
+asio::awaitable<void> send_nowhere_wf(context& ctx) {
+  co_await ctx.send("nobody-here", "topic", 1);
+}
+
+// ---- events
+
+asio::awaitable<int> publisher_wf(context& ctx) {
+  co_await ctx.set_event("stage", std::string("started"));
+  const auto go = co_await ctx.recv<int>("go", 30s);
+  co_await ctx.set_event("stage", std::string("done"));
+  co_return go.value_or(-1);
+}
+
+asio::awaitable<std::string> reader_wf(context& ctx, std::string publisher) {
+  const auto v = co_await ctx.get_event<std::string>(publisher, "stage", 20s);
+  const auto none = co_await ctx.get_event<std::string>(publisher, "never", 50ms);
+  co_return v.value_or("?") + (none ? "!" : "/none");
+}
+
+// ---- child workflows
+
+asio::awaitable<int> child_wf(context& ctx, int x) {
+  const int v = co_await ctx.step("work", [x] {
+    ++probe.calls["child-work"];
+    return x * 2;
+  });
+  // A workflow that fails (a dead-lettered one would keep its parent waiting for an operator).
+  if (x < 0) throw std::invalid_argument("negative input");
+  const auto hold = co_await ctx.recv<int>("release", std::chrono::milliseconds(k.a_ms));
+  co_return v + hold.value_or(0);
+}
+
+asio::awaitable<int> parent_wf(context& ctx, int x) {
+  co_await ctx.step("before", [] { ++probe.calls["parent-before"]; });
+  auto child = co_await ctx.start_child("child", x);
+  probe.seen.push_back(child.id());
+  int v = 0;
+  try {
+    v = co_await child.result<int>();
+  } catch (const step_failed& e) {
+    probe.seen.push_back(std::string("failed: ") + e.what());
+    v = -1;
+  }
+  co_await ctx.step("after", [] { ++probe.calls["parent-after"]; });
+  co_return v;
+}
+
+// ---- fan-out and fan-in
+
+asio::awaitable<int> branch(const char* name, int ms, bool fail, int value) {
+  ++probe.calls[name];
+  if (ms > 0) co_await test::sleep_ms(ms);
+  if (fail) throw permanent_error(std::string(name) + " cannot");
+  co_return value;
+}
+
+asio::awaitable<int> fan_wf(context& ctx) {
+  auto a = ctx.step("a", [] { return branch("a", k.a_ms, false, 1); });
+  auto b = ctx.step("b", [] { return branch("b", k.b_ms, k.b_fails, 2); });
+  auto [x, y] = co_await ctx.all(std::move(a), std::move(b));
+  const int c = co_await ctx.step("c", [] { return 100; });
+  co_return x * 10 + y + c;
+}
+
+asio::awaitable<int> race_wf(context& ctx) {
+  auto a = ctx.step("a", [] { return branch("a", k.a_ms, false, 1); });
+  auto b = ctx.step("b", [] { return branch("b", k.b_ms, false, 2); });
+  const auto w = co_await ctx.any(std::move(a), std::move(b));
+  const int after = co_await ctx.step("after", [] { return 1000; });
+  co_return int(w.index()) * 100 + std::visit([](int v) { return v; }, w) + after;
+}
+
+asio::awaitable<long> map_wf(context& ctx, int n, int in_flight) {
+  std::vector<int> items(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) items[std::size_t(i)] = i;
+  const auto squares = co_await ctx.map(
+      "sq", std::move(items), std::size_t(in_flight), [](const int& v) -> asio::awaitable<long> {
+        ++probe.calls["sq"];
+        k.in_flight_max = std::max(k.in_flight_max, ++k.in_flight_now);
+        co_await test::sleep_ms(0);
+        --k.in_flight_now;
+        co_return long(v) * v;
+      });
+  long sum = 0;
+  for (std::size_t i = 0; i < squares.size(); ++i)
+    if (squares[i] == long(i) * long(i)) sum += squares[i];
+  co_return sum;
+}
+
+void register_all(engine& eng) {
+  eng.register_workflow("waiter", &waiter_wf);
+  eng.register_workflow("pinger", &pinger_wf);
+  eng.register_workflow("ponger", &ponger_wf);
+  eng.register_workflow("send-nowhere", &send_nowhere_wf);
+  eng.register_workflow("publisher", &publisher_wf);
+  eng.register_workflow("reader", &reader_wf);
+  eng.register_workflow("child", &child_wf);
+  eng.register_workflow("parent", &parent_wf);
+  eng.register_workflow("fan", &fan_wf);
+  eng.register_workflow("race", &race_wf);
+  eng.register_workflow("map", &map_wf);
+}
+
+template <class Body, class Tweak>
+void with_engine(const std::string& schema, Body body, Tweak tweak,
+                 const std::string& id = "exec-p") {
+  auto o = test::options(schema, id);
+  o.heartbeat_interval = 100ms;
+  o.poll_interval = 100ms;
+  tweak(o);
+  test::with_open_engine(o, &register_all, body);
+}
+template <class Body>
+void with_engine(const std::string& schema, Body body) {
+  with_engine(schema, body, [](engine_options&) {});
+}
+
+/// A query's first column of its first row, as text ("" if none).
+asio::awaitable<std::string> scalar(engine& eng, std::string sql, std::string param) {
+  auto c = co_await eng.pool().acquire();
+  auto r = co_await c->exec(sql, param);
+  if (r.rows() == 0 || r[0].is_null(0)) co_return std::string();
+  co_return r[0].get<std::string>(0);
+}
+
+/// The journal of workflow `id` as "seq:name/kind,...".
+asio::awaitable<std::string> journal_of(engine& eng, std::string id) {
+  co_return co_await scalar(eng,
+                            "SELECT coalesce(string_agg(seq || ':' || name || '/' || kind, ',' "
+                            "ORDER BY seq), '') FROM " +
+                                q(eng.schema().schema()) + ".steps WHERE workflow_id = $1",
+                            id);
+}
+
+/// An executor in a process of its own, killed (SIGKILL) by kill() or at the latest when this
+/// goes out of scope; it also dies with the test process.
+struct executor_process {
+  pid_t pid = -1;
+  executor_process() = default;
+  executor_process(const executor_process&) = delete;
+  executor_process& operator=(const executor_process&) = delete;
+  void kill() {
+    if (pid <= 0) return;
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    pid = -1;
+  }
+  ~executor_process() { kill(); }
+};
+
+/// Forks a process that opens an engine (executor `executor`, lease 300 ms) and runs `body`;
+/// it never returns on its own (the test kills it).
+template <class Body>
+void spawn_executor(executor_process& p, const std::string& schema, const std::string& executor,
+                    Body body) {
+  const pid_t pid = ::fork();
+  if (pid != 0) {
+    p.pid = pid;
+    return;
+  }
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  try {
+    test::run([&]() -> asio::awaitable<void> {
+      auto o = test::options(schema, executor);
+      o.lease_timeout = 300ms;
+      o.heartbeat_interval = 50ms;
+      o.poll_interval = 50ms;
+      engine eng(co_await asio::this_coro::executor, o);
+      register_all(eng);
+      (void)co_await eng.open();
+      co_await body(eng);
+      for (;;) co_await test::sleep_ms(1000);
+    }());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "executor %s: %s\n", executor.c_str(), e.what());
+  }
+  ::_exit(1);
+}
+
+/// Polls (from the test process) until `sql` with `param` returns a row whose first column is
+/// true.
+void wait_until(const std::string& sql, const std::string& param) {
+  test::run([&]() -> asio::awaitable<void> {
+    auto c = co_await pg::connection::connect(test::conninfo());
+    for (int i = 0; i < 3000; ++i) {
+      auto r = co_await c->exec(sql, param);
+      if (r.rows() > 0 && r[0].get<bool>(0)) co_return;
+      co_await test::sleep_ms(10);
+    }
+    throw std::runtime_error("timed out waiting for: " + sql);
+  }());
+}
+
+}  // namespace
+
+TEST_CASE("recv returns a message sent before or during the wait, and nothing at its timeout",
+          "[messages]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("msgs");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    // Sent before the workflow waits: taken at once.
+    auto early = co_await eng.start("waiter", "w-early", 5000);
+    const bool sent = co_await eng.send("w-early", "go", std::string("first"));
+    CHECK(sent);
+    // Sent while it waits in its run: the notification wakes it.
+    auto late = co_await eng.start("waiter", "w-late", 20000);
+    co_await test::wait_rows(eng, "w-late", 2);  // "before" and the recv's deadline
+    (void)co_await eng.send("w-late", "go", std::string("second"));
+    // Never sent: the timeout.
+    auto none = co_await eng.start("waiter", "w-none", 200);
+    const std::string a = co_await early.result<std::string>();
+    const std::string b = co_await late.result<std::string>();
+    const std::string c = co_await none.result<std::string>();
+    CHECK(a == "first");
+    CHECK(b == "second");
+    CHECK(c == "(timeout)");
+    // The recv's step consumed the message: one row, stamped with the step.
+    const auto consumed = co_await scalar(
+        eng,
+        "SELECT count(*)::text || '/' || min(consumed_seq)::text FROM " + q(schema) +
+            ".messages WHERE workflow_id = $1 AND consumed_at IS NOT NULL",
+        std::string("w-late"));
+    CHECK(consumed == "1/2");
+    const auto journal = co_await journal_of(eng, "w-late");
+    CHECK(journal == "0:before/step,1:go/deadline,2:go/recv,3:after/step");
+    // A replay (a fork from the end) consumes nothing more and returns the same.
+    auto f = co_await eng.fork("w-late", 4, "w-late-replayed");
+    const std::string again = co_await f.result<std::string>();
+    CHECK(again == "second");
+  });
+  CHECK(probe.calls["after"] == 3);
+}
+
+TEST_CASE(
+    "messages are received oldest first, an idempotency key sends once, and a send to an "
+    "unknown workflow is refused",
+    "[messages]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("msgorder");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("ponger", "w-pong", std::string("nobody"),
+                                0);  // exists, receives nothing
+    (void)co_await h.result<int>();
+    const bool one = co_await eng.send("w-pong", "t", 1, "key-1");
+    const bool dup = co_await eng.send("w-pong", "t", 99, "key-1");
+    CHECK(one);
+    CHECK_FALSE(dup);
+    bool refused = false;
+    std::string why;
+    try {
+      (void)co_await eng.send("no-such-workflow", "t", 1);
+    } catch (const durable::error& e) {
+      refused = true;
+      why = e.what();
+    }
+    CHECK(refused);
+    CHECK(why.find("no-such-workflow") != std::string::npos);
+    const auto n = co_await scalar(
+        eng, "SELECT count(*)::text FROM " + q(schema) + ".messages WHERE workflow_id = $1",
+        std::string("w-pong"));
+    CHECK(n == "1");
+    // Sent inside the application's own transaction: exists only if it commits.
+    {
+      auto c = co_await eng.pool().acquire();
+      {
+        auto tx = c->begin();
+        co_await tx.run(eng.send_statement("w-pong", "t", 2));
+        // rolled back: tx goes out of scope without commit
+      }
+      auto tx = c->begin();
+      co_await tx.run(eng.send_statement("w-pong", "t", 3));
+      co_await tx.commit();
+    }
+    const auto payloads =
+        co_await scalar(eng,
+                        "SELECT string_agg(payload::text, ',' ORDER BY id) FROM " + q(schema) +
+                            ".messages WHERE workflow_id = $1",
+                        std::string("w-pong"));
+    CHECK(payloads == "1,3");
+    // A workflow that sends to nobody fails for good, with the reason.
+    auto bad = co_await eng.start("send-nowhere", "w-bad");
+    std::string error;
+    try {
+      co_await bad.result<void>();
+    } catch (const workflow_failed& e) {
+      error = e.what();
+    }
+    CHECK(error.find("nobody-here") != std::string::npos);
+  });
+}
+
+TEST_CASE(
+    "two workflows exchange messages exactly once, and a long recv unloads until a send "
+    "wakes it",
+    "[messages][unload]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("pingpong");
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto pong = co_await eng.start("ponger", "w-ponger", std::string("w-pinger"), 20);
+        auto ping = co_await eng.start("pinger", "w-pinger", std::string("w-ponger"), 20);
+        const int last = co_await ping.result<int>();
+        const int sum = co_await pong.result<int>();
+        CHECK(last == 190);
+        CHECK(sum == 190);
+        const auto unconsumed =
+            co_await scalar(eng,
+                            "SELECT count(*)::text FROM " + q(schema) +
+                                ".messages WHERE consumed_at IS NULL AND workflow_id LIKE $1",
+                            std::string("w-p%"));
+        CHECK(unconsumed == "0");
+        // A recv that waits past unload_after unloads: no frame, status sleeping, what it
+        // waits for recorded; the send wakes it at once (the recheck is an hour away).
+        auto w = co_await eng.start("waiter", "w-unloaded", 3600 * 1000);
+        (void)co_await wait_status(eng, "w-unloaded", "sleeping");
+        co_await test::wait_idle(eng);
+        const auto waits =
+            co_await scalar(eng, "SELECT wait_for FROM " + q(schema) + ".workflows WHERE id = $1",
+                            std::string("w-unloaded"));
+        CHECK(waits == "msg:go");
+        (void)co_await eng.send("w-unloaded", "go", std::string("wake up"));
+        const std::string got = co_await w.result<std::string>();
+        CHECK(got == "wake up");
+      },
+      [](engine_options& o) {
+        o.unload_after = 200ms;
+        o.wait_recheck = 1h;
+      });
+}
+
+TEST_CASE(
+    "a process killed between a send and the matching recv loses nothing and the message "
+    "is consumed once",
+    "[messages][crash][process]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("msgkill");
+  test::run([&]() -> asio::awaitable<void> {
+    engine eng(co_await asio::this_coro::executor, test::options(schema, "setup"));
+    (void)co_await eng.migrate();
+  }());
+  // A process starts the workflow, which waits for "go" in its run; it is killed while it waits.
+  executor_process first;
+  spawn_executor(first, schema, "exec-dies", [](engine& eng) -> asio::awaitable<void> {
+    (void)co_await eng.start("waiter", "w-killed", 60000);
+  });
+  wait_until("SELECT count(*) = 2 FROM " + q(schema) + ".steps WHERE workflow_id = $1", "w-killed");
+  first.kill();
+  // The message is sent while no process runs the workflow; another executor takes it over.
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        (void)co_await eng.send("w-killed", "go", std::string("after the kill"));
+        (void)co_await eng.send("w-killed", "go", std::string("a second one"));
+        const std::string got = co_await eng.handle("w-killed").result<std::string>();
+        CHECK(got == "after the kill");
+        const auto state = co_await scalar(
+            eng,
+            "SELECT string_agg(payload::text || ':' || (consumed_at IS NOT NULL), ',' ORDER BY id) "
+            "FROM " +
+                q(schema) + ".messages WHERE workflow_id = $1",
+            std::string("w-killed"));
+        CHECK(state == "\"after the kill\":true,\"a second one\":false");
+        const auto recvs = co_await scalar(eng,
+                                           "SELECT count(*)::text FROM " + q(schema) +
+                                               ".steps WHERE workflow_id = $1 AND kind = 'recv'",
+                                           std::string("w-killed"));
+        CHECK(recvs == "1");
+        const auto owner = co_await row_of(eng, "w-killed");
+        CHECK(owner.status == "succeeded");
+      },
+      [](engine_options& o) { o.lease_timeout = 300ms; }, "exec-taker");
+  CHECK(probe.calls["before"] == 0);  // it ran in the killed process, never again here
+  CHECK(probe.calls["after"] == 1);
+}
+
+TEST_CASE("events: the latest value wins, read from outside and from another workflow",
+          "[events]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("events");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    const auto missing = co_await eng.get_event<std::string>("w-pub", "stage", 50ms);
+    CHECK_FALSE(missing.has_value());
+    auto reader =
+        co_await eng.start("reader", "w-reader", std::string("w-pub"));  // waits for the event
+    auto pub = co_await eng.start("publisher", "w-pub");
+    const auto first = co_await eng.get_event<std::string>("w-pub", "stage", 10s);
+    CHECK(first.value_or("") == "started");
+    const std::string read = co_await reader.result<std::string>();
+    CHECK(read == "started/none");
+    (void)co_await eng.send("w-pub", "go", 7);
+    const int v = co_await pub.result<int>();
+    CHECK(v == 7);
+    const auto last = co_await eng.get_event<std::string>("w-pub", "stage", 0ms);
+    CHECK(last.value_or("") == "done");
+    const auto journal = co_await journal_of(eng, "w-reader");
+    CHECK(journal ==
+          "0:w-pub:stage/deadline,1:w-pub:stage/get_event,2:w-pub:never/deadline,3:w-pub:never/"
+          "get_event");
+  });
+}
+
+TEST_CASE("a child workflow is started once, its result journaled, and the tree is in SQL",
+          "[children]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("children");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto p = co_await eng.start("parent", "w-parent", 21);
+    const int v = co_await p.result<int>();
+    CHECK(v == 42);
+    const auto tree = co_await scalar(
+        eng,
+        "SELECT string_agg(id || '<' || coalesce(parent_id, '-') || ':' || status, ',' ORDER BY "
+        "id) FROM " +
+            q(schema) + ".workflows WHERE id = $1 OR parent_id = $1",
+        std::string("w-parent"));
+    CHECK(tree == "w-parent<-:succeeded,w-parent/1<w-parent:succeeded");
+    const auto journal = co_await journal_of(eng, "w-parent");
+    CHECK(journal == "0:before/step,1:child/child,2:w-parent/1/child-result,3:after/step");
+    // A child that fails for good: the parent sees step_failed, journaled.
+    auto bad = co_await eng.start("parent", "w-parent-bad", -1);
+    const int b = co_await bad.result<int>();
+    CHECK(b == -1);
+    const auto failed_row =
+        co_await scalar(eng,
+                        "SELECT status || ':' || (error->>'message') FROM " + q(schema) +
+                            ".steps WHERE workflow_id = $1 AND kind = 'child-result'",
+                        std::string("w-parent-bad"));
+    CHECK(failed_row.find("failed:child workflow 'w-parent-bad/1' (child) failed") == 0);
+  });
+  CHECK(probe.calls["child-work"] == 2);
+}
+
+TEST_CASE(
+    "a parent waiting for its child unloads, the child's end wakes it, and cancelling the "
+    "parent cancels its children",
+    "[children][unload][cancel]") {
+  probe.reset();
+  k = {};
+  k.a_ms = 3600 * 1000;  // the child waits for "release"
+  const auto schema = test::fresh_schema("childwait");
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto p = co_await eng.start("parent", "w-p", 5);
+        (void)co_await wait_status(eng, "w-p", "sleeping");
+        const auto waits =
+            co_await scalar(eng, "SELECT wait_for FROM " + q(schema) + ".workflows WHERE id = $1",
+                            std::string("w-p"));
+        CHECK(waits == "child:w-p/1");
+        (void)co_await eng.send("w-p/1", "release", 1);
+        const int v = co_await p.result<int>();
+        CHECK(v == 11);
+        // Cancelling a parent cancels its unfinished child.
+        auto p2 = co_await eng.start("parent", "w-p2", 5);
+        (void)co_await wait_status(eng, "w-p2", "sleeping");  // waits for its child
+        const bool cancelled = co_await eng.cancel("w-p2");
+        CHECK(cancelled);
+        const auto child = co_await row_of(eng, "w-p2/1");
+        CHECK(child.status == "cancelled");
+        CHECK(child.reason.find("its parent workflow 'w-p2' was cancelled") != std::string::npos);
+      },
+      [](engine_options& o) {
+        o.unload_after = 200ms;
+        o.wait_recheck = 1h;
+      });
+}
+
+TEST_CASE("a parent killed after starting its child reattaches to the same child on replay",
+          "[children][crash][process]") {
+  probe.reset();
+  k = {};
+  k.a_ms = 60000;  // the child waits for "release" (in its run)
+  const auto schema = test::fresh_schema("childkill");
+  test::run([&]() -> asio::awaitable<void> {
+    engine eng(co_await asio::this_coro::executor, test::options(schema, "setup"));
+    (void)co_await eng.migrate();
+  }());
+  executor_process first;
+  spawn_executor(first, schema, "exec-dies", [](engine& eng) -> asio::awaitable<void> {
+    (void)co_await eng.start("parent", "w-orphan", 4);
+  });
+  // The child ran its step in the killed process and waits there.
+  wait_until("SELECT count(*) >= 1 FROM " + q(schema) + ".steps WHERE workflow_id = $1",
+             "w-orphan/1");
+  first.kill();
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        co_await test::sleep_ms(400);  // the lease runs out; both are taken over
+        (void)co_await eng.send("w-orphan/1", "release", 100);
+        const int v = co_await eng.handle("w-orphan").result<int>();
+        CHECK(v == 108);
+        const auto children = co_await scalar(
+            eng, "SELECT count(*)::text FROM " + q(schema) + ".workflows WHERE parent_id = $1",
+            std::string("w-orphan"));
+        CHECK(children == "1");
+        const auto child_steps =
+            co_await scalar(eng,
+                            "SELECT count(*)::text FROM " + q(schema) +
+                                ".steps WHERE workflow_id = $1 AND name = 'work'",
+                            std::string("w-orphan/1"));
+        CHECK(child_steps == "1");
+      },
+      [](engine_options& o) { o.lease_timeout = 300ms; }, "exec-taker");
+  CHECK(probe.calls["child-work"] == 0);  // ran once, in the killed process
+  CHECK(probe.calls["parent-after"] == 1);
+}
+
+TEST_CASE(
+    "all runs branches concurrently with step numbers by position, and a failure cancels "
+    "the others without recording them",
+    "[fanout]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("all");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    k.a_ms = 200;  // "a" finishes last, "b" commits its row first
+    auto h = co_await eng.start("fan", "w-all");
+    const int v = co_await h.result<int>();
+    CHECK(v == 112);
+    const auto journal = co_await journal_of(eng, "w-all");
+    CHECK(journal == "0:a/step,1:b/step,2:c/step");
+    const auto order = co_await scalar(eng,
+                                       "SELECT string_agg(name, ',' ORDER BY completed_at) FROM " +
+                                           q(schema) + ".steps WHERE workflow_id = $1 AND seq < 2",
+                                       std::string("w-all"));
+    CHECK(order == "b,a");
+    // "b" fails for good: "a" (slow) is cancelled, its attempt not recorded as a failure.
+    k.a_ms = 5000;
+    k.b_fails = true;
+    auto bad = co_await eng.start("fan", "w-all-bad");
+    std::string error;
+    try {
+      (void)co_await bad.result<int>();
+    } catch (const workflow_dead_letter& e) {
+      error = e.what();
+    }
+    CHECK(error.find("b cannot") != std::string::npos);
+    const auto attempts =
+        co_await scalar(eng,
+                        "SELECT string_agg(name || ':' || outcome, ',' ORDER BY id) FROM " +
+                            q(schema) + ".step_attempts WHERE workflow_id = $1",
+                        std::string("w-all-bad"));
+    CHECK(attempts == "b:failed");
+  });
+}
+
+TEST_CASE("any journals the winner and a replay returns it whatever finishes first", "[fanout]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("any");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    k.a_ms = 2000;  // "b" wins
+    auto h = co_await eng.start("race", "w-race");
+    const int v = co_await h.result<int>();
+    CHECK(v == 1102);
+    const auto journal = co_await journal_of(eng, "w-race");
+    CHECK(journal == "1:b/step,2:any/any,3:after/step");
+    // Replayed with "a" now the faster: the journaled winner is returned, nothing runs.
+    k.a_ms = 0;
+    k.b_ms = 2000;
+    auto f = co_await eng.fork("w-race", 4, "w-race-replayed");
+    const int again = co_await f.result<int>();
+    CHECK(again == 1102);
+  });
+  CHECK(probe.calls["a"] == 1);  // the loser, cancelled, in the first run only
+  CHECK(probe.calls["b"] == 1);
+}
+
+TEST_CASE(
+    "a fan-out killed midway replays identically although its branches finish in another "
+    "order",
+    "[fanout][crash][process]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("fankill");
+  test::run([&]() -> asio::awaitable<void> {
+    engine eng(co_await asio::this_coro::executor, test::options(schema, "setup"));
+    (void)co_await eng.migrate();
+  }());
+  // First process: "b" is fast and journals; "a" is slow; the process is killed meanwhile.
+  k.a_ms = 60000;
+  executor_process first;
+  spawn_executor(first, schema, "exec-dies", [](engine& eng) -> asio::awaitable<void> {
+    (void)co_await eng.start("fan", "w-fan");
+  });
+  wait_until("SELECT count(*) = 1 FROM " + q(schema) + ".steps WHERE workflow_id = $1 AND seq = 1",
+             "w-fan");
+  first.kill();
+  // Second process: now "a" is the fast one and "b" would be slow; "b" is not run again.
+  k.a_ms = 0;
+  k.b_ms = 60000;
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        const int v = co_await eng.handle("w-fan").result<int>();
+        CHECK(v == 112);
+        const auto journal = co_await journal_of(eng, "w-fan");
+        CHECK(journal == "0:a/step,1:b/step,2:c/step");
+        // And the same workflow run in one go gives the same answer and the same journal.
+        k.b_ms = 0;
+        auto h = co_await eng.start("fan", "w-fan-whole");
+        const int whole = co_await h.result<int>();
+        CHECK(whole == v);
+        const auto whole_journal = co_await journal_of(eng, "w-fan-whole");
+        CHECK(whole_journal == journal);
+      },
+      [](engine_options& o) { o.lease_timeout = 300ms; }, "exec-taker");
+  CHECK(probe.calls["b"] == 1);  // only w-fan-whole's: w-fan's ran in the killed process
+  CHECK(probe.calls["a"] == 2);
+}
+
+TEST_CASE("a bounded map runs 10 000 items with at most 100 in flight, and a replay runs none",
+          "[fanout][map]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("map");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("map", "w-map", 10000, 100);
+    const long sum = co_await h.result<long>();
+    long expected = 0;
+    for (long i = 0; i < 10000; ++i) expected += i * i;
+    CHECK(sum == expected);
+    const auto rows =
+        co_await scalar(eng,
+                        "SELECT count(*)::text || ':' || min(seq) || ':' || max(seq) || ':' || "
+                        "bool_and(name = 'sq[' || seq || ']') FROM " +
+                            q(schema) + ".steps WHERE workflow_id = $1",
+                        std::string("w-map"));
+    CHECK(rows == "10000:0:9999:true");
+    auto f = co_await eng.fork("w-map", 10000, "w-map-replayed");
+    const long again = co_await f.result<long>();
+    CHECK(again == expected);
+  });
+  CHECK(probe.calls["sq"] == 10000);
+  CHECK(k.in_flight_max <= 100);
+  CHECK(k.in_flight_max > 1);
+}
