@@ -301,10 +301,7 @@ TEST_CASE("recv returns a message sent before or during the wait, and nothing at
   CHECK(probe.calls["after"] == 3);
 }
 
-TEST_CASE(
-    "messages are received oldest first, an idempotency key sends once, and a send to an "
-    "unknown workflow is refused",
-    "[messages]") {
+TEST_CASE("messages: oldest first, sent once per key, refused for an unknown id", "[messages]") {
   probe.reset();
   k = {};
   const auto schema = test::fresh_schema("msgorder");
@@ -360,10 +357,8 @@ TEST_CASE(
   });
 }
 
-TEST_CASE(
-    "two workflows exchange messages exactly once, and a long recv unloads until a send "
-    "wakes it",
-    "[messages][unload]") {
+TEST_CASE("two workflows exchange messages, and a long recv unloads until a send",
+          "[messages][unload]") {
   probe.reset();
   k = {};
   const auto schema = test::fresh_schema("pingpong");
@@ -401,10 +396,8 @@ TEST_CASE(
       });
 }
 
-TEST_CASE(
-    "a process killed between a send and the matching recv loses nothing and the message "
-    "is consumed once",
-    "[messages][crash][process]") {
+TEST_CASE("a kill between a send and its recv: the message is consumed once",
+          "[messages][crash][process]") {
   probe.reset();
   k = {};
   const auto schema = test::fresh_schema("msgkill");
@@ -506,10 +499,8 @@ TEST_CASE("a child workflow is started once, its result journaled, and the tree 
   CHECK(probe.calls["child-work"] == 2);
 }
 
-TEST_CASE(
-    "a parent waiting for its child unloads, the child's end wakes it, and cancelling the "
-    "parent cancels its children",
-    "[children][unload][cancel]") {
+TEST_CASE("a waiting parent unloads, its child wakes it, and cancel cascades",
+          "[children][unload][cancel]") {
   probe.reset();
   k = {};
   k.a_ms = 3600 * 1000;  // the child waits for "release"
@@ -582,10 +573,7 @@ TEST_CASE("a parent killed after starting its child reattaches to the same child
   CHECK(probe.calls["parent-after"] == 1);
 }
 
-TEST_CASE(
-    "all runs branches concurrently with step numbers by position, and a failure cancels "
-    "the others without recording them",
-    "[fanout]") {
+TEST_CASE("ctx.all numbers branches by position, a failure cancels the rest", "[fanout]") {
   probe.reset();
   k = {};
   const auto schema = test::fresh_schema("all");
@@ -643,10 +631,8 @@ TEST_CASE("any journals the winner and a replay returns it whatever finishes fir
   CHECK(probe.calls["b"] == 1);
 }
 
-TEST_CASE(
-    "a fan-out killed midway replays identically although its branches finish in another "
-    "order",
-    "[fanout][crash][process]") {
+TEST_CASE("a fan-out killed midway replays identically in another order",
+          "[fanout][crash][process]") {
   probe.reset();
   k = {};
   const auto schema = test::fresh_schema("fankill");
