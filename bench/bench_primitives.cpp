@@ -1,0 +1,684 @@
+// Durable timers: what unloading a sleeping workflow costs, what waking it costs, and what a
+// process holding many sleeping workflows keeps in memory, each beside a floor measured in the
+// same run.
+//
+//   BM_raw_commit_latency        the floor: one INSERT-and-commit round trip, blocking libpq
+//   BM_raw_commits_8_clients     the floor for batches: 8 threads, each on its own blocking libpq
+//                                connection, 250 INSERT-and-commits each (2000 commits)
+//   BM_unload_one                start() of `nap` (its first action is sleep_for(1 h)) until its
+//                                frame is destroyed and its run has ended here: the workflow row,
+//                                the journaled wake-up and the unloading write have committed
+//   BM_unload_many/1000          the same for 1000 workflows started at once; per workflow
+//   BM_resume_one                an unloaded `nap` is made due: one raw transaction moves its
+//                                journaled wake-up time and wake_at to now() and sends the
+//                                notification resume() and fork() send. From its commit until
+//                                the workflow has finished here (wake, claim, replay of the
+//                                sleep, one new step, the final write)
+//   BM_resume_many/1000          the same for 1000 unloaded workflows made due at once
+//   BM_wake_overshoot            the path without help: unload_after 1 s, `nap` sleeps 1.2 s and
+//                                unloads; the time from its journaled wake-up time until it has
+//                                finished (the executor's own wake-up timer, then as above)
+//   BM_sleeping_memory/N         N = 1000, 10 000, 100 000 workflows started that each sleep a
+//                                day: this process's resident memory and malloc's bytes in use
+//                                once all are unloaded, against a baseline taken before
+//   BM_held_memory/10000         the comparison: unload_after 1 h, so 10 000 workflows sleeping
+//                                10 minutes keep their frames in this process
+//
+// main() prints a summary. Database: $DURABLE_DATABASE_URL, else libpq's PG* variables. Drops and
+// recreates the schema bench_primitives and the table bench_primitives_floor.
+
+#include <malloc.h>
+#include <unistd.h>
+
+#include <benchmark/benchmark.h>
+#include <asio/awaitable.hpp>
+#include <asio/io_context.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <durable.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "bench_common.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::string schema = "bench_primitives";
+constexpr int batch_workflows = 1000;  // BM_unload_many, BM_resume_many
+constexpr int max_in_flight = 1000;    // start() calls awaited at once
+constexpr int raw_clients = 8;
+constexpr int raw_commits = 2000;  // BM_raw_commits_8_clients, per iteration
+constexpr std::int64_t hour_ms = 3600 * 1000;
+constexpr std::int64_t day_ms = 24 * hour_ms;
+constexpr auto overshoot_unload_after = 1000ms;  // BM_wake_overshoot
+constexpr std::int64_t overshoot_sleep_ms = 1200;
+constexpr int held_workflows = 10000;
+constexpr std::int64_t held_sleep_ms = 10 * 60 * 1000;
+
+// ---- the workflow -------------------------------------------------------------------------
+
+// Counted when a run of `nap` leaves the workflow function: its frame is destroyed.
+std::int64_t frames_unloaded = 0;  // left at the sleep (unloaded, or cut short)
+std::int64_t frames_finished = 0;  // left after its last step
+// The timer a waiter sleeps on (see wait_for_frames): the end of a frame wakes it.
+asio::steady_timer* frame_signal = nullptr;
+
+struct frame_probe {
+  bool finished = false;
+  frame_probe() = default;
+  frame_probe(const frame_probe&) = delete;
+  frame_probe& operator=(const frame_probe&) = delete;
+  ~frame_probe() {
+    if (finished)
+      ++frames_finished;
+    else
+      ++frames_unloaded;
+    if (frame_signal) frame_signal->cancel();
+  }
+};
+
+/// Sleeps `sleep_ms`, then runs one step.
+asio::awaitable<std::int64_t> nap(durable::context& ctx, std::int64_t sleep_ms) {
+  frame_probe probe;
+  co_await ctx.sleep_for(std::chrono::milliseconds(sleep_ms));
+  const std::string step_name = "after";
+  auto step = ctx.step(step_name, [] { return std::int64_t(1); });
+  const std::int64_t v = co_await std::move(step);
+  probe.finished = true;
+  co_return v;
+}
+
+// ---- memory -------------------------------------------------------------------------------
+
+struct memory_use {
+  double rss = 0;   // bytes resident (statm)
+  double heap = 0;  // bytes malloc has handed out and not got back (mallinfo2)
+};
+
+/// This process's memory, after malloc has returned what it can to the system (so that freed
+/// memory of earlier work does not count as resident).
+memory_use read_memory() {
+  ::malloc_trim(0);
+  memory_use m;
+  std::ifstream statm("/proc/self/statm");
+  long size = 0, resident = 0;
+  statm >> size >> resident;
+  m.rss = double(resident) * double(::sysconf(_SC_PAGESIZE));
+  m.heap = double(::mallinfo2().uordblks);
+  return m;
+}
+
+// ---- the fixture --------------------------------------------------------------------------
+
+struct fixture {
+  asio::io_context io;
+  std::unique_ptr<bench::raw_connection> db;
+  std::unique_ptr<durable::engine> eng;
+  std::string channel;
+  int engines = 0;
+
+  fixture() {
+    db = std::make_unique<bench::raw_connection>(bench::conninfo());
+    db->exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE");
+    db->exec("DROP TABLE IF EXISTS bench_primitives_floor");
+    db->exec(
+        "CREATE TABLE bench_primitives_floor (id bigint PRIMARY KEY, name text, output jsonb)");
+    channel = durable::store::channel_for(schema);
+    open_engine(2000ms);
+  }
+
+  /// Replaces the engine by a new one (a new executor id) with `unload_after`. shutdown() ends
+  /// whatever the old one still held: runs, and the wake-up timers of workflows it unloaded.
+  void open_engine(std::chrono::milliseconds unload_after) {
+    if (eng) {
+      bench::run_on(io, eng->shutdown(1s));
+      eng.reset();
+      // The handlers that shutdown cancelled run now, while the io_context is ours.
+      io.restart();
+      io.poll();
+    }
+    durable::engine_options o;
+    o.conninfo = bench::conninfo();
+    o.schema = schema;
+    o.executor_id = "bench-primitives-" + std::to_string(++engines);
+    o.unload_after = unload_after;
+    // This process runs the io_context only inside a benchmark: a short lease could run out
+    // between two of them (as in bench_replay). Nobody else would take over anyway.
+    o.lease_timeout = 3600s;
+    o.pool_size = 8;
+    eng = std::make_unique<durable::engine>(io.get_executor(), o);
+    eng->register_workflow("nap", &nap);
+    (void)bench::run_on(io, eng->open());
+  }
+
+  void clear() {
+    db->exec("TRUNCATE " + schema + ".workflows, " + schema + ".steps, " + schema +
+             ".step_attempts CASCADE");
+    db->exec("DELETE FROM " + schema + ".executors WHERE id <> '" + eng->executor_id() + "'");
+    frames_unloaded = 0;
+    frames_finished = 0;
+  }
+
+  long count(const std::string& sql) {
+    PGresult* r = PQexec(db->get(), sql.c_str());
+    const bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+    const long n = ok ? std::atol(PQgetvalue(r, 0, 0)) : -1;
+    PQclear(r);
+    if (!ok) throw std::runtime_error("query failed: " + sql);
+    return n;
+  }
+
+  long workflows(const std::string& where) {
+    return count("SELECT count(*) FROM " + schema + ".workflows WHERE " + where);
+  }
+
+  /// Makes the sleeping workflows matching `where` (on workflows w) due now, as if their
+  /// sleeps had asked for now: the wake-up time journaled by each sleep (which a replay obeys)
+  /// and wake_at (which the executors look for) move to now(), and the empty notification
+  /// that resume() and fork() send announces it. One transaction.
+  void make_due(const std::string& where) {
+    db->exec("UPDATE " + schema + ".steps s SET output = to_jsonb((extract(epoch FROM now()) * " +
+             "1000000)::bigint) FROM " + schema + ".workflows w WHERE w.id = s.workflow_id AND " +
+             "s.kind = 'sleep' AND w.status = 'sleeping' AND " + where + "; UPDATE " + schema +
+             ".workflows w SET wake_at = now() WHERE w.status = 'sleeping' AND " + where +
+             "; SELECT pg_notify('" + channel + "', '')");
+  }
+};
+
+fixture& fx() {
+  static fixture f;
+  return f;
+}
+
+/// Waits until `counter` (frames_unloaded or frames_finished) reaches `target` and no run is
+/// left here: the frames have ended, and so has what a run does after its frame (the final
+/// write, or nothing after an unload). Woken by each frame's end; once the last frame has
+/// ended, polls every 50 µs for the rest. Throws after `limit`.
+asio::awaitable<void> wait_for_frames(durable::engine& eng, const std::int64_t& counter,
+                                      std::int64_t target, std::chrono::seconds limit,
+                                      const char* what) {
+  auto ex = co_await asio::this_coro::executor;
+  asio::steady_timer t(ex);
+  struct signal_scope {
+    explicit signal_scope(asio::steady_timer& t) { frame_signal = &t; }
+    signal_scope(const signal_scope&) = delete;
+    signal_scope& operator=(const signal_scope&) = delete;
+    ~signal_scope() { frame_signal = nullptr; }
+  } scope(t);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (counter < target || eng.running() > 0) {
+    if (std::chrono::steady_clock::now() - t0 > limit)
+      throw std::runtime_error(std::string("timed out waiting until ") + what);
+    t.expires_after(counter < target ? std::chrono::microseconds(100ms) : 50us);
+    asio::error_code ec;
+    co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
+/// Starts `n` workflows `nap(sleep_ms)` with ids prefix0.., at most max_in_flight start() calls
+/// awaited at once.
+asio::awaitable<void> start_many(durable::engine& eng, std::string prefix, int n,
+                                 std::int64_t sleep_ms) {
+  auto ex = co_await asio::this_coro::executor;
+  int next = 0;
+  const int workers = std::min(n, max_in_flight);
+  int pending = workers;
+  std::exception_ptr failed;
+  asio::steady_timer all_done(ex, asio::steady_timer::time_point::max());
+  for (int w = 0; w < workers; ++w)
+    asio::co_spawn(
+        ex,
+        [&]() -> asio::awaitable<void> {
+          const std::string name = "nap";
+          while (next < n && !failed) {
+            const std::string id = prefix + std::to_string(next++);
+            auto op = eng.start(name, id, sleep_ms);
+            (void)co_await std::move(op);
+          }
+        },
+        [&](std::exception_ptr e) {
+          if (e && !failed) failed = e;
+          if (--pending == 0) all_done.cancel();
+        });
+  asio::error_code ec;
+  co_await all_done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  if (failed) std::rethrow_exception(failed);
+}
+
+/// Starts `n` naps of `sleep_ms` (ids prefix0..) and waits until all have unloaded: their frames
+/// destroyed and no run left here.
+asio::awaitable<void> start_and_unload(durable::engine& eng, std::string prefix, int n,
+                                       std::int64_t sleep_ms) {
+  const std::int64_t target = frames_unloaded + n;
+  auto started = start_many(eng, prefix, n, sleep_ms);
+  co_await std::move(started);
+  co_await wait_for_frames(eng, frames_unloaded, target, 300s, "the workflows unloaded");
+}
+
+/// Waits until runs of nap have finished here, `target` in all (frames_finished).
+asio::awaitable<void> wait_finished(durable::engine& eng, std::int64_t target) {
+  co_await wait_for_frames(eng, frames_finished, target, 120s, "the workflows finished");
+}
+
+void check(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error(what);
+}
+
+std::vector<double> unload_samples;              // seconds, BM_unload_one
+std::vector<double> unload_after_start_samples;  // the part after start() returned
+std::vector<double> resume_samples;              // seconds, BM_resume_one
+std::vector<double> overshoot_samples;           // seconds, BM_wake_overshoot
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t i = std::min(v.size() - 1, std::size_t(p * double(v.size() - 1) + 0.5));
+  return v[i];
+}
+
+/// The engine's round trips per iteration since `before` (pool statistics).
+void report_round_trips(benchmark::State& state, fixture& f, const durable::engine_stats& before) {
+  const double n = double(std::max<std::int64_t>(1, state.iterations()));
+  state.counters["round_trips"] = double(f.eng->stats().round_trips - before.round_trips) / n;
+}
+
+// ---- floors -------------------------------------------------------------------------------
+
+void BM_raw_commit_latency(benchmark::State& state) {
+  auto& f = fx();
+  bench::raw_connection c(bench::conninfo());
+  c.prepare("floor", "INSERT INTO bench_primitives_floor VALUES ($1, $2, $3)");
+  std::int64_t next = 0;
+  bench::blocking_loop(state, [&] {
+    const std::string id = std::to_string(next++);
+    const char* v[] = {id.c_str(), "a", "1"};
+    bench::exec_prepared(c.get(), "floor", 3, v, PGRES_COMMAND_OK);
+  });
+  f.db->exec("TRUNCATE bench_primitives_floor");
+}
+
+void BM_raw_commits_8_clients(benchmark::State& state) {
+  auto& f = fx();
+  std::vector<std::unique_ptr<bench::raw_connection>> conns;
+  for (int i = 0; i < raw_clients; ++i) {
+    conns.push_back(std::make_unique<bench::raw_connection>(bench::conninfo()));
+    conns.back()->prepare("floor", "INSERT INTO bench_primitives_floor VALUES ($1, $2, $3)");
+  }
+  std::int64_t next = 0;
+  const int per_client = raw_commits / raw_clients;
+  try {
+    for (auto _ : state) {
+      std::vector<std::thread> threads;
+      std::vector<std::string> errors(raw_clients);
+      for (int c = 0; c < raw_clients; ++c) {
+        const std::int64_t first = next + std::int64_t(c) * per_client;
+        threads.emplace_back([&, c, first] {
+          try {
+            for (int i = 0; i < per_client; ++i) {
+              const std::string id = std::to_string(first + i);
+              const char* v[] = {id.c_str(), "a", "1"};
+              bench::exec_prepared(conns[std::size_t(c)]->get(), "floor", 3, v, PGRES_COMMAND_OK);
+            }
+          } catch (const std::exception& e) {
+            errors[std::size_t(c)] = e.what();
+          }
+        });
+      }
+      for (auto& t : threads) t.join();
+      next += std::int64_t(raw_clients) * per_client;
+      for (const auto& e : errors)
+        if (!e.empty()) throw std::runtime_error(e);
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  f.db->exec("TRUNCATE bench_primitives_floor");
+  state.counters["commits/s"] =
+      benchmark::Counter(double(raw_commits), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// ---- unload and resume --------------------------------------------------------------------
+
+void BM_unload_one(benchmark::State& state) {
+  auto& f = fx();
+  f.clear();
+  int i = 0;
+  const auto before = f.eng->stats();
+  try {
+    for (auto _ : state) {
+      const std::string id = "one-" + std::to_string(i++);
+      double elapsed = 0, started = 0;
+      bench::run_on(f.io, [&]() -> asio::awaitable<void> {
+        const std::int64_t target = frames_unloaded + 1;
+        const auto t0 = std::chrono::steady_clock::now();
+        const std::string name = "nap";
+        auto op = f.eng->start(name, id, hour_ms);
+        (void)co_await std::move(op);
+        started = bench::seconds_since(t0);
+        co_await wait_for_frames(*f.eng, frames_unloaded, target, 10s, "the workflow unloaded");
+        elapsed = bench::seconds_since(t0);
+      }());
+      unload_samples.push_back(elapsed);
+      unload_after_start_samples.push_back(elapsed - started);
+      state.SetIterationTime(elapsed);
+    }
+    check(f.workflows("status = 'sleeping' AND wake_at > now() + interval '50 minutes'") == i,
+          "not every workflow was unloaded with its wake-up an hour away");
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  report_round_trips(state, f, before);
+  f.clear();
+}
+
+void BM_unload_many(benchmark::State& state) {
+  auto& f = fx();
+  const int n = int(state.range(0));
+  int round = 0;
+  try {
+    for (auto _ : state) {
+      state.PauseTiming();
+      f.clear();
+      const std::string prefix = "many-" + std::to_string(round++) + "-";
+      state.ResumeTiming();
+      bench::run_on(f.io, start_and_unload(*f.eng, prefix, n, hour_ms));
+      state.PauseTiming();
+      check(f.workflows("status = 'sleeping'") == n, "not every workflow was unloaded");
+      state.ResumeTiming();
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  f.clear();
+  state.counters["workflows/s"] =
+      benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_resume_one(benchmark::State& state) {
+  auto& f = fx();
+  f.clear();
+  int i = 0;
+  double round_trips = 0;
+  try {
+    for (auto _ : state) {
+      const std::string id = "r-" + std::to_string(i++);
+      bench::run_on(f.io, start_and_unload(*f.eng, id, 1, hour_ms));
+      const std::uint64_t rt = f.eng->stats().round_trips;
+      const std::string where = "w.id = '" + id + "0'";
+      const std::int64_t target = frames_finished + 1;
+      f.make_due(where);  // blocking; the engine reads the notification once run_on runs
+      const auto t0 = std::chrono::steady_clock::now();
+      bench::run_on(f.io, wait_finished(*f.eng, target));
+      const double elapsed = bench::seconds_since(t0);
+      round_trips += double(f.eng->stats().round_trips - rt);
+      resume_samples.push_back(elapsed);
+      state.SetIterationTime(elapsed);
+    }
+    check(f.workflows("status = 'succeeded'") == i, "not every workflow succeeded");
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  state.counters["round_trips"] = round_trips / double(std::max(i, 1));
+  f.clear();
+}
+
+void BM_resume_many(benchmark::State& state) {
+  auto& f = fx();
+  const int n = int(state.range(0));
+  int round = 0;
+  try {
+    for (auto _ : state) {
+      state.PauseTiming();
+      f.clear();
+      const std::string prefix = "rm-" + std::to_string(round++) + "-";
+      bench::run_on(f.io, start_and_unload(*f.eng, prefix, n, hour_ms));
+      check(f.workflows("status = 'sleeping'") == n, "not every workflow was unloaded");
+      const std::int64_t target = frames_finished + n;
+      f.make_due("true");
+      state.ResumeTiming();
+      bench::run_on(f.io, wait_finished(*f.eng, target));
+      state.PauseTiming();
+      check(f.workflows("status = 'succeeded'") == n, "not every workflow succeeded");
+      state.ResumeTiming();
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  f.clear();
+  state.counters["workflows/s"] =
+      benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_wake_overshoot(benchmark::State& state) {
+  auto& f = fx();
+  int i = 0;
+  try {
+    f.open_engine(overshoot_unload_after);
+    f.clear();
+    for (auto _ : state) {
+      const std::string id = "w-" + std::to_string(i++);
+      const std::int64_t target = frames_finished + 1;
+      bench::run_on(f.io, start_and_unload(*f.eng, id, 1, overshoot_sleep_ms));
+      bench::run_on(f.io, wait_finished(*f.eng, target));
+      const double finished_at = durable::detail::unix_seconds();
+      // The wake-up time the sleep journaled (microseconds, this host's system clock).
+      const double wake_at =
+          double(f.count("SELECT output::bigint FROM " + schema + ".steps WHERE workflow_id = '" +
+                         id + "0' AND seq = 0")) /
+          1e6;
+      const double overshoot = finished_at - wake_at;
+      overshoot_samples.push_back(overshoot);
+      state.SetIterationTime(std::max(overshoot, 1e-9));
+    }
+    check(f.workflows("status = 'succeeded'") == i, "not every workflow succeeded");
+    check(frames_unloaded == i, "not every workflow was unloaded during its sleep");
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  f.clear();
+  f.open_engine(2000ms);
+}
+
+// ---- memory -------------------------------------------------------------------------------
+
+struct memory_result {
+  long n = 0;
+  memory_use before, after, after_shutdown;
+  double seconds = 0;
+};
+std::vector<std::pair<std::string, memory_result>> memory_results;  // in the order run
+
+void report_memory(benchmark::State& state, const std::string& key, const memory_result& m) {
+  const double n = double(m.n);
+  state.counters["rss_MiB"] = m.after.rss / 1048576.0;
+  state.counters["rss_B/wf"] = (m.after.rss - m.before.rss) / n;
+  state.counters["heap_B/wf"] = (m.after.heap - m.before.heap) / n;
+  state.counters["workflows/s"] = n / m.seconds;
+  memory_results.emplace_back(key, m);
+}
+
+void BM_sleeping_memory(benchmark::State& state) {
+  auto& f = fx();
+  const int n = int(state.range(0));
+  memory_result m;
+  m.n = n;
+  try {
+    f.open_engine(2000ms);  // nothing left from earlier benchmarks
+    f.clear();
+    for (auto _ : state) {
+      state.PauseTiming();
+      m.before = read_memory();
+      state.ResumeTiming();
+      const auto t0 = std::chrono::steady_clock::now();
+      bench::run_on(f.io, start_and_unload(*f.eng, "m-", n, day_ms));
+      m.seconds = bench::seconds_since(t0);
+      state.PauseTiming();
+      check(f.workflows("status = 'sleeping'") == n, "not every workflow was unloaded");
+      check(frames_unloaded == n, "not every frame was destroyed");
+      m.after = read_memory();
+      // What the engine itself held for them: gone with it.
+      f.open_engine(2000ms);
+      m.after_shutdown = read_memory();
+      state.ResumeTiming();
+    }
+    report_memory(state, "sleeping/" + std::to_string(n), m);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  f.clear();
+}
+
+void BM_held_memory(benchmark::State& state) {
+  auto& f = fx();
+  const int n = int(state.range(0));
+  memory_result m;
+  m.n = n;
+  try {
+    f.open_engine(std::chrono::milliseconds(hour_ms));  // the sleeps stay in their runs
+    f.clear();
+    for (auto _ : state) {
+      state.PauseTiming();
+      m.before = read_memory();
+      state.ResumeTiming();
+      const auto t0 = std::chrono::steady_clock::now();
+      bench::run_on(f.io, [&]() -> asio::awaitable<void> {
+        const std::string prefix = "h-";
+        auto started = start_many(*f.eng, prefix, n, held_sleep_ms);
+        co_await std::move(started);
+        // Every run is inside its sleep once its wake-up is journaled.
+        auto ex = co_await asio::this_coro::executor;
+        asio::steady_timer t(ex);
+        const std::string sql = "SELECT count(*) FROM " + schema + ".steps WHERE kind = 'sleep'";
+        while (f.count(sql) < n) {
+          if (bench::seconds_since(t0) > 120) throw std::runtime_error("the sleeps never began");
+          t.expires_after(5ms);
+          co_await t.async_wait(asio::use_awaitable);
+        }
+      }());
+      m.seconds = bench::seconds_since(t0);
+      state.PauseTiming();
+      check(f.eng->running() == std::size_t(n), "not every workflow is running here");
+      check(frames_unloaded == 0, "a workflow was unloaded");
+      m.after = read_memory();
+      f.open_engine(2000ms);  // shutdown() cuts the sleeps short
+      m.after_shutdown = read_memory();
+      state.ResumeTiming();
+    }
+    report_memory(state, "held/" + std::to_string(n), m);
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  f.clear();
+}
+
+}  // namespace
+
+BENCHMARK(BM_raw_commit_latency)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_raw_commits_8_clients)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(5);
+BENCHMARK(BM_unload_one)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(200);
+BENCHMARK(BM_unload_many)
+    ->Arg(batch_workflows)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(5);
+BENCHMARK(BM_resume_one)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(200);
+BENCHMARK(BM_resume_many)
+    ->Arg(batch_workflows)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(3);
+BENCHMARK(BM_wake_overshoot)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(10);
+BENCHMARK(BM_sleeping_memory)
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(1);
+BENCHMARK(BM_held_memory)
+    ->Arg(held_workflows)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(1);
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  bench::collecting_reporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+
+  std::printf("\nsummary (this run's floors beside each):\n");
+  const auto commit = reporter.median("BM_raw_commit_latency");
+  if (commit) std::printf("  raw commit round trip:          %8.3f ms\n", *commit * 1e3);
+  const auto raw8 = reporter.median("BM_raw_commits_8_clients");
+  const double per_commit_8 = raw8 ? *raw8 / raw_commits : 0;  // seconds per commit, 8 clients
+  if (raw8)
+    std::printf("  raw commits, 8 clients:         %8.0f commits/s (%.1f us per commit)\n",
+                1 / per_commit_8, per_commit_8 * 1e6);
+  auto in_commits = [&](double seconds) { return commit ? seconds / *commit : 0.0; };
+  if (!unload_samples.empty()) {
+    const double med = percentile(unload_samples, 0.5);
+    const double rest = percentile(unload_after_start_samples, 0.5);
+    std::printf(
+        "  unload, one workflow:           median %.3f ms (%.2f commits), p99 %.3f ms; after "
+        "start() returned: median %.3f ms (%.2f commits)\n",
+        med * 1e3, in_commits(med), percentile(unload_samples, 0.99) * 1e3, rest * 1e3,
+        in_commits(rest));
+  }
+  if (!resume_samples.empty()) {
+    const double med = percentile(resume_samples, 0.5);
+    std::printf("  resume, one workflow:           median %.3f ms (%.2f commits), p99 %.3f ms\n",
+                med * 1e3, in_commits(med), percentile(resume_samples, 0.99) * 1e3);
+  }
+  for (const char* what : {"unload", "resume"}) {
+    const std::string name = std::string("BM_") + what + "_many/" + std::to_string(batch_workflows);
+    const auto t = reporter.median(name);
+    if (!t) continue;
+    const double per = *t / batch_workflows;
+    std::printf("  %s, %d at once:           %8.1f us per workflow, %6.0f workflows/s", what,
+                batch_workflows, per * 1e6, 1 / per);
+    if (raw8) std::printf("  (%.2f 8-client raw commits)", per / per_commit_8);
+    std::printf("\n");
+  }
+  if (!overshoot_samples.empty()) {
+    // The executor's wake-up timer fires 50 ms after the due time (runner.hpp), on purpose; a
+    // maintenance tick (every heartbeat_interval) may wake the workflow sooner.
+    const double med = percentile(overshoot_samples, 0.5);
+    std::printf(
+        "  wake-up time to finish, own timer: median %.1f ms (min %.1f, max %.1f); beyond the "
+        "timer's 50 ms: %.2f ms (%.2f commits)\n",
+        med * 1e3, percentile(overshoot_samples, 0.0) * 1e3,
+        percentile(overshoot_samples, 1.0) * 1e3, (med - 0.05) * 1e3, in_commits(med - 0.05));
+  }
+  if (!memory_results.empty()) {
+    std::printf(
+        "  memory of this process (RSS after malloc_trim; heap = malloc's bytes in use; deltas "
+        "from a baseline taken before starting; 'left' = heap still above it once the engine "
+        "that holds them is shut down):\n");
+    std::printf("    %-9s %7s %10s %10s %10s %11s %11s %10s\n", "workflows", "N", "RSS base", "RSS",
+                "RSS B/wf", "heap delta", "heap B/wf", "left B/wf");
+    for (const auto& [key, m] : memory_results) {
+      const double n = double(m.n);
+      const std::string kind = key.substr(0, key.find('/'));
+      std::printf("    %-9s %7ld %6.1f MiB %6.1f MiB %10.0f %7.1f MiB %11.0f %10.1f\n",
+                  kind.c_str(), m.n, m.before.rss / 1048576.0, m.after.rss / 1048576.0,
+                  (m.after.rss - m.before.rss) / n, (m.after.heap - m.before.heap) / 1048576.0,
+                  (m.after.heap - m.before.heap) / n, (m.after_shutdown.heap - m.before.heap) / n);
+    }
+  }
+  return 0;
+}
