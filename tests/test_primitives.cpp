@@ -698,3 +698,54 @@ TEST_CASE("a bounded map runs 10 000 items with at most 100 in flight, and a rep
   CHECK(k.in_flight_max <= 100);
   CHECK(k.in_flight_max > 1);
 }
+
+TEST_CASE("wake-ups of a waiting workflow do not count as claims without progress (I9)",
+          "[messages][unload][i9]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("waiti9");
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        // Woken at every recheck (150 ms) for 3 s, and unloaded again each time: far more
+        // claims than max_claims_without_progress, none of them a failure.
+        auto h = co_await eng.start("waiter", "w-patient", 3000);
+        const std::string got = co_await h.result<std::string>();
+        CHECK(got == "(timeout)");
+        const auto row = co_await row_of(eng, "w-patient");
+        CHECK(row.status == "succeeded");
+        const auto claims = co_await scalar(
+            eng, "SELECT (attempts > 3)::text FROM " + q(schema) + ".workflows WHERE id = $1",
+            std::string("w-patient"));
+        CHECK(claims == "true");
+      },
+      [](engine_options& o) {
+        o.unload_after = 100ms;
+        o.wait_recheck = 150ms;
+        o.max_claims_without_progress = 2;
+      });
+}
+
+TEST_CASE("a workflow waiting long for an event unloads and the event wakes it",
+          "[events][unload]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("eventwait");
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto reader = co_await eng.start("reader", "w-reader2", std::string("w-pub2"));
+        (void)co_await wait_status(eng, "w-reader2", "sleeping");
+        const auto waits =
+            co_await scalar(eng, "SELECT wait_for FROM " + q(schema) + ".workflows WHERE id = $1",
+                            std::string("w-reader2"));
+        CHECK(waits == "event:w-pub2:stage");
+        (void)co_await eng.start("publisher", "w-pub2");
+        const std::string read = co_await reader.result<std::string>();
+        CHECK(read == "started/none");
+      },
+      [](engine_options& o) {
+        o.unload_after = 100ms;
+        o.wait_recheck = 1h;
+      });
+}
