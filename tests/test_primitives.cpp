@@ -155,7 +155,60 @@ asio::awaitable<long> map_wf(context& ctx, int n, int in_flight) {
   co_return sum;
 }
 
+// ---- misuse and joins under failure (from a review)
+
+asio::awaitable<std::string> any_recv_wf(context& ctx) {
+  auto a = ctx.recv<std::string>("approve");
+  auto b = ctx.recv<std::string>("reject");
+  auto w = co_await ctx.any(std::move(a), std::move(b));
+  co_return std::to_string(w.index());
+}
+
+asio::awaitable<int> slow_side(int ms) {
+  ++probe.calls["slow"];
+  co_await test::sleep_ms(ms);
+  co_return 1;
+}
+
+asio::awaitable<int> all_retry_wf(context& ctx) {
+  auto a = ctx.step("slow", [] { return slow_side(2500); });
+  auto b = ctx.step(
+      "flaky",
+      [] {
+        ++probe.calls["flaky"];
+        if (probe.calls["flaky"] <= 2) throw std::runtime_error("flaky");
+        return 2;
+      },
+      retry{.max_attempts = 10, .initial = 1000ms, .factor = 1});
+  auto [x, y] = co_await ctx.all(std::move(a), std::move(b));
+  co_return x + y;
+}
+
+asio::awaitable<long> map_fail_wf(context& ctx, int n) {
+  std::vector<int> items(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) items[std::size_t(i)] = i;
+  const auto r = co_await ctx.map("it", std::move(items), 50, [](const int& v) -> long {
+    ++probe.calls["it"];
+    if (v == 300) throw permanent_error("item 300 cannot");
+    return v;
+  });
+  co_return long(r.size());
+}
+
+asio::awaitable<std::string> colon_reader_wf(context& ctx) {
+  auto v = co_await ctx.get_event<std::string>("a", "b:c");
+  co_return v.value_or("none");
+}
+asio::awaitable<void> colon_publisher_wf(context& ctx, std::string key) {
+  co_await ctx.set_event(key, key);
+}
+
 void register_all(engine& eng) {
+  eng.register_workflow("any-recv", &any_recv_wf);
+  eng.register_workflow("all-retry", &all_retry_wf);
+  eng.register_workflow("map-fail", &map_fail_wf);
+  eng.register_workflow("colon-reader", &colon_reader_wf);
+  eng.register_workflow("colon-publisher", &colon_publisher_wf);
   eng.register_workflow("waiter", &waiter_wf);
   eng.register_workflow("pinger", &pinger_wf);
   eng.register_workflow("ponger", &ponger_wf);
@@ -739,7 +792,7 @@ TEST_CASE("a workflow waiting long for an event unloads and the event wakes it",
         const auto waits =
             co_await scalar(eng, "SELECT wait_for FROM " + q(schema) + ".workflows WHERE id = $1",
                             std::string("w-reader2"));
-        CHECK(waits == "event:w-pub2:stage");
+        CHECK(waits == "event:6:w-pub2:stage");  // the publisher id's length, then id and key
         (void)co_await eng.start("publisher", "w-pub2");
         const std::string read = co_await reader.result<std::string>();
         CHECK(read == "started/none");
@@ -747,5 +800,122 @@ TEST_CASE("a workflow waiting long for an event unloads and the event wakes it",
       [](engine_options& o) {
         o.unload_after = 100ms;
         o.wait_recheck = 1h;
+      });
+}
+
+TEST_CASE("a recv as a branch of ctx.any is refused before it consumes anything",
+          "[fanout][misuse]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("anyrecv");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("any-recv", "w-any-recv");
+    (void)co_await eng.send("w-any-recv", "approve", std::string("A"));
+    (void)co_await eng.send("w-any-recv", "reject", std::string("B"));
+    const auto row = co_await wait_status(eng, "w-any-recv", "parked");
+    CHECK(row.reason.find("is a branch of ctx.any") != std::string::npos);
+    const auto consumed =
+        co_await scalar(eng,
+                        "SELECT count(*)::text FROM " + q(schema) +
+                            ".messages WHERE workflow_id = $1 AND consumed_at IS NOT NULL",
+                        std::string("w-any-recv"));
+    CHECK(consumed == "0");
+  });
+}
+
+TEST_CASE("a retry backoff inside ctx.all waits in the run and never re-runs a sibling",
+          "[fanout][unload]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("allretry");
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto h = co_await eng.start("all-retry", "w-all-retry");
+        const int v = co_await h.result<int>();
+        CHECK(v == 3);
+        const auto claims = co_await scalar(
+            eng, "SELECT attempts::text FROM " + q(schema) + ".workflows WHERE id = $1",
+            std::string("w-all-retry"));
+        CHECK(claims == "1");
+      },
+      [](engine_options& o) { o.unload_after = 200ms; });
+  CHECK(probe.calls["slow"] == 1);
+  CHECK(probe.calls["flaky"] == 3);
+}
+
+TEST_CASE("a map item that fails for good dead-letters the workflow in one claim",
+          "[fanout][map]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("mapfail");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("map-fail", "w-map-fail", 2000);
+    std::string error;
+    try {
+      (void)co_await h.result<long>();
+    } catch (const workflow_dead_letter& e) {
+      error = e.what();
+    }
+    CHECK(error.find("item 300 cannot") != std::string::npos);
+    const auto claims =
+        co_await scalar(eng, "SELECT attempts::text FROM " + q(schema) + ".workflows WHERE id = $1",
+                        std::string("w-map-fail"));
+    CHECK(claims == "1");
+  });
+}
+
+TEST_CASE("an event wait matches its workflow and key exactly, even with ':' in them",
+          "[events][unload]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("colons");
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        // Workflow "a:b" publishes key "c": not what "a"/"b:c" waits for.
+        auto p = co_await eng.start("colon-publisher", "a:b", std::string("c"));
+        co_await p.result<void>();
+        auto h = co_await eng.start("colon-reader", "w-colon");
+        (void)co_await wait_status(eng, "w-colon", "sleeping");
+        co_await test::sleep_ms(1000);
+        const auto claims = co_await scalar(
+            eng, "SELECT attempts::text FROM " + q(schema) + ".workflows WHERE id = $1",
+            std::string("w-colon"));
+        CHECK(claims == "1");  // unloaded once, not woken by the other event
+        auto a = co_await eng.start("colon-publisher", "a", std::string("b:c"));
+        co_await a.result<void>();
+        const std::string v = co_await h.result<std::string>();
+        CHECK(v == "b:c");
+      },
+      [](engine_options& o) {
+        o.unload_after = 200ms;
+        o.wait_recheck = 1h;
+      });
+}
+
+TEST_CASE("a send committed after its recipient unloaded is found at the recheck at the latest",
+          "[messages][unload]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("lateSend");
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto h = co_await eng.start("waiter", "w-late-send", 3600 * 1000);
+        co_await test::wait_rows(eng, "w-late-send", 2);  // waits in its run
+        auto c = co_await eng.pool().acquire();
+        {
+          auto tx = c->begin();
+          co_await tx.run(eng.send_statement("w-late-send", "go", std::string("hi")));
+          (void)co_await wait_status(eng, "w-late-send", "sleeping");
+          co_await tx.commit();
+        }
+        const std::string got = co_await h.result<std::string>();
+        CHECK(got == "hi");
+      },
+      [](engine_options& o) {
+        o.unload_after = 300ms;
+        o.wait_recheck = 1500ms;
       });
 }

@@ -210,7 +210,7 @@ DURABLE_DECL asio::awaitable<void> wait_until_due(run_state& s, int seq, const s
 /// `what` says what is awaited, for the message.
 DURABLE_DECL asio::awaitable<void> pause_or_unload(run_state& s, int seq, const std::string& name,
                                                    std::chrono::milliseconds pause,
-                                                   const std::string& what);
+                                                   const std::string& what, int own_steps);
 
 /// After attempt `attempt` of step `seq` failed (the `failures`-th since the last operator
 /// retry): records it (fenced, I3) and returns the pause before the next attempt. A final
@@ -225,6 +225,9 @@ DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
 /// step `seq` (note_io_failure: retried or parked) and rethrown.
 DURABLE_DECL asio::awaitable<void> write_fenced(run_state& s, int seq, const std::string& name,
                                                 fenced_write& w, const std::string& if_fenced);
+
+/// Runs `st` for run `s`: through the group committer when there is one.
+DURABLE_DECL asio::awaitable<pg::result> run_statement(run_state& s, pg::statement st);
 
 /// Ends the run: the workflow was unloaded (its status written) for `pause`.
 [[noreturn]] DURABLE_DECL void unload(run_state& s, std::chrono::milliseconds pause,
@@ -363,8 +366,9 @@ DURABLE_DECL void check_failure_is_the_steps(run_state& s, int seq, const std::s
 
 // ---- waits, messages, events, child workflows (the non-template parts) ----
 
-/// Whether run `s` may unload to wait (no concurrent branch, an engine behind it).
-DURABLE_DECL bool can_unload(const run_state& s);
+/// Whether run `s` may unload to wait: an engine behind it, no join running, and no step in
+/// progress but the `own_steps` of the caller (1 from inside a step, 0 from a wait).
+DURABLE_DECL bool can_unload(const run_state& s, int own_steps);
 
 /// Runs statement `st` of step `seq`, which journals the step itself (fenced by the epoch,
 /// DU001): ownership_lost when fenced out; other failures noted (retry or park) and rethrown.
@@ -388,7 +392,7 @@ DURABLE_DECL asio::awaitable<std::optional<double>> wait_deadline(
 /// it waits for wakes it.
 DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
     run_state& s, int seq, const std::string& name, const std::string& key,
-    const std::string& wait_for, std::optional<double> deadline,
+    const store::wait_target& wait_for, std::optional<double> deadline,
     const std::function<asio::awaitable<bool>()>& look);
 
 /// ctx.recv: the JSON its step (seq + 1; seq holds the deadline) journaled: "[payload]", or
@@ -420,9 +424,12 @@ std::optional<T> decode_arrival(run_state& s, int seq, const std::string& name,
   if (text == "null") return std::nullopt;
   const journal_entry e{name, kind, false, text, {}};
   auto one = decode_text<std::vector<T>>(s, seq, e, text);
-  if (one.size() != 1)
-    throw error("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                "' journaled " + text + ", not a one-element array");
+  if (one.size() != 1) {
+    s.park_reason = "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) + " '" +
+                    name + "' journaled " + text +
+                    ", not a one-element array; it is parked: repair the row, then resume it";
+    throw error(*s.park_reason);
+  }
   return std::optional<T>(std::move(one.front()));
 }
 
@@ -512,13 +519,20 @@ namespace detail {
 /// Counts a join (ctx.all/any/map) as running while it is in scope: the run does not unload.
 class join_scope {
 public:
-  explicit join_scope(run_state& s) : s_(s) { ++s_.joins_running; }
+  explicit join_scope(run_state& s, bool any = false) : s_(s), any_(any) {
+    ++s_.joins_running;
+    if (any_) ++s_.anys_running;
+  }
   join_scope(const join_scope&) = delete;
   join_scope& operator=(const join_scope&) = delete;
-  ~join_scope() { --s_.joins_running; }
+  ~join_scope() {
+    --s_.joins_running;
+    if (any_) --s_.anys_running;
+  }
 
 private:
   run_state& s_;
+  bool any_;
 };
 
 /// One item of ctx.map as a step function: refers to the map's copy of the function and of
@@ -851,7 +865,7 @@ private:
     if (wake_us <= now_us) co_return;
     const auto left = milliseconds((wake_us - now_us + 999) / 1000);
     const std::string name = "sleep", what = "the wake-up of its sleep";
-    co_await detail::pause_or_unload(*s_, seq, name, left, what);
+    co_await detail::pause_or_unload(*s_, seq, name, left, what, 0);
   }
 
   asio::awaitable<void> send_impl(int seq, std::string to, std::string topic, std::string payload) {
@@ -997,12 +1011,14 @@ private:
     auto v = std::make_shared<any_values<T...>>();
     const int before = s.next_seq;
     {
-      detail::join_scope scope(s);
+      detail::join_scope scope(s, true);
       spawn_any(ex, j, v, branches, journaled, std::index_sequence_for<T...>{});
       co_await detail::join_branches(*j);
     }
     detail::check_join(s, before, "any");
-    if (!j->winner) std::rethrow_exception(j->error);
+    // A failure that is no branch's own outcome (I/O, misuse, a lost lease) wins over any
+    // winner: nothing is journaled.
+    if (j->error || !j->winner) std::rethrow_exception(j->error);
     const std::size_t winner = *j->winner;
     if (!journaled) {
       const std::string output = std::to_string(winner);

@@ -371,6 +371,9 @@ private:
   }
   DURABLE_DECL asio::awaitable<bool> send_impl(std::string workflow_id, std::string topic,
                                                std::string payload, std::string idempotency_key);
+  DURABLE_DECL asio::awaitable<bool> send_on_strand(std::string workflow_id, std::string topic,
+                                                    std::string payload,
+                                                    std::string idempotency_key);
   DURABLE_DECL asio::awaitable<std::optional<std::string>> get_event_impl(
       std::string workflow_id, std::string key, std::chrono::milliseconds timeout);
   DURABLE_DECL asio::awaitable<std::optional<std::string>> get_event_on_strand(

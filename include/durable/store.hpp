@@ -653,10 +653,20 @@ public:
   [[nodiscard]] query<json_value> event_get(const std::string& id, const std::string& key) const {
     return {call("event_get", id, key)};
   }
-  /// Unloads workflow `id` until what `wait_for` names arrives, or `recheck_ms` passes.
+  /// What a waiting workflow waits for: a message of a topic ('msg', a = topic), an event
+  /// ('event', a = publisher, b = key), a child's end ('child', a = child id).
+  struct wait_target {
+    std::string kind, a, b;
+    /// As workflows.wait_for records it (what senders, publishers and children match).
+    [[nodiscard]] std::string tag() const {
+      if (kind == "event") return "event:" + std::to_string(a.size()) + ":" + a + ":" + b;
+      return kind + ":" + a;
+    }
+  };
+  /// Unloads workflow `id` until `what` arrives, or `recheck_ms` passes.
   [[nodiscard]] fenced_write workflow_wait(const std::string& id, std::int64_t epoch,
-                                           const std::string& wait_for, double recheck_ms) const {
-    return {call("workflow_wait", id, epoch, wait_for, recheck_ms),
+                                           const wait_target& what, double recheck_ms) const {
+    return {call("workflow_wait", id, epoch, what.tag(), recheck_ms, what.kind, what.a, what.b),
             fenced_write::fence::matches_no_row};
   }
   /// Starts child `child_id` of workflow `parent` as its step `seq`, journaled (fenced).

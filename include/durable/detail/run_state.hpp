@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <asio/awaitable.hpp>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/co_spawn.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
@@ -192,6 +194,7 @@ struct run_state {
   // ctx.all/any/map joins in progress: a run with concurrent branches never unloads (it
   // would stop the other branches' steps).
   int joins_running = 0;
+  int anys_running = 0;  // ctx.any joins among them: a recv may not be a branch (it consumes)
   // Waits (recv, get_event, child results): the in-run wait between looks, and the longest
   // an unloaded waiter sleeps before it looks again (engine_options::wait_recheck).
   std::chrono::milliseconds poll_interval{500};
@@ -300,6 +303,30 @@ inline double unix_seconds() {
 }
 
 DURABLE_DECL asio::awaitable<void> sleep_for(std::chrono::milliseconds d);
+
+/// Awaits `op` to its end even if the awaiting coroutine is cancelled meanwhile (a write whose
+/// outcome must be known). A plain function: `op` is moved here, outside any co_await.
+template <class T>
+asio::awaitable<T> shielded_impl(asio::any_io_executor ex, asio::awaitable<T> op) {
+  const bool throws = co_await asio::this_coro::throw_if_cancelled();
+  co_await asio::this_coro::throw_if_cancelled(false);
+  std::optional<T> out;
+  std::exception_ptr failed;
+  try {
+    out.emplace(co_await asio::co_spawn(
+        ex, std::move(op),
+        asio::bind_cancellation_slot(asio::cancellation_slot(), asio::use_awaitable)));
+  } catch (...) {
+    failed = std::current_exception();
+  }
+  co_await asio::this_coro::throw_if_cancelled(throws);
+  if (failed) std::rethrow_exception(failed);
+  co_return std::move(*out);
+}
+template <class T>
+asio::awaitable<T> shielded(const asio::any_io_executor& ex, asio::awaitable<T> op) {
+  return shielded_impl<T>(ex, std::move(op));
+}
 
 }  // namespace durable::detail
 

@@ -115,15 +115,15 @@ DURABLE_DECL asio::awaitable<void> wait_until_due(run_state& s, int seq, const s
   if (left <= 0) co_return;
   const auto pause = std::chrono::milliseconds(std::int64_t(left * 1000) + 1);
   const std::string what = "the next attempt of step " + std::to_string(seq) + " '" + name + "'";
-  co_await pause_or_unload(s, seq, name, pause, what);
+  co_await pause_or_unload(s, seq, name, pause, what, 1);  // from inside its step
 }
 
 DURABLE_DECL asio::awaitable<void> pause_or_unload(run_state& s, int seq, const std::string& name,
                                                    std::chrono::milliseconds pause,
-                                                   const std::string& what) {
+                                                   const std::string& what, int own_steps) {
   // Only a long wait unloads: a short one may be no more than the gap between this host's
   // clock and the server's, and unloading for it would only cost a claim.
-  if (!s.committer || pause < s.unload_after || pause < std::chrono::seconds(1)) {
+  if (!can_unload(s, own_steps) || pause < s.unload_after || pause < std::chrono::seconds(1)) {
     co_await sleep_for(pause);
     co_return;
   }
@@ -142,11 +142,11 @@ DURABLE_DECL asio::awaitable<void> write_fenced(run_state& s, int seq, const std
   try {
     pg::statement st = std::move(w.st);
     pg::result r;
-    if (s.committer) {
-      r = co_await s.committer->run(std::move(st));
+    if (s.joins_running > 0) {
+      auto ex = co_await asio::this_coro::executor;
+      r = co_await shielded(ex, run_statement(s, std::move(st)));
     } else {
-      auto conn = co_await s.pool->acquire();
-      r = co_await conn->run(std::move(st));
+      r = co_await run_statement(s, std::move(st));
     }
     if (w.verdict(r).fenced_out()) throw ownership_lost(s.id, if_fenced);
   } catch (const ownership_lost&) {
@@ -177,7 +177,7 @@ DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
       p *= 1.0 - j + 2.0 * j * std::uniform_real_distribution<double>(0.0, 1.0)(gen);
     }
     pause = std::chrono::milliseconds(std::int64_t(p));
-    unloads = s.committer && pause >= s.unload_after;
+    unloads = can_unload(s, 1) && pause >= s.unload_after;  // 1: this step
   }
   const std::string outcome = final ? "failed" : "retrying";
   const std::string err = failure.to_json();
@@ -225,18 +225,28 @@ DURABLE_DECL asio::awaitable<void> wait_for_abandoned(left_behind& lb) {
 
 namespace durable::detail {
 
-DURABLE_DECL bool can_unload(const run_state& s) {
-  // Never while concurrent branches run (it would stop their steps), nor without the engine's
-  // committer (a bare replay).
-  return s.committer && s.joins_running == 0 && s.step_functions_running == 0;
+DURABLE_DECL bool can_unload(const run_state& s, int own_steps) {
+  // Never while concurrent branches run (it would stop their steps, which would run again
+  // after the wake-up), nor without the engine's committer (a bare replay).
+  return s.committer && s.joins_running == 0 && s.step_functions_running == own_steps;
+}
+
+DURABLE_DECL asio::awaitable<pg::result> run_statement(run_state& s, pg::statement st) {
+  if (s.committer) co_return co_await s.committer->run(std::move(st));
+  auto conn = co_await s.pool->acquire();
+  co_return co_await conn->run(std::move(st));
 }
 
 DURABLE_DECL asio::awaitable<pg::result> run_journaling(run_state& s, int seq,
                                                         const std::string& name, pg::statement st) {
   try {
-    if (s.committer) co_return co_await s.committer->run(std::move(st));
-    auto conn = co_await s.pool->acquire();
-    co_return co_await conn->run(std::move(st));
+    if (s.joins_running > 0) {
+      // A branch that ctx.all/any halts while its write is in flight waits for the outcome
+      // instead: the write happened or not, and it is no I/O failure.
+      auto ex = co_await asio::this_coro::executor;
+      co_return co_await shielded(ex, run_statement(s, std::move(st)));
+    }
+    co_return co_await run_statement(s, std::move(st));
   } catch (const pg::sql_error& e) {
     const fence_verdict v = store::verdict(e);
     if (v.fenced_out()) throw ownership_lost(s.id, journal_fenced_message(s, seq, name, v));
@@ -272,18 +282,19 @@ DURABLE_DECL asio::awaitable<std::optional<double>> wait_deadline(
 
 DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
     run_state& s, int seq, const std::string& name, const std::string& key,
-    const std::string& wait_for, std::optional<double> deadline,
+    const store::wait_target& wait_for, std::optional<double> deadline,
     const std::function<asio::awaitable<bool>()>& look) {
   using std::chrono::milliseconds;
   const double loaded = unix_seconds();
   const double in_run_for = double(s.unload_after.count()) / 1000.0;
-  waiter_registry::entry poke(s.waiters, key, co_await asio::this_coro::executor);
+  const asio::any_io_executor ex = co_await asio::this_coro::executor;
+  waiter_registry::entry poke(s.waiters, key, ex);
   for (;;) {
     const double now = unix_seconds();
     if (deadline && now >= *deadline) co_return false;
     const double left = deadline ? *deadline - now : 1e12;
     const double in_run_left = loaded + in_run_for - now;
-    if (in_run_left <= 0 && left >= 1.0 && can_unload(s)) {
+    if (in_run_left <= 0 && left >= 1.0 && can_unload(s, 0)) {
       // A long wait: unloaded until what it waits for arrives (that wakes it at once) or the
       // recheck (or the deadline) is due.
       const double recheck_ms = std::min(left * 1000.0, double(s.wait_recheck.count()));
@@ -294,7 +305,7 @@ DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
       co_await write_fenced(s, seq, name, w, if_fenced);
       unload(s, milliseconds(std::int64_t(recheck_ms)),
              "workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name + "' waits (" +
-                 wait_for + "); the workflow is unloaded until it arrives");
+                 wait_for.tag() + "); the workflow is unloaded until it arrives");
     }
     double wait_ms = std::min(left * 1000.0, double(s.poll_interval.count()));
     if (in_run_left > 0) wait_ms = std::min(wait_ms, in_run_left * 1000.0 + 1.0);
@@ -323,6 +334,14 @@ DURABLE_DECL asio::awaitable<std::string> receive(run_state& s, int seq, const s
     co_return e->output;
   }
   require_live(s, seq + 1, topic);
+  if (s.anys_running > 0) {
+    s.misuse = "workflow '" + s.id + "' (" + s.name + "): ctx.recv('" + topic +
+               "') is a branch of ctx.any. A losing recv may already have consumed its message "
+               "when the winner is known, and the message would be lost. Wait for one topic "
+               "with a timeout (ctx.recv(topic, timeout)) instead. The workflow is parked: fix "
+               "the code, then resume it";
+    throw error(*s.misuse);
+  }
   const double started = unix_seconds();
   std::optional<std::string> got;
   const std::function<asio::awaitable<bool>()> look = [&s, seq, &topic, started, &got] {
@@ -331,8 +350,9 @@ DURABLE_DECL asio::awaitable<std::string> receive(run_state& s, int seq, const s
   bool arrived = co_await look();
   if (!arrived && timeout.count() > 0) {
     const std::optional<double> deadline = co_await wait_deadline(s, seq, topic, timeout);
-    const std::string key = s.id, tag = "msg:" + topic;
-    arrived = co_await wait_for_arrival(s, seq + 1, topic, key, tag, deadline, look);
+    const std::string key = s.id;
+    const store::wait_target what{"msg", topic, {}};
+    arrived = co_await wait_for_arrival(s, seq + 1, topic, key, what, deadline, look);
   }
   if (!arrived) {
     const std::string none = "null";
@@ -423,8 +443,9 @@ DURABLE_DECL asio::awaitable<std::string> await_event(run_state& s, int seq,
   bool arrived = co_await look();
   if (!arrived && timeout.count() > 0) {
     const std::optional<double> deadline = co_await wait_deadline(s, seq, name, timeout);
-    const std::string poke = "e:" + workflow_id, tag = "event:" + workflow_id + ":" + key;
-    arrived = co_await wait_for_arrival(s, seq + 1, name, poke, tag, deadline, look);
+    const std::string poke = "e:" + workflow_id;
+    const store::wait_target what{"event", workflow_id, key};
+    arrived = co_await wait_for_arrival(s, seq + 1, name, poke, what, deadline, look);
   }
   if (!arrived) {
     const std::string none = "null";
@@ -486,8 +507,10 @@ DURABLE_DECL asio::awaitable<std::string> await_child(run_state& s, int seq,
   if (!co_await look()) {
     // The child ends on its own time: its end wakes this workflow (the trigger on workflows),
     // whether it waits here or unloaded.
-    const std::string key = s.id, tag = "child:" + child;
-    co_await wait_for_arrival(s, seq, child, key, tag, std::nullopt, look);
+    const std::string key = s.id;
+    const store::wait_target what{"child", child, {}};
+    const std::optional<double> no_deadline;
+    co_await wait_for_arrival(s, seq, child, key, what, no_deadline, look);
   }
   if (s.counters) ++s.counters->steps_executed;
   co_return *got;

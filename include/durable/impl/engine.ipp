@@ -477,6 +477,13 @@ DURABLE_DECL asio::awaitable<bool> engine::cancel_impl(std::string id) {
 DURABLE_DECL asio::awaitable<bool> engine::send_impl(std::string workflow_id, std::string topic,
                                                      std::string payload,
                                                      std::string idempotency_key) {
+  return detail::on_strand(s_, send_on_strand(std::move(workflow_id), std::move(topic),
+                                              std::move(payload), std::move(idempotency_key)));
+}
+
+DURABLE_DECL asio::awaitable<bool> engine::send_on_strand(std::string workflow_id,
+                                                          std::string topic, std::string payload,
+                                                          std::string idempotency_key) {
   std::optional<std::string> key;
   if (!idempotency_key.empty()) key = idempotency_key;
   auto q = s_->st.message_send(workflow_id, topic, payload, key);

@@ -218,7 +218,8 @@ SELECT DISTINCT ON (a.workflow_id, a.seq)
            // 'event:<workflow id>:<key>', 'child:<child id>'): what arrives for it wakes it at
            // once (wake_at = now()) instead of at the recheck. (parent_id, set for child
            // workflows, is from migration 1.)
-           R"(ALTER TABLE {s}.workflows ADD COLUMN wait_for text)",
+           R"(ALTER TABLE {s}.workflows ADD COLUMN wait_for text,
+  ADD COLUMN woken boolean NOT NULL DEFAULT false)",
            R"(CREATE INDEX workflows_by_parent ON {s}.workflows (parent_id) WHERE parent_id IS NOT NULL)",
            R"(CREATE INDEX workflows_waiting ON {s}.workflows (wait_for) WHERE status = 'sleeping')",
            // A message is consumed once: the recv that takes it stamps consumed_at and
@@ -308,16 +309,19 @@ RETURNING name, inputs::text, epoch)"},
  AND (cardinality($2::text[]) = 0 OR app_version = ANY($2::text[]))
  ORDER BY created_at)"},
       // $1 ids (text[]), $2 executor_id, $3 workflow names it runs (text[]), $4 versions it
-      // runs (text[], empty = all), $5 most claims in a row without progress (I9).
+      // runs (text[], empty = all), $5 most claims in a row without progress (I9). The claim
+      // that follows a wake-up (woken: the workflow unloaded itself to sleep or wait, a
+      // decision, not a failure) is not counted, and does not clear the count either.
       // Claims every listed workflow that is unfinished and runnable here, bumping its epoch
       // (I3). A claim that finds no journal row added since the previous claim counts as
       // stalled; past the limit the workflow is parked instead (status 'parked' returned).
       {"workflows_claim", R"(UPDATE {s}.workflows w
- SET stalled_claims = CASE WHEN j.n = w.progress_mark THEN w.stalled_claims + 1 ELSE 0 END,
-     progress_mark = j.n,
-     status = CASE WHEN j.n = w.progress_mark AND w.stalled_claims >= $5 THEN 'parked'
-                   ELSE 'running' END,
-     status_reason = CASE WHEN j.n = w.progress_mark AND w.stalled_claims >= $5
+ SET stalled_claims = CASE WHEN w.woken THEN w.stalled_claims
+                          WHEN j.n = w.progress_mark THEN w.stalled_claims + 1 ELSE 0 END,
+     progress_mark = j.n, woken = false,
+     status = CASE WHEN NOT w.woken AND j.n = w.progress_mark AND w.stalled_claims >= $5
+                   THEN 'parked' ELSE 'running' END,
+     status_reason = CASE WHEN NOT w.woken AND j.n = w.progress_mark AND w.stalled_claims >= $5
        THEN format('claimed %s times in a row without journaling a step (the limit is '
                    'max_claims_without_progress = %s); last error: %s',
                    w.stalled_claims + 1, $5, coalesce(w.last_error, 'none recorded'))
@@ -527,7 +531,7 @@ SELECT w.id FROM {s}.workflows w
  ORDER BY c.wake_at LIMIT $4
  FOR UPDATE OF w SKIP LOCKED)
 UPDATE {s}.workflows w SET status = 'pending', executor_id = $1, wake_at = NULL,
-       wait_for = NULL, progress_mark = -1, updated_at = now()
+       wait_for = NULL, woken = true, updated_at = now()
   FROM due WHERE w.id = due.id
 RETURNING w.id)"},
       // $1 id, $2 reason, $3 error type, $4 the cancel channel. Ends an unfinished, parked or
@@ -676,11 +680,13 @@ SELECT EXISTS (SELECT 1 FROM ins), (SELECT count(*) FROM journaled) > 0,
       // $1 workflow, $2 epoch, $3 step, $4 topic, $5 started_at (epoch seconds). Takes the
       // oldest unconsumed message of the topic and journals it as step $3 (output: a
       // one-element array holding it) in one statement: it is consumed exactly when the row
-      // commits. Fenced (I3, DU001). No row: no message.
+      // commits. Fenced (I3, DU001). No row: no message. FOR UPDATE, not SKIP LOCKED: a
+      // fenced-out run's take in flight holds the oldest message until it fails; the new owner
+      // waits for it rather than taking a younger one.
       {"message_take", R"(WITH m AS (
 SELECT id FROM {s}.messages
  WHERE workflow_id = $1 AND topic = $4 AND consumed_at IS NULL
- ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED),
+ ORDER BY id LIMIT 1 FOR UPDATE),
 taken AS (
 UPDATE {s}.messages g SET consumed_at = now(), consumed_seq = $3
   FROM m WHERE g.id = m.id
@@ -699,7 +705,8 @@ ON CONFLICT (workflow_id, key) DO UPDATE
 RETURNING 1),
 woken AS (
 UPDATE {s}.workflows SET wake_at = now(), updated_at = now()
- WHERE status = 'sleeping' AND wait_for = 'event:' || $1 || ':' || $4 AND EXISTS (SELECT 1 FROM e)
+ WHERE status = 'sleeping' AND wait_for = 'event:' || octet_length($1) || ':' || $1 || ':' || $4
+   AND EXISTS (SELECT 1 FROM e)
 RETURNING id)
 SELECT {s}.append_step($1, $2, $3, $4, 'event', 'succeeded', NULL, NULL, 1,
                        to_timestamp($6::double precision)),
@@ -707,8 +714,9 @@ SELECT {s}.append_step($1, $2, $3, $4, 'event', 'succeeded', NULL, NULL, 1,
   FROM e)"},
       // $1 workflow, $2 key. The value published last, if any.
       {"event_get", R"(SELECT value::text FROM {s}.events WHERE workflow_id = $1 AND key = $2)"},
-      // $1 id, $2 epoch, $3 what it waits for ('msg:<topic>', 'event:<id>:<key>',
-      // 'child:<id>'), $4 the longest it sleeps before it looks again (ms). Unloads the
+      // $1 id, $2 epoch, $3 what it waits for ('msg:<topic>', 'event:<bytes of id>:<id>:<key>',
+      // 'child:<id>'), $4 the longest it sleeps before it looks again (ms), $5 'msg', 'event'
+      // or 'child', $6 the topic, the publisher or the child, $7 the event's key. Unloads the
       // workflow under a new epoch (I3) until what it waits for arrives (a send, an event or a
       // child's end sets wake_at = now()) or $4 passes. What arrived before this statement
       // makes it due at once, so nothing arrives unnoticed in between.
@@ -716,15 +724,14 @@ SELECT {s}.append_step($1, $2, $3, $4, 'event', 'succeeded', NULL, NULL, 1,
    SET status = 'sleeping', executor_id = NULL, epoch = w.epoch + 1, updated_at = now(),
        wait_for = $3,
        wake_at = CASE
-         WHEN $3 LIKE 'msg:%' AND EXISTS (
-           SELECT 1 FROM {s}.messages m WHERE m.workflow_id = $1 AND m.topic = substr($3, 5)
+         WHEN $5 = 'msg' AND EXISTS (
+           SELECT 1 FROM {s}.messages m WHERE m.workflow_id = $1 AND m.topic = $6
               AND m.consumed_at IS NULL) THEN now()
-         WHEN $3 LIKE 'child:%' AND EXISTS (
-           SELECT 1 FROM {s}.workflows c WHERE c.id = substr($3, 7)
+         WHEN $5 = 'child' AND EXISTS (
+           SELECT 1 FROM {s}.workflows c WHERE c.id = $6
               AND c.status IN ('succeeded', 'failed', 'cancelled')) THEN now()
-         WHEN $3 LIKE 'event:%' AND EXISTS (
-           SELECT 1 FROM {s}.events e WHERE 'event:' || e.workflow_id || ':' || e.key = $3)
-           THEN now()
+         WHEN $5 = 'event' AND EXISTS (
+           SELECT 1 FROM {s}.events e WHERE e.workflow_id = $6 AND e.key = $7) THEN now()
          ELSE now() + make_interval(secs => $4::double precision / 1000) END
  WHERE w.id = $1 AND w.epoch = $2)"},
       // $1 child id, $2 name, $3 inputs, $4 parent, $5 parent's epoch, $6 step, $7 started_at,

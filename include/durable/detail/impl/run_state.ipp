@@ -105,7 +105,15 @@ DURABLE_DECL asio::awaitable<void> append(run_state& s, int seq, const std::stri
     if (s.committer) {
       group_committer::journal_row row{s.id,   s.epoch, seq,   name,     kind,
                                        status, output,  error, attempts, started_at};
-      const fence_verdict v = co_await s.committer->append(std::move(row));
+      fence_verdict v;
+      if (s.joins_running > 0) {
+        // A branch that ctx.all/any halts while its row is in flight waits for the outcome
+        // instead: the row committed or not, and that is no I/O failure.
+        auto ex = co_await asio::this_coro::executor;
+        v = co_await shielded(ex, s.committer->append(std::move(row)));
+      } else {
+        v = co_await s.committer->append(std::move(row));
+      }
       if (!v.written()) throw ownership_lost(s.id, journal_fenced_message(s, seq, name, v));
     } else {
       fenced_write row = s.st->step_append(s.id, s.epoch, seq, name, kind, status, output, error,
