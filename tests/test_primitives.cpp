@@ -236,8 +236,11 @@ void with_engine(const std::string& schema, Body body) {
   with_engine(schema, body, [](engine_options&) {});
 }
 
-/// A query's first column of its first row, as text ("" if none).
-asio::awaitable<std::string> scalar(engine& eng, std::string sql, std::string param) {
+/// A query's first column of its first row, as text ("" if none). (string_views: GCC 12
+/// corrupts a std::string prvalue passed to a coroutine inside co_await.)
+asio::awaitable<std::string> scalar(engine& eng, std::string_view sql_view,
+                                    std::string_view param_view) {
+  const std::string sql(sql_view), param(param_view);
   auto c = co_await eng.pool().acquire();
   auto r = co_await c->exec(sql, param);
   if (r.rows() == 0 || r[0].is_null(0)) co_return std::string();
@@ -245,12 +248,12 @@ asio::awaitable<std::string> scalar(engine& eng, std::string sql, std::string pa
 }
 
 /// The journal of workflow `id` as "seq:name/kind,...".
-asio::awaitable<std::string> journal_of(engine& eng, std::string id) {
-  co_return co_await scalar(eng,
-                            "SELECT coalesce(string_agg(seq || ':' || name || '/' || kind, ',' "
-                            "ORDER BY seq), '') FROM " +
-                                q(eng.schema().schema()) + ".steps WHERE workflow_id = $1",
-                            id);
+asio::awaitable<std::string> journal_of(engine& eng, std::string_view id_view) {
+  const std::string id(id_view);
+  const std::string sql =
+      "SELECT coalesce(string_agg(seq || ':' || name || '/' || kind, ',' ORDER BY seq), '') FROM " +
+      q(eng.schema().schema()) + ".steps WHERE workflow_id = $1";
+  co_return co_await scalar(eng, sql, id);
 }
 
 /// An executor in a process of its own, killed (SIGKILL) by kill() or at the latest when this
