@@ -203,7 +203,16 @@ asio::awaitable<void> colon_publisher_wf(context& ctx, std::string key) {
   co_await ctx.set_event(key, key);
 }
 
+asio::awaitable<int> quarter_wf(context& ctx) {
+  co_await ctx.sleep_for(std::chrono::hours(24 * 90));
+  co_return co_await ctx.step("after", [] {
+    ++probe.calls["after-quarter"];
+    return 90;
+  });
+}
+
 void register_all(engine& eng) {
+  eng.register_workflow("quarter", &quarter_wf);
   eng.register_workflow("any-recv", &any_recv_wf);
   eng.register_workflow("all-retry", &all_retry_wf);
   eng.register_workflow("map-fail", &map_fail_wf);
@@ -897,7 +906,7 @@ TEST_CASE("an event wait matches its workflow and key exactly, even with ':' in 
       });
 }
 
-TEST_CASE("a send committed after its recipient unloaded is found at the recheck at the latest",
+TEST_CASE("a recipient does not unload while a send to it is uncommitted, and gets it at once",
           "[messages][unload]") {
   probe.reset();
   k = {};
@@ -911,14 +920,58 @@ TEST_CASE("a send committed after its recipient unloaded is found at the recheck
         {
           auto tx = c->begin();
           co_await tx.run(eng.send_statement("w-late-send", "go", std::string("hi")));
-          (void)co_await wait_status(eng, "w-late-send", "sleeping");
+          // Past unload_after: the waiter tries to unload, finds a send in flight (its lock),
+          // and stays in its run rather than miss it.
+          co_await test::sleep_ms(800);
+          const auto row = co_await row_of(eng, "w-late-send");
+          CHECK(row.status == "running");
           co_await tx.commit();
         }
-        const std::string got = co_await h.result<std::string>();
+        const std::string got = co_await h.result<std::string>();  // the recheck is an hour away
         CHECK(got == "hi");
       },
       [](engine_options& o) {
         o.unload_after = 300ms;
-        o.wait_recheck = 1500ms;
+        o.wait_recheck = 1h;
       });
+}
+
+TEST_CASE("a 90-day timer is journaled and indexed, and fires after an outage that spans it",
+          "[sleep][unload]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("quarter");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    (void)co_await eng.start("quarter", "w-quarter");
+    (void)co_await wait_status(eng, "w-quarter", "sleeping");
+    co_await test::wait_idle(eng);
+    const auto due = co_await scalar(
+        eng,
+        "SELECT (wake_at BETWEEN now() + interval '89 days' AND now() + interval '91 days')::text "
+        "FROM " +
+            q(schema) + ".workflows WHERE id = $1",
+        std::string("w-quarter"));
+    CHECK(due == "true");
+    // Ninety days pass while no executor runs (the journaled wake-up and wake_at are moved
+    // into the past, as the clock would have): the next executor wakes it.
+    co_await eng.shutdown(0ms);
+  });
+  test::run([&]() -> asio::awaitable<void> {
+    auto c = co_await pg::connection::connect(test::conninfo());
+    co_await c->exec("UPDATE " + q(schema) +
+                         ".steps SET output = to_jsonb((extract(epoch FROM now() - interval '1 "
+                         "day') * 1e6)::bigint) WHERE workflow_id = $1 AND kind = 'sleep'",
+                     std::string("w-quarter"));
+    co_await c->exec(
+        "UPDATE " + q(schema) + ".workflows SET wake_at = now() - interval '1 day' WHERE id = $1",
+        std::string("w-quarter"));
+  }());
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        const int v = co_await eng.handle("w-quarter").result<int>();
+        CHECK(v == 90);
+      },
+      [](engine_options&) {}, "exec-later");
+  CHECK(probe.calls["after-quarter"] == 1);
 }

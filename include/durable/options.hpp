@@ -52,8 +52,8 @@ struct engine_options {
   std::chrono::milliseconds unload_after{2000};
   /// A workflow unloaded while it waits (ctx.recv, ctx.get_event, a child's result) is woken
   /// at once by what it waits for (a send, an event, the child's end update its row in the
-  /// same transaction); it also looks again after this long, in case a wake-up was missed
-  /// (a message sent in a transaction that overlapped its unload).
+  /// same transaction, and a send in flight keeps it from unloading); it also looks again
+  /// after this long, as a safety net.
   std::chrono::milliseconds wait_recheck{60000};
   /// At most this many workflows run in this process at once: queue dispatch, takeover and
   /// open() claim no more (start() of a registered workflow is not limited).

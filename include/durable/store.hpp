@@ -663,11 +663,19 @@ public:
       return kind + ":" + a;
     }
   };
+  /// workflow_wait: 'unloaded', 'busy' (something for it is being sent: wait in the run),
+  /// or 'fenced' (another epoch owns it).
+  struct unload_outcome {
+    std::string outcome;
+    static unload_outcome from(const pg::row& r) { return {r.get<std::string>(0)}; }
+  };
   /// Unloads workflow `id` until `what` arrives, or `recheck_ms` passes.
-  [[nodiscard]] fenced_write workflow_wait(const std::string& id, std::int64_t epoch,
-                                           const wait_target& what, double recheck_ms) const {
-    return {call("workflow_wait", id, epoch, what.tag(), recheck_ms, what.kind, what.a, what.b),
-            fenced_write::fence::matches_no_row};
+  [[nodiscard]] query<unload_outcome> workflow_wait(const std::string& id, std::int64_t epoch,
+                                                    const wait_target& what,
+                                                    double recheck_ms) const {
+    std::optional<std::string> b;
+    if (what.kind == "event") b = what.b;
+    return {call("workflow_wait", id, epoch, what.tag(), recheck_ms, what.kind, what.a, b)};
   }
   /// Starts child `child_id` of workflow `parent` as its step `seq`, journaled (fenced).
   [[nodiscard]] query<written_row> child_start(const std::string& child_id, const std::string& name,

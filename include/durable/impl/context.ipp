@@ -298,14 +298,25 @@ DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
       // A long wait: unloaded until what it waits for arrives (that wakes it at once) or the
       // recheck (or the deadline) is due.
       const double recheck_ms = std::min(left * 1000.0, double(s.wait_recheck.count()));
-      fenced_write w = s.st->workflow_wait(s.id, s.epoch, wait_for, recheck_ms);
-      const std::string if_fenced = "workflow '" + s.id +
-                                    "': another executor took it over before it could be "
-                                    "unloaded to wait; this run stops";
-      co_await write_fenced(s, seq, name, w, if_fenced);
-      unload(s, milliseconds(std::int64_t(recheck_ms)),
-             "workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name + "' waits (" +
-                 wait_for.tag() + "); the workflow is unloaded until it arrives");
+      auto q = s.st->workflow_wait(s.id, s.epoch, wait_for, recheck_ms);
+      std::optional<store::unload_outcome> r;
+      try {
+        const pg::result res = co_await run_statement(s, std::move(q.st));
+        r = store::first<store::unload_outcome>(res);
+      } catch (const std::exception& e) {
+        note_io_failure(s, seq, name, e);
+        throw;
+      }
+      const std::string outcome = r ? r->outcome : "fenced";
+      if (outcome == "fenced")
+        throw ownership_lost(s.id, "workflow '" + s.id +
+                                       "': another executor took it over before it could be "
+                                       "unloaded to wait; this run stops");
+      if (outcome == "unloaded")
+        unload(s, milliseconds(std::int64_t(recheck_ms)),
+               "workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name + "' waits (" +
+                   wait_for.tag() + "); the workflow is unloaded until it arrives");
+      // 'busy': something for it is being sent right now; wait for it in the run.
     }
     double wait_ms = std::min(left * 1000.0, double(s.poll_interval.count()));
     if (in_run_left > 0) wait_ms = std::min(wait_ms, in_run_left * 1000.0 + 1.0);

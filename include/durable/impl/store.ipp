@@ -246,11 +246,119 @@ SELECT DISTINCT ON (a.workflow_id, a.seq)
   updated_at  timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (workflow_id, key)
 ))",
+           // Wake-ups without a lost one. A waiter unloads holding an exclusive transaction
+           // lock on what it waits for (wait_lock), taken with try: if a sender, publisher or
+           // ending child holds it (shared, until its transaction ends), the waiter stays in
+           // its run instead. Otherwise the sender waits for the unload to commit, and its
+           // wake-up, a statement of its own, sees the workflow sleeping. The waiter's check of
+           // what arrived is a statement after its lock, so it sees every sender that ended.
+           R"(CREATE FUNCTION {s}.wait_lock(p_kind text, p_a text, p_b text) RETURNS bigint
+  LANGUAGE sql IMMUTABLE AS $fn$
+SELECT hashtextextended(p_kind || ':' || octet_length(p_a) || ':' || p_a || ':' ||
+                        coalesce(p_b, ''), 0)
+$fn$)",
+           // $1 id, $2 epoch, $3 wait_for, $4 recheck (ms), $5 kind, $6, $7 what (wait_lock).
+           // 'unloaded', 'busy' (something for it is being sent now: stay in the run), or
+           // 'fenced' (another epoch owns it, I3).
+           R"(CREATE FUNCTION {s}.unload_to_wait(p_id text, p_epoch bigint, p_wait_for text,
+    p_recheck_ms double precision, p_kind text, p_a text, p_b text)
+  RETURNS text LANGUAGE plpgsql AS $fn$
+DECLARE
+  lock_on text := CASE WHEN p_kind = 'msg' THEN p_id ELSE p_a END;
+  lock_b text := CASE WHEN p_kind = 'child' THEN NULL WHEN p_kind = 'msg' THEN p_a ELSE p_b END;
+  arrived boolean;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM {s}.workflows WHERE id = p_id AND epoch = p_epoch) THEN
+    RETURN 'fenced';
+  END IF;
+  IF NOT pg_try_advisory_xact_lock({s}.wait_lock(p_kind, lock_on, lock_b)) THEN
+    RETURN 'busy';
+  END IF;
+  arrived := CASE p_kind
+    WHEN 'msg' THEN EXISTS (SELECT 1 FROM {s}.messages m WHERE m.workflow_id = p_id
+                              AND m.topic = p_a AND m.consumed_at IS NULL)
+    WHEN 'child' THEN EXISTS (SELECT 1 FROM {s}.workflows c WHERE c.id = p_a
+                                AND c.status IN ('succeeded', 'failed', 'cancelled'))
+    WHEN 'event' THEN EXISTS (SELECT 1 FROM {s}.events e WHERE e.workflow_id = p_a
+                                AND e.key = p_b)
+    ELSE false END;
+  UPDATE {s}.workflows
+     SET status = 'sleeping', executor_id = NULL, epoch = epoch + 1, updated_at = now(),
+         wait_for = p_wait_for,
+         wake_at = CASE WHEN arrived THEN now()
+                        ELSE now() + make_interval(secs => p_recheck_ms / 1000) END
+   WHERE id = p_id AND epoch = p_epoch;
+  IF NOT FOUND THEN
+    RETURN 'fenced';
+  END IF;
+  RETURN 'unloaded';
+END
+$fn$)",
+           // Queues a message for an existing workflow (a key it was sent with before sends
+           // nothing), wakes the recipient if it is unloaded waiting for the topic, tells a run
+           // waiting for it, and, from a workflow (p_from set), journals the sending step
+           // (fenced, DU001). One row: (queued now, the recipient exists).
+           R"(CREATE FUNCTION {s}.send_message(p_to text, p_topic text, p_payload jsonb,
+    p_key text, p_wait_channel text, p_channel text, p_from text, p_epoch bigint,
+    p_seq integer, p_started_at double precision)
+  RETURNS TABLE (queued boolean, recipient_exists boolean) LANGUAGE plpgsql AS $fn$
+DECLARE
+  new_id bigint;
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM {s}.workflows WHERE id = p_to) THEN
+    RETURN QUERY SELECT false, false;
+    RETURN;
+  END IF;
+  PERFORM pg_advisory_xact_lock_shared({s}.wait_lock('msg', p_to, p_topic));
+  INSERT INTO {s}.messages (workflow_id, topic, payload, idempotency_key)
+  VALUES (p_to, p_topic, p_payload, p_key)
+  ON CONFLICT (workflow_id, idempotency_key) DO NOTHING
+  RETURNING id INTO new_id;
+  IF p_from IS NOT NULL THEN
+    PERFORM {s}.append_step(p_from, p_epoch, p_seq, p_topic, 'send', 'succeeded',
+                            to_jsonb(p_to), NULL, 1, to_timestamp(p_started_at));
+  END IF;
+  IF new_id IS NOT NULL THEN
+    PERFORM pg_notify(p_wait_channel, p_to);
+    UPDATE {s}.workflows SET wake_at = now(), updated_at = now()
+     WHERE id = p_to AND status = 'sleeping' AND wait_for = 'msg:' || p_topic;
+    IF FOUND THEN
+      PERFORM pg_notify(p_channel, '');
+    END IF;
+  END IF;
+  RETURN QUERY SELECT new_id IS NOT NULL, true;
+END
+$fn$)",
+           // Publishes event p_key of workflow p_id (the latest wins) as its step p_seq,
+           // journaled (fenced, DU001); wakes workflows unloaded waiting for it, and tells runs
+           // waiting for it.
+           R"(CREATE FUNCTION {s}.publish_event(p_id text, p_epoch bigint, p_seq integer,
+    p_key text, p_value jsonb, p_started_at double precision, p_wait_channel text,
+    p_channel text)
+  RETURNS boolean LANGUAGE plpgsql AS $fn$
+BEGIN
+  PERFORM pg_advisory_xact_lock_shared({s}.wait_lock('event', p_id, p_key));
+  INSERT INTO {s}.events (workflow_id, key, value, seq) VALUES (p_id, p_key, p_value, p_seq)
+  ON CONFLICT (workflow_id, key) DO UPDATE
+     SET value = excluded.value, seq = excluded.seq, updated_at = now();
+  PERFORM {s}.append_step(p_id, p_epoch, p_seq, p_key, 'event', 'succeeded', NULL, NULL, 1,
+                          to_timestamp(p_started_at));
+  PERFORM pg_notify(p_wait_channel, 'e:' || p_id);
+  UPDATE {s}.workflows SET wake_at = now(), updated_at = now()
+   WHERE status = 'sleeping'
+     AND wait_for = 'event:' || octet_length(p_id) || ':' || p_id || ':' || p_key;
+  IF FOUND THEN
+    PERFORM pg_notify(p_channel, '');
+  END IF;
+  RETURN true;
+END
+$fn$)",
            // A child that ends (succeeded, failed, cancelled: whichever statement ends it)
            // wakes its parent if the parent is unloaded waiting for it, and tells a parent
            // waiting in its run.
            R"(CREATE FUNCTION {s}.wake_parent() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
+  PERFORM pg_advisory_xact_lock_shared({s}.wait_lock('child', NEW.id, NULL));
   UPDATE {s}.workflows SET wake_at = now(), updated_at = now()
    WHERE id = NEW.parent_id AND status = 'sleeping' AND wait_for = 'child:' || NEW.id;
   IF FOUND THEN
@@ -646,37 +754,15 @@ SELECT EXISTS (SELECT 1 FROM src), EXISTS (SELECT 1 FROM ins),
       // with before sends nothing. Wakes the recipient if it is unloaded waiting for the
       // topic, and tells a run waiting for it (NOTIFY at commit). One row: (queued now, the
       // recipient exists).
-      {"message_send", R"(WITH dest AS (SELECT id FROM {s}.workflows WHERE id = $1),
-ins AS (
-INSERT INTO {s}.messages (workflow_id, topic, payload, idempotency_key)
-SELECT $1, $2, $3::jsonb, $4 FROM dest
-ON CONFLICT (workflow_id, idempotency_key) DO NOTHING
-RETURNING id),
-woken AS (
-UPDATE {s}.workflows SET wake_at = now(), updated_at = now()
- WHERE id = $1 AND status = 'sleeping' AND wait_for = 'msg:' || $2 AND EXISTS (SELECT 1 FROM ins)
-RETURNING id)
-SELECT EXISTS (SELECT 1 FROM ins), EXISTS (SELECT 1 FROM dest),
-       (SELECT count(pg_notify($5, $1)) FROM ins) + (SELECT count(pg_notify($6, '')) FROM woken))"},
-      // The same from a workflow, journaled in the same statement (exactly once): $7 sender,
-      // $8 its epoch, $9 the step, $10 started_at (epoch seconds); the idempotency key is
-      // "<sender>:<step>". Fenced (I3, DU001). No row is journaled when the recipient does
-      // not exist. One row: (queued now, the recipient exists).
-      {"message_send_journaled", R"(WITH dest AS (SELECT id FROM {s}.workflows WHERE id = $1),
-ins AS (
-INSERT INTO {s}.messages (workflow_id, topic, payload, idempotency_key)
-SELECT $1, $2, $3::jsonb, $4 FROM dest
-ON CONFLICT (workflow_id, idempotency_key) DO NOTHING
-RETURNING id),
-woken AS (
-UPDATE {s}.workflows SET wake_at = now(), updated_at = now()
- WHERE id = $1 AND status = 'sleeping' AND wait_for = 'msg:' || $2 AND EXISTS (SELECT 1 FROM ins)
-RETURNING id),
-journaled AS (
-SELECT {s}.append_step($7, $8, $9, $2, 'send', 'succeeded', to_jsonb($1::text), NULL, 1,
-                       to_timestamp($10::double precision)) FROM dest)
-SELECT EXISTS (SELECT 1 FROM ins), (SELECT count(*) FROM journaled) > 0,
-       (SELECT count(pg_notify($5, $1)) FROM ins) + (SELECT count(pg_notify($6, '')) FROM woken))"},
+      {"message_send", R"(SELECT * FROM {s}.send_message($1, $2, $3::jsonb, $4, $5, $6, NULL,
+                                    NULL, NULL, NULL))"},
+      // The same from a workflow, journaled in the same transaction (exactly once): $7
+      // sender, $8 its epoch, $9 the step, $10 started_at (epoch seconds); the idempotency key
+      // is "<sender>:<step>". Fenced (I3, DU001). Nothing is journaled when the recipient
+      // does not exist. One row: (queued now, the recipient exists).
+      {"message_send_journaled",
+       R"(SELECT * FROM {s}.send_message($1, $2, $3::jsonb, $4, $5, $6, $7, $8, $9,
+                                    $10::double precision))"},
       // $1 workflow, $2 epoch, $3 step, $4 topic, $5 started_at (epoch seconds). Takes the
       // oldest unconsumed message of the topic and journals it as step $3 (output: a
       // one-element array holding it) in one statement: it is consumed exactly when the row
@@ -698,42 +784,19 @@ SELECT jsonb_build_array(taken.payload)::text,
       // $1 workflow, $2 epoch, $3 step, $4 key, $5 value (jsonb), $6 started_at, $7 wait
       // channel, $8 channel. Publishes the value (the latest wins) and journals it in one
       // statement; wakes workflows unloaded waiting for it, and tells runs waiting for it.
-      {"event_set", R"(WITH e AS (
-INSERT INTO {s}.events (workflow_id, key, value, seq) VALUES ($1, $4, $5::jsonb, $3)
-ON CONFLICT (workflow_id, key) DO UPDATE
-   SET value = excluded.value, seq = excluded.seq, updated_at = now()
-RETURNING 1),
-woken AS (
-UPDATE {s}.workflows SET wake_at = now(), updated_at = now()
- WHERE status = 'sleeping' AND wait_for = 'event:' || octet_length($1) || ':' || $1 || ':' || $4
-   AND EXISTS (SELECT 1 FROM e)
-RETURNING id)
-SELECT {s}.append_step($1, $2, $3, $4, 'event', 'succeeded', NULL, NULL, 1,
-                       to_timestamp($6::double precision)),
-       pg_notify($7, 'e:' || $1), (SELECT count(pg_notify($8, '')) FROM woken)
-  FROM e)"},
+      {"event_set", R"(SELECT {s}.publish_event($1, $2, $3, $4, $5::jsonb,
+                          $6::double precision, $7, $8))"},
       // $1 workflow, $2 key. The value published last, if any.
       {"event_get", R"(SELECT value::text FROM {s}.events WHERE workflow_id = $1 AND key = $2)"},
       // $1 id, $2 epoch, $3 what it waits for ('msg:<topic>', 'event:<bytes of id>:<id>:<key>',
       // 'child:<id>'), $4 the longest it sleeps before it looks again (ms), $5 'msg', 'event'
-      // or 'child', $6 the topic, the publisher or the child, $7 the event's key. Unloads the
+      // or 'child', $6 the topic, the publisher or the child, $7 the event's key. See
+      // unload_to_wait in migration 7: 'unloaded', 'busy' or 'fenced'. Unloads the
       // workflow under a new epoch (I3) until what it waits for arrives (a send, an event or a
       // child's end sets wake_at = now()) or $4 passes. What arrived before this statement
       // makes it due at once, so nothing arrives unnoticed in between.
-      {"workflow_wait", R"(UPDATE {s}.workflows w
-   SET status = 'sleeping', executor_id = NULL, epoch = w.epoch + 1, updated_at = now(),
-       wait_for = $3,
-       wake_at = CASE
-         WHEN $5 = 'msg' AND EXISTS (
-           SELECT 1 FROM {s}.messages m WHERE m.workflow_id = $1 AND m.topic = $6
-              AND m.consumed_at IS NULL) THEN now()
-         WHEN $5 = 'child' AND EXISTS (
-           SELECT 1 FROM {s}.workflows c WHERE c.id = $6
-              AND c.status IN ('succeeded', 'failed', 'cancelled')) THEN now()
-         WHEN $5 = 'event' AND EXISTS (
-           SELECT 1 FROM {s}.events e WHERE e.workflow_id = $6 AND e.key = $7) THEN now()
-         ELSE now() + make_interval(secs => $4::double precision / 1000) END
- WHERE w.id = $1 AND w.epoch = $2)"},
+      {"workflow_wait", R"(SELECT {s}.unload_to_wait($1, $2, $3, $4::double precision, $5, $6,
+                          $7))"},
       // $1 child id, $2 name, $3 inputs, $4 parent, $5 parent's epoch, $6 step, $7 started_at,
       // $8 app_version, $9 channel. Starts the child (due at once for any executor that runs
       // `name`, parent_id recorded) and journals the step in one statement (exactly once;
