@@ -1,6 +1,7 @@
-// Durable timers: what unloading a sleeping workflow costs, what waking it costs, and what a
-// process holding many sleeping workflows keeps in memory, each beside a floor measured in the
-// same run.
+// Durable primitives: what unloading a sleeping workflow costs, what waking it costs, what a
+// process holding many sleeping workflows keeps in memory, how fast two workflows exchange
+// messages, and what a bounded map saves over sequential steps, each beside a floor measured in
+// the same run.
 //
 //   BM_raw_commit_latency        the floor: one INSERT-and-commit round trip, blocking libpq
 //   BM_raw_commits_8_clients     the floor for batches: 8 threads, each on its own blocking libpq
@@ -23,6 +24,15 @@
 //                                once all are unloaded, against a baseline taken before
 //   BM_held_memory/10000         the comparison: unload_after 1 h, so 10 000 workflows sleeping
 //                                10 minutes keep their frames in this process
+//   BM_messages/R/T              two workflows, `ponger` and `pinger`, exchange R round trips
+//                                (pinger: send "ping", recv "pong"; ponger: recv "ping", send
+//                                "pong"), 2 messages each; T = 1: every recv has a timeout (30 s,
+//                                so a recv that has to wait journals its deadline), T = 0: none.
+//                                From ponger's start() until both results are read
+//   BM_sequential_steps/N        one workflow runs N trivial steps one after the other
+//                                ("sq[i]", returns i * i), start() to its result
+//   BM_map/N/K                   one workflow runs ctx.map over N items with K in flight, the
+//                                same trivial function: N steps "sq[i]", start() to its result
 //
 // main() prints a summary. Database: $DURABLE_DATABASE_URL, else libpq's PG* variables. Drops and
 // recreates the schema bench_primitives and the table bench_primitives_floor.
@@ -44,6 +54,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -67,6 +78,10 @@ constexpr auto overshoot_unload_after = 1000ms;  // BM_wake_overshoot
 constexpr std::int64_t overshoot_sleep_ms = 1200;
 constexpr int held_workflows = 10000;
 constexpr std::int64_t held_sleep_ms = 10 * 60 * 1000;
+constexpr int message_rounds = 250;              // BM_messages: round trips per iteration
+constexpr std::int64_t recv_timeout_ms = 30000;  // BM_messages/R/1
+constexpr int map_items = 1000;                  // BM_map, BM_sequential_steps
+constexpr int map_in_flight = 100;
 
 // ---- the workflow -------------------------------------------------------------------------
 
@@ -99,6 +114,70 @@ asio::awaitable<std::int64_t> nap(durable::context& ctx, std::int64_t sleep_ms) 
   const std::int64_t v = co_await std::move(step);
   probe.finished = true;
   co_return v;
+}
+
+// Where `pinger` puts the time of each round trip, from its send until its recv returned (not
+// journaled: a measurement of this run only).
+std::vector<double>* round_trip_samples = nullptr;
+
+/// Sends "ping" to `peer` and receives "pong", `rounds` times; returns the last pong.
+asio::awaitable<int> pinger(durable::context& ctx, std::string peer, int rounds,
+                            std::int64_t timeout_ms) {
+  const std::string ping = "ping", pong = "pong";
+  const auto timeout = timeout_ms > 0 ? std::chrono::milliseconds(timeout_ms) : durable::forever;
+  int last = -1;
+  for (int i = 0; i < rounds; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto sent = ctx.send(peer, ping, i);
+    co_await std::move(sent);
+    auto received = ctx.recv<int>(pong, timeout);
+    const std::optional<int> r = co_await std::move(received);
+    last = r.value_or(-1);
+    if (round_trip_samples) round_trip_samples->push_back(bench::seconds_since(t0));
+  }
+  co_return last;
+}
+
+/// Receives "ping" and answers "pong" (ten times the ping), `rounds` times; returns the sum of
+/// the pings.
+asio::awaitable<int> ponger(durable::context& ctx, std::string peer, int rounds,
+                            std::int64_t timeout_ms) {
+  const std::string ping = "ping", pong = "pong";
+  const auto timeout = timeout_ms > 0 ? std::chrono::milliseconds(timeout_ms) : durable::forever;
+  int sum = 0;
+  for (int i = 0; i < rounds; ++i) {
+    auto received = ctx.recv<int>(ping, timeout);
+    const std::optional<int> v = co_await std::move(received);
+    sum += v.value_or(-1000000);
+    auto sent = ctx.send(peer, pong, v.value_or(-1) * 10);
+    co_await std::move(sent);
+  }
+  co_return sum;
+}
+
+/// `n` steps "sq[i]" one after the other, each returning i * i; returns their sum.
+asio::awaitable<std::int64_t> sequential(durable::context& ctx, int n) {
+  std::int64_t sum = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::string name = "sq[" + std::to_string(i) + "]";
+    const std::int64_t v = i;
+    auto step = ctx.step(name, [v] { return v * v; });
+    sum += co_await std::move(step);
+  }
+  co_return sum;
+}
+
+/// The same `n` steps as ctx.map items, `in_flight` at once; returns their sum.
+asio::awaitable<std::int64_t> mapped(durable::context& ctx, int n, int in_flight) {
+  std::vector<std::int64_t> items(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) items[std::size_t(i)] = i;
+  const std::string name = "sq";
+  auto op = ctx.map(name, std::move(items), std::size_t(in_flight),
+                    [](const std::int64_t& v) { return v * v; });
+  const std::vector<std::int64_t> squares = co_await std::move(op);
+  std::int64_t sum = 0;
+  for (const std::int64_t v : squares) sum += v;
+  co_return sum;
 }
 
 // ---- memory -------------------------------------------------------------------------------
@@ -161,12 +240,16 @@ struct fixture {
     o.pool_size = 8;
     eng = std::make_unique<durable::engine>(io.get_executor(), o);
     eng->register_workflow("nap", &nap);
+    eng->register_workflow("pinger", &pinger);
+    eng->register_workflow("ponger", &ponger);
+    eng->register_workflow("sequential", &sequential);
+    eng->register_workflow("mapped", &mapped);
     (void)bench::run_on(io, eng->open());
   }
 
   void clear() {
     db->exec("TRUNCATE " + schema + ".workflows, " + schema + ".steps, " + schema +
-             ".step_attempts CASCADE");
+             ".step_attempts, " + schema + ".messages, " + schema + ".events CASCADE");
     db->exec("DELETE FROM " + schema + ".executors WHERE id <> '" + eng->executor_id() + "'");
     frames_unloaded = 0;
     frames_finished = 0;
@@ -281,6 +364,10 @@ std::vector<double> unload_samples;              // seconds, BM_unload_one
 std::vector<double> unload_after_start_samples;  // the part after start() returned
 std::vector<double> resume_samples;              // seconds, BM_resume_one
 std::vector<double> overshoot_samples;           // seconds, BM_wake_overshoot
+std::vector<double> message_samples[2];          // seconds per iteration, BM_messages/R/T
+std::vector<double> round_trips[2];              // seconds per round trip, BM_messages/R/T
+std::vector<double> sequential_samples;          // seconds per iteration, BM_sequential_steps
+std::vector<double> map_samples;                 // seconds per iteration, BM_map
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -492,6 +579,106 @@ void BM_wake_overshoot(benchmark::State& state) {
   f.open_engine(2000ms);
 }
 
+// ---- messages and fan-out -----------------------------------------------------------------
+
+void BM_messages(benchmark::State& state) {
+  auto& f = fx();
+  const int rounds = int(state.range(0));
+  const std::int64_t timeout_ms = state.range(1) ? recv_timeout_ms : 0;
+  int round = 0;
+  const auto before = f.eng->stats();
+  try {
+    f.clear();
+    for (auto _ : state) {
+      const std::string n = std::to_string(round++);
+      const std::string ping_id = "pinger-" + n, pong_id = "ponger-" + n;
+      double elapsed = 0;
+      int last = 0, sum = 0;
+      round_trip_samples = &round_trips[timeout_ms ? 1 : 0];
+      bench::run_on(f.io, [&]() -> asio::awaitable<void> {
+        const auto t0 = std::chrono::steady_clock::now();
+        const std::string pong_name = "ponger", ping_name = "pinger";
+        // The ponger first: a send to a workflow that does not exist fails for good.
+        auto start_pong = f.eng->start(pong_name, pong_id, ping_id, rounds, timeout_ms);
+        const durable::workflow_handle pong = co_await std::move(start_pong);
+        auto start_ping = f.eng->start(ping_name, ping_id, pong_id, rounds, timeout_ms);
+        const durable::workflow_handle ping = co_await std::move(start_ping);
+        auto ping_result = ping.result<int>();
+        last = co_await std::move(ping_result);
+        auto pong_result = pong.result<int>();
+        sum = co_await std::move(pong_result);
+        elapsed = bench::seconds_since(t0);
+      }());
+      message_samples[timeout_ms ? 1 : 0].push_back(elapsed);
+      round_trip_samples = nullptr;
+      state.SetIterationTime(elapsed);
+      check(last == (rounds - 1) * 10 && sum == rounds * (rounds - 1) / 2,
+            "the workflows did not exchange every message");
+    }
+    check(f.count("SELECT count(*) FROM " + schema + ".messages WHERE consumed_at IS NULL") == 0,
+          "a message was left unconsumed");
+  } catch (const std::exception& e) {
+    round_trip_samples = nullptr;
+    state.SkipWithError(e.what());
+  }
+  const double messages = 2.0 * rounds;
+  const double iterations = double(std::max<std::int64_t>(1, state.iterations()));
+  state.counters["round_trips/msg"] =
+      double(f.eng->stats().round_trips - before.round_trips) / iterations / messages;
+  state.counters["messages/s"] =
+      benchmark::Counter(messages, benchmark::Counter::kIsIterationInvariantRate);
+  f.clear();
+}
+
+/// BM_sequential_steps and BM_map: start() of workflow `name` until its result.
+template <class... Args>
+void run_fan_out(benchmark::State& state, std::vector<double>& samples, const std::string& name,
+                 int n, const Args&... args) {
+  auto& f = fx();
+  int round = 0;
+  const auto before = f.eng->stats();
+  std::int64_t want = 0;
+  for (std::int64_t i = 0; i < n; ++i) want += i * i;
+  try {
+    f.clear();
+    for (auto _ : state) {
+      const std::string id = name + "-" + std::to_string(round++);
+      double elapsed = 0;
+      std::int64_t sum = 0;
+      bench::run_on(f.io, [&]() -> asio::awaitable<void> {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto started = f.eng->start(name, id, args...);
+        const durable::workflow_handle h = co_await std::move(started);
+        auto result = h.result<std::int64_t>();
+        sum = co_await std::move(result);
+        elapsed = bench::seconds_since(t0);
+      }());
+      samples.push_back(elapsed);
+      state.SetIterationTime(elapsed);
+      check(sum == want, "wrong result");
+    }
+    check(
+        f.count("SELECT count(*) FROM " + schema + ".steps WHERE kind = 'step'") == long(n) * round,
+        "not every step was journaled");
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  report_round_trips(state, f, before);
+  state.counters["steps/s"] =
+      benchmark::Counter(double(n), benchmark::Counter::kIsIterationInvariantRate);
+  f.clear();
+}
+
+void BM_sequential_steps(benchmark::State& state) {
+  const int n = int(state.range(0));
+  run_fan_out(state, sequential_samples, "sequential", n, n);
+}
+
+void BM_map(benchmark::State& state) {
+  const int n = int(state.range(0)), in_flight = int(state.range(1));
+  run_fan_out(state, map_samples, "mapped", n, n, in_flight);
+}
+
 // ---- memory -------------------------------------------------------------------------------
 
 struct memory_result {
@@ -601,6 +788,22 @@ BENCHMARK(BM_resume_many)
     ->UseRealTime()
     ->Iterations(3);
 BENCHMARK(BM_wake_overshoot)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(10);
+BENCHMARK(BM_messages)
+    ->Args({message_rounds, 0})
+    ->Args({message_rounds, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(5);
+BENCHMARK(BM_sequential_steps)
+    ->Arg(map_items)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(5);
+BENCHMARK(BM_map)
+    ->Args({map_items, map_in_flight})
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(5);
 BENCHMARK(BM_sleeping_memory)
     ->Arg(1000)
     ->Arg(10000)
@@ -663,6 +866,47 @@ int main(int argc, char** argv) {
         "timer's 50 ms: %.2f ms (%.2f commits)\n",
         med * 1e3, percentile(overshoot_samples, 0.0) * 1e3,
         percentile(overshoot_samples, 1.0) * 1e3, (med - 0.05) * 1e3, in_commits(med - 0.05));
+  }
+  for (int t = 0; t < 2; ++t) {
+    if (message_samples[t].empty()) continue;
+    const double med = percentile(message_samples[t], 0.5);
+    const double per = med / (2.0 * message_rounds);
+    std::printf(
+        "  messages, %d round trips, recv %s: median %.1f ms; %.0f messages/s, %.1f us per "
+        "message (%.2f commits)\n",
+        message_rounds, t ? "timeout 30 s" : "no timeout", med * 1e3, 1 / per, per * 1e6,
+        in_commits(per));
+    const std::vector<double>& rt = round_trips[t];
+    const auto slow = std::count_if(rt.begin(), rt.end(), [](double s) { return s > 0.1; });
+    // A round trip over 100 ms waited for the poll (engine_options::poll_interval, 500 ms): its
+    // notification came before the recv was listening.
+    std::printf(
+        "    one round trip (2 messages): median %.3f ms (%.2f commits), p99 %.1f ms, max %.1f "
+        "ms; over 100 ms: %ld of %zu\n",
+        percentile(rt, 0.5) * 1e3, in_commits(percentile(rt, 0.5)), percentile(rt, 0.99) * 1e3,
+        percentile(rt, 1.0) * 1e3, long(slow), rt.size());
+  }
+  std::optional<double> seq_per;
+  if (!sequential_samples.empty()) {
+    const double med = percentile(sequential_samples, 0.5);
+    seq_per = med / map_items;
+    std::printf(
+        "  %d sequential steps:            median %.1f ms (%.0f commits); %.1f us per step (%.2f "
+        "commits)\n",
+        map_items, med * 1e3, in_commits(med), *seq_per * 1e6, in_commits(*seq_per));
+  }
+  if (!map_samples.empty()) {
+    const double med = percentile(map_samples, 0.5);
+    const double per = med / map_items;
+    std::printf(
+        "  map of %d items, %d in flight: median %.1f ms (%.0f commits); %.1f us per item (%.2f "
+        "commits",
+        map_items, map_in_flight, med * 1e3, in_commits(med), per * 1e6, in_commits(per));
+    if (raw8) std::printf(", %.2f 8-client raw commits", per / per_commit_8);
+    std::printf(")");
+    if (seq_per)
+      std::printf("; map / sequential: %.3f (%.1fx faster)", per / *seq_per, *seq_per / per);
+    std::printf("\n");
   }
   if (!memory_results.empty()) {
     std::printf(
