@@ -297,6 +297,7 @@ inline asio::awaitable<void> dispatcher(std::shared_ptr<engine_state> s) {
         more = more || claimed.size() == room;
         problems.ok(*s);
       } catch (const std::exception& e) {
+        if (s->stopping) co_return;  // shutdown cancelled it: nothing failed
         problems.failed(*s, "dispatching queue '" + queue + "' failed: " + describe_io_failure(e) +
                                 "; trying again at the next poll");
       }
@@ -355,6 +356,7 @@ inline asio::awaitable<void> listener(std::shared_ptr<engine_state> s) {
       }
       co_return;
     } catch (const std::exception& e) {
+      if (s->stopping) co_return;  // shutdown cancelled the wait: nothing failed
       problems.failed(*s, "LISTEN connection failed: " + describe_io_failure(e) +
                               "; polling covers for it, reconnecting in 1 s");
     }

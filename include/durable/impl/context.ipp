@@ -289,6 +289,9 @@ DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
   const double in_run_for = double(s.unload_after.count()) / 1000.0;
   const asio::any_io_executor ex = co_await asio::this_coro::executor;
   waiter_registry::entry poke(s.waiters, key, ex);
+  // The caller looked once before: look again now that a notification reaches this waiter,
+  // or a send between that look and this registration would wait for the next poll.
+  if (co_await look()) co_return true;
   for (;;) {
     const double now = unix_seconds();
     if (deadline && now >= *deadline) co_return false;
