@@ -975,3 +975,66 @@ TEST_CASE("a 90-day timer is journaled and indexed, and fires after an outage th
       [](engine_options&) {}, "exec-later");
   CHECK(probe.calls["after-quarter"] == 1);
 }
+
+TEST_CASE("operator views: recent failures, stuck workflows, slow steps, retries, queue depth",
+          "[views]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("views");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    // A failure, a slow step, retried attempts, and a queued workflow nobody serves.
+    auto bad = co_await eng.start("send-nowhere", "w-v-bad");
+    try {
+      co_await bad.result<void>();
+    } catch (const workflow_failed&) {
+    }
+    k.a_ms = 150;
+    auto fan = co_await eng.start("fan", "w-v-fan");
+    (void)co_await fan.result<int>();
+    auto flaky = co_await eng.start("all-retry", "w-v-flaky");
+    (void)co_await flaky.result<int>();
+    (void)co_await eng.enqueue({.queue = "q-nobody"}, "fan", "w-v-queued");
+    // Two workflows that do not move: owned by an executor that never existed, and due for
+    // two minutes with no executor that runs their name.
+    {
+      auto c = co_await eng.pool().acquire();
+      co_await c->exec("INSERT INTO " + q(schema) +
+                           ".workflows (id, name, status, inputs, executor_id, epoch) VALUES "
+                           "($1, 'fan', 'running', '[]', 'ghost', 1)",
+                       std::string("w-v-ghost"));
+      co_await c->exec("INSERT INTO " + q(schema) +
+                           ".workflows (id, name, status, inputs, wake_at) VALUES "
+                           "($1, 'unknown-name', 'sleeping', '[]', now() - interval '2 minutes')",
+                       std::string("w-v-due"));
+    }
+    const auto failed =
+        co_await scalar(eng,
+                        "SELECT status || ':' || (error_message LIKE '%nobody-here%') FROM " +
+                            q(schema) + ".recent_failures WHERE id = $1",
+                        std::string("w-v-bad"));
+    CHECK(failed == "failed:true");
+    const auto stuck = co_await scalar(
+        eng,
+        "SELECT string_agg(id || ':' || split_part(reason, ' ', 1), ',' ORDER BY id) FROM " +
+            q(schema) + ".stuck WHERE id LIKE $1",
+        std::string("w-v-%"));
+    CHECK(stuck == "w-v-due:due,w-v-ghost:running");
+    const auto slow = co_await scalar(eng,
+                                      "SELECT (p95_ms >= 140)::text FROM " + q(schema) +
+                                          ".slowest_steps WHERE workflow = 'fan' AND step = $1",
+                                      std::string("a"));
+    CHECK(slow == "true");
+    const auto retries =
+        co_await scalar(eng,
+                        "SELECT failed_attempts || ':' || workflows || ':' || error_type FROM " +
+                            q(schema) + ".retry_hot_spots WHERE step = $1",
+                        std::string("flaky"));
+    CHECK(retries == "2:1:std::runtime_error");
+    const auto depth =
+        co_await scalar(eng,
+                        "SELECT waiting::text FROM " + q(schema) +
+                            ".queue_depth WHERE queue = $1 ORDER BY bucket DESC LIMIT 1",
+                        std::string("q-nobody"));
+    CHECK(depth == "1");
+  });
+}
