@@ -212,6 +212,7 @@ asio::awaitable<int> quarter_wf(context& ctx) {
 }
 
 void register_all(engine& eng) {
+  eng.register_workflow("counter", &test::counter_wf);
   eng.register_workflow("quarter", &quarter_wf);
   eng.register_workflow("any-recv", &any_recv_wf);
   eng.register_workflow("all-retry", &all_retry_wf);
@@ -1037,4 +1038,55 @@ TEST_CASE("operator views: recent failures, stuck workflows, slow steps, retries
                         std::string("q-nobody"));
     CHECK(depth == "1");
   });
+}
+
+TEST_CASE("retention deletes finished workflows under load and loses no unfinished one",
+          "[retention]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("retention");
+  constexpr int n = 300;
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        // A dead letter is never deleted, whatever its age.
+        auto c = co_await eng.pool().acquire();
+        co_await c->exec("INSERT INTO " + q(schema) +
+                             ".workflows (id, name, status, inputs, completed_at) VALUES "
+                             "($1, 'counter', 'dead_letter', '[3]', now() - interval '1 day')",
+                         std::string("w-r-keep"));
+        // Workflows start while retention deletes the ones that finished (every 50 ms tick).
+        for (int i = 0; i < n; ++i) {
+          const std::string id = "w-r-" + std::to_string(i);
+          (void)co_await eng.start("counter", id, 3);
+          if (i % 25 == 0) co_await test::sleep_ms(20);
+        }
+        for (int i = 0; i < 500 && probe.calls["s2"] < n; ++i) co_await test::sleep_ms(10);
+        for (int i = 0; i < 500; ++i) {
+          auto r =
+              co_await c->exec("SELECT count(*) FROM " + q(schema) + ".workflows WHERE id LIKE $1",
+                               std::string("w-r-%"));
+          if (r[0].get<long>(0) == 1) break;
+          co_await test::sleep_ms(20);
+        }
+        const auto left = co_await scalar(eng,
+                                          "SELECT string_agg(id || ':' || status, ',') FROM " +
+                                              q(schema) + ".workflows WHERE id LIKE $1",
+                                          std::string("w-r-%"));
+        CHECK(left == "w-r-keep:dead_letter");
+        const auto rows = co_await scalar(
+            eng,
+            "SELECT (SELECT count(*) FROM " + q(schema) + ".steps WHERE workflow_id LIKE $1)::text",
+            std::string("w-r-%"));
+        CHECK(rows == "0");
+      },
+      [](engine_options& o) {
+        o.retention = 1ms;
+        o.retention_batch = 40;
+        o.heartbeat_interval = 50ms;
+      });
+  // Every workflow ran each of its steps exactly once: none was deleted before it finished.
+  CHECK(probe.calls["s0"] == n);
+  CHECK(probe.calls["s1"] == n);
+  CHECK(probe.calls["s2"] == n);
 }

@@ -55,6 +55,13 @@ struct engine_options {
   /// same transaction, and a send in flight keeps it from unloading); it also looks again
   /// after this long, as a safety net.
   std::chrono::milliseconds wait_recheck{60000};
+  /// Retention: finished workflows (succeeded, failed, cancelled) are deleted, with their
+  /// journal, attempts, messages and events, once they completed longer ago than this (0:
+  /// kept for ever). Dead letters and parked workflows are never deleted. Every executor's
+  /// maintenance tick deletes up to `retention_batch` of them (oldest first, skipping rows
+  /// locked by anything else), so each deletion is short.
+  std::chrono::milliseconds retention{0};
+  std::size_t retention_batch = 500;
   /// At most this many workflows run in this process at once: queue dispatch, takeover and
   /// open() claim no more (start() of a registered workflow is not limited).
   std::size_t max_running = 1000;

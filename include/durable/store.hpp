@@ -669,6 +669,11 @@ public:
     std::string outcome;
     static unload_outcome from(const pg::row& r) { return {r.get<std::string>(0)}; }
   };
+  /// Retention: deletes up to `limit` workflows finished more than `age_ms` ago.
+  [[nodiscard]] query<taken_workflow> workflows_delete_finished(std::int64_t age_ms,
+                                                                std::int64_t limit) const {
+    return {call("workflows_delete_finished", age_ms, limit)};
+  }
   /// Unloads workflow `id` until `what` arrives, or `recheck_ms` passes.
   [[nodiscard]] query<unload_outcome> workflow_wait(const std::string& id, std::int64_t epoch,
                                                     const wait_target& what,

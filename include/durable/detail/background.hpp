@@ -194,8 +194,24 @@ inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
         // workflows (between ticks, notifications and local timers wake the dispatcher).
         batch.push_back(
             s->st.workflows_wake(s->options.executor_id, s->names, s->versions, room, here).st);
+        // Retention: finished workflows past their age, a small batch per tick.
+        const bool retain = s->options.retention.count() > 0;
+        if (retain)
+          batch.push_back(
+              s->st
+                  .workflows_delete_finished(std::int64_t(s->options.retention.count()),
+                                             std::int64_t(std::max<std::size_t>(
+                                                 1, s->options.retention_batch)))
+                  .st);
         auto c = co_await s->pool.acquire();
         auto r = co_await c->run_batch(std::move(batch));
+        if (retain) {
+          const auto deleted = store::rows<store::taken_workflow>(r[5]).size();
+          if (deleted > 0)
+            s->report(severity::info, "retention", "",
+                      "deleted " + std::to_string(deleted) + " finished workflows older than " +
+                          std::to_string(s->options.retention.count()) + " ms");
+        }
         for (auto& w : store::rows<store::taken_workflow>(r[0])) ids.push_back(std::move(w.id));
         for (auto& w : store::rows<store::owned_workflow>(r[1]))
           if (s->claimable_here(w.id, w.name)) orphans.insert(std::move(w.id));

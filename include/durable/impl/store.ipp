@@ -375,8 +375,11 @@ $fn$)",
   EXECUTE FUNCTION {s}.wake_parent())",
        }},
       {8,
-       "operator views",
+       "operator views, retention",
        {
+           // Retention finds finished workflows by age (engine_options::retention).
+           R"(CREATE INDEX workflows_finished ON {s}.workflows (completed_at)
+  WHERE status IN ('succeeded', 'failed', 'cancelled'))",
            // Workflows that ended badly or were stopped in the last day, newest first.
            R"(CREATE VIEW {s}.recent_failures AS
 SELECT w.id, w.name, w.status, w.status_reason, w.error->>'type' AS error_type,
@@ -916,6 +919,22 @@ UPDATE {s}.workflows w
        error = jsonb_build_object('type', 'durable::deadline_exceeded', 'message',
                                   'its deadline (' || w.deadline || ') passed before it finished')
   FROM late WHERE w.id = late.id
+RETURNING w.id)"},
+      // $1 age (ms), $2 how many at most. Retention: deletes finished workflows (succeeded,
+      // failed, cancelled) that completed longer than $1 ago, oldest first, with their journal,
+      // attempts, messages and events. SKIP LOCKED and a small batch: no long locks, and a
+      // workflow being resumed or read is left for the next round. Dead letters and parked
+      // workflows wait for a person and are never deleted. Returns the ids deleted.
+      {"workflows_delete_finished", R"(WITH doomed AS (
+SELECT id FROM {s}.workflows
+ WHERE status IN ('succeeded', 'failed', 'cancelled')
+   AND completed_at < now() - make_interval(secs => $1::double precision / 1000)
+ ORDER BY completed_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+journal AS (DELETE FROM {s}.steps WHERE workflow_id IN (SELECT id FROM doomed)),
+attempts AS (DELETE FROM {s}.step_attempts WHERE workflow_id IN (SELECT id FROM doomed)),
+inbox AS (DELETE FROM {s}.messages WHERE workflow_id IN (SELECT id FROM doomed)),
+published AS (DELETE FROM {s}.events WHERE workflow_id IN (SELECT id FROM doomed))
+DELETE FROM {s}.workflows w USING doomed WHERE w.id = doomed.id
 RETURNING w.id)"},
       // $1 ids (text[]) running in this process. Those cancelled meanwhile (the polling
       // fallback of the cancel notification).
