@@ -197,12 +197,11 @@ inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
         // Retention: finished workflows past their age, a small batch per tick.
         const bool retain = s->options.retention.count() > 0;
         if (retain)
-          batch.push_back(
-              s->st
-                  .workflows_delete_finished(std::int64_t(s->options.retention.count()),
-                                             std::int64_t(std::max<std::size_t>(
-                                                 1, s->options.retention_batch)))
-                  .st);
+          batch.push_back(s->st
+                              .workflows_delete_finished(std::int64_t(s->options.retention.count()),
+                                                         std::int64_t(std::max<std::size_t>(
+                                                             1, s->options.retention_batch)))
+                              .st);
         auto c = co_await s->pool.acquire();
         auto r = co_await c->run_batch(std::move(batch));
         if (retain) {
