@@ -18,10 +18,12 @@
 #include <cstring>
 #include <exception>
 #include <map>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -228,5 +230,45 @@ inline bool initialize(int argc, char** argv) {
 
 /// "met" or "MISSED" for a measured value against an upper bound.
 inline const char* verdict(double value, double bound) { return value <= bound ? "met" : "MISSED"; }
+
+/// The floor for concurrent commits: one blocking connection per client, each with "floor"
+/// prepared as an INSERT of (id, 'a', 1) into `table`.
+inline std::vector<std::unique_ptr<raw_connection>> floor_clients(const std::string& table,
+                                                                  int clients) {
+  const std::string insert = "INSERT INTO " + table + " VALUES ($1, $2, $3)";
+  std::vector<std::unique_ptr<raw_connection>> conns;
+  for (int i = 0; i < clients; ++i) {
+    conns.push_back(std::make_unique<raw_connection>(conninfo()));
+    conns.back()->prepare("floor", insert.c_str());
+  }
+  return conns;
+}
+
+/// One round of that floor: every client, on a thread of its own, commits `per_client` rows
+/// (ids from `next` on, which moves past them). Throws the first client's error.
+inline void floor_round(std::vector<std::unique_ptr<raw_connection>>& conns, int per_client,
+                        std::int64_t& next) {
+  const std::size_t clients = conns.size();
+  std::vector<std::thread> threads;
+  std::vector<std::string> errors(clients);
+  for (std::size_t c = 0; c < clients; ++c) {
+    const std::int64_t first = next + std::int64_t(c) * per_client;
+    threads.emplace_back([&, c, first] {
+      try {
+        for (int i = 0; i < per_client; ++i) {
+          const std::string id = std::to_string(first + i);
+          const char* v[] = {id.c_str(), "a", "1"};
+          exec_prepared(conns[c]->get(), "floor", 3, v, PGRES_COMMAND_OK);
+        }
+      } catch (const std::exception& e) {
+        errors[c] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  next += std::int64_t(clients) * per_client;
+  for (const auto& e : errors)
+    if (!e.empty()) throw std::runtime_error(e);
+}
 
 }  // namespace bench

@@ -289,36 +289,10 @@ asio::awaitable<void> enqueue_many(durable::engine& eng, int n, std::string pref
 
 void BM_raw_commits_8_clients(benchmark::State& state) {
   auto& f = fx();
-  std::vector<std::unique_ptr<bench::raw_connection>> conns;
-  for (int i = 0; i < raw_clients; ++i) {
-    conns.push_back(std::make_unique<bench::raw_connection>(bench::conninfo()));
-    conns.back()->prepare("floor", "INSERT INTO bench_executors_floor VALUES ($1, $2, $3)");
-  }
+  auto conns = bench::floor_clients("bench_executors_floor", raw_clients);
   std::int64_t next = 0;
-  const int per_client = throughput_workflows / raw_clients;
   try {
-    for (auto _ : state) {
-      std::vector<std::thread> threads;
-      std::vector<std::string> errors(raw_clients);
-      for (int c = 0; c < raw_clients; ++c) {
-        const std::int64_t first = next + std::int64_t(c) * per_client;
-        threads.emplace_back([&, c, first] {
-          try {
-            for (int i = 0; i < per_client; ++i) {
-              const std::string id = std::to_string(first + i);
-              const char* v[] = {id.c_str(), "a", "1"};
-              bench::exec_prepared(conns[std::size_t(c)]->get(), "floor", 3, v, PGRES_COMMAND_OK);
-            }
-          } catch (const std::exception& e) {
-            errors[std::size_t(c)] = e.what();
-          }
-        });
-      }
-      for (auto& t : threads) t.join();
-      next += std::int64_t(raw_clients) * per_client;
-      for (const auto& e : errors)
-        if (!e.empty()) throw std::runtime_error(e);
-    }
+    for (auto _ : state) bench::floor_round(conns, throughput_workflows / raw_clients, next);
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
   }
