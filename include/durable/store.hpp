@@ -669,10 +669,49 @@ public:
     std::string outcome;
     static unload_outcome from(const pg::row& r) { return {r.get<std::string>(0)}; }
   };
-  /// Retention: deletes up to `limit` workflows finished more than `age_ms` ago.
-  [[nodiscard]] query<taken_workflow> workflows_delete_finished(std::int64_t age_ms,
-                                                                std::int64_t limit) const {
-    return {call("workflows_delete_finished", age_ms, limit)};
+  /// Retention: deletes up to `limit` workflows finished more than `age_ms` ago, whose
+  /// status is one of `statuses` (a text[] literal; only succeeded, failed and cancelled ones
+  /// are ever deleted).
+  [[nodiscard]] query<taken_workflow> workflows_delete_finished(
+      std::int64_t age_ms, std::int64_t limit,
+      const std::string& statuses = "{succeeded,failed,cancelled}") const {
+    return {call("workflows_delete_finished", age_ms, limit, statuses)};
+  }
+
+  // ---- operator queries (the durable command-line program) ------------------------------
+  // Rows as JSON objects (json_value), columns in the order of the statement's SELECT list.
+
+  /// Workflows, newest first, filtered (see texts(): admin_list).
+  struct list_filter {
+    std::vector<std::string> statuses;  ///< empty: any
+    std::optional<std::string> name, queue, executor;
+    std::optional<double> since_s, until_s;         ///< created at most / at least this long ago
+    std::optional<std::string> since_at, until_at;  ///< timestamps, parsed by the server
+    std::int64_t limit = 50, offset = 0;
+  };
+  [[nodiscard]] query<json_value> admin_list(const list_filter& f) const {
+    return {call("admin_list", detail::text_array(f.statuses), f.name, f.queue, f.executor,
+                 f.since_s, f.since_at, f.until_s, f.until_at, f.limit, f.offset)};
+  }
+  /// One JSON object about workflow `id`: workflow, history, steps, children, inbox, events.
+  [[nodiscard]] query<json_value> admin_show(const std::string& id) const {
+    return {call("admin_show", id)};
+  }
+  [[nodiscard]] query<json_value> admin_queues() const { return {call("admin_queues")}; }
+  /// Executors; alive when they heartbeat within `lease_s`.
+  [[nodiscard]] query<json_value> admin_executors(double lease_s) const {
+    return {call("admin_executors", lease_s)};
+  }
+  [[nodiscard]] query<json_value> admin_stats(double lease_s) const {
+    return {call("admin_stats", lease_s)};
+  }
+  /// How many workflows workflows_delete_finished would delete (one row, one count).
+  struct count_row {
+    std::int64_t n = 0;
+    static count_row from(const pg::row& r) { return {r.get<std::int64_t>(0)}; }
+  };
+  [[nodiscard]] query<count_row> admin_gc_count(double age_s, const std::string& statuses) const {
+    return {call("admin_gc_count", age_s, statuses)};
   }
   /// Unloads workflow `id` until `what` arrives, or `recheck_ms` passes.
   [[nodiscard]] query<unload_outcome> workflow_wait(const std::string& id, std::int64_t epoch,

@@ -407,8 +407,8 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
           "step " + std::to_string(e.seq()) + " '" + e.step_name() + "' failed " +
           (attempts > 1 ? "after " + std::to_string(attempts) + " attempts" : "permanently") +
           ": " + e.error_type() + ": " + e.error_message() +
-          ". Fix the cause, then retry the workflow (engine::retry, which runs the step again)"
-          " or cancel it");
+          ". Fix the cause, then retry the workflow, which runs the step again ('durable retry "
+          "<id>' or engine::retry), or cancel it");
       err = nlohmann::json{{"type", valid_utf8(e.error_type())},
                            {"message", valid_utf8(e.error_message())},
                            {"seq", e.seq()},

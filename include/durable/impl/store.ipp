@@ -463,6 +463,42 @@ SELECT q.queue, b.bucket,
                             now(), interval '5 minutes') AS b(bucket)
  ORDER BY q.queue, b.bucket)",
        }},
+      {10,
+       "status history",
+       {
+           // Every change of a workflow's status (and every move from one owner to another, a
+           // takeover), for
+           // operators (`durable show`). The routine moves between 'running' and 'sleeping'
+           // (a sleep, a wait, a long retry backoff unloading and waking) are not recorded:
+           // the journal shows them, and an endless workflow would add rows for ever.
+           R"(CREATE TABLE {s}.workflow_history (
+  id          bigserial PRIMARY KEY,
+  workflow_id text NOT NULL,
+  status      text NOT NULL,
+  previous    text,
+  reason      text,
+  executor_id text,
+  epoch       bigint NOT NULL,
+  at          timestamptz NOT NULL DEFAULT now()
+))",
+           R"(CREATE INDEX workflow_history_by_workflow ON {s}.workflow_history (workflow_id, id))",
+           R"(CREATE FUNCTION {s}.record_status() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  INSERT INTO {s}.workflow_history (workflow_id, status, previous, reason, executor_id, epoch)
+  VALUES (NEW.id, NEW.status, CASE WHEN TG_OP = 'UPDATE' THEN OLD.status END, NEW.status_reason,
+          NEW.executor_id, NEW.epoch);
+  RETURN NULL;
+END
+$fn$)",
+           R"(CREATE TRIGGER workflows_history_insert AFTER INSERT ON {s}.workflows
+  FOR EACH ROW EXECUTE FUNCTION {s}.record_status())",
+           R"(CREATE TRIGGER workflows_history_update AFTER UPDATE OF status, executor_id
+  ON {s}.workflows FOR EACH ROW
+  WHEN ((OLD.status IS DISTINCT FROM NEW.status
+         AND NOT (OLD.status IN ('running', 'sleeping') AND NEW.status IN ('running', 'sleeping')))
+        OR OLD.executor_id <> NEW.executor_id)
+  EXECUTE FUNCTION {s}.record_status())",
+       }},
   };
   return all;
 }
@@ -927,19 +963,145 @@ RETURNING w.id)"},
       // workflows wait for a person and are never deleted. Returns the ids deleted.
       {"workflows_delete_finished", R"(WITH doomed AS (
 SELECT id FROM {s}.workflows
- WHERE status IN ('succeeded', 'failed', 'cancelled')
+ WHERE status IN ('succeeded', 'failed', 'cancelled') AND status = ANY($3::text[])
    AND completed_at < now() - make_interval(secs => $1::double precision / 1000)
  ORDER BY completed_at LIMIT $2 FOR UPDATE SKIP LOCKED),
 journal AS (DELETE FROM {s}.steps WHERE workflow_id IN (SELECT id FROM doomed)),
 attempts AS (DELETE FROM {s}.step_attempts WHERE workflow_id IN (SELECT id FROM doomed)),
 inbox AS (DELETE FROM {s}.messages WHERE workflow_id IN (SELECT id FROM doomed)),
-published AS (DELETE FROM {s}.events WHERE workflow_id IN (SELECT id FROM doomed))
+published AS (DELETE FROM {s}.events WHERE workflow_id IN (SELECT id FROM doomed)),
+history AS (DELETE FROM {s}.workflow_history WHERE workflow_id IN (SELECT id FROM doomed))
 DELETE FROM {s}.workflows w USING doomed WHERE w.id = doomed.id
 RETURNING w.id)"},
       // $1 ids (text[]) running in this process. Those cancelled meanwhile (the polling
       // fallback of the cancel notification).
       {"workflows_cancelled", R"(SELECT id, epoch FROM {s}.workflows
  WHERE id = ANY($1::text[]) AND status = 'cancelled')"},
+      // ---- operator queries (the `durable` command-line program) ----------------------------
+      // Each returns its rows as JSON objects (row_to_json), columns in order, so that the
+      // program prints tables and --json from the same rows.
+      // $1 statuses (text[], empty = all), $2 name, $3 queue, $4 executor (each NULL = any),
+      // created: $5 at most this many seconds ago, $6 at or after, $7 at least this many
+      // seconds ago, $8 before (each NULL = unbounded), $9 limit, $10 offset. Newest first.
+      {"admin_list", R"(SELECT row_to_json(t)::text FROM (
+SELECT w.id, w.name, w.status, w.queue, w.executor_id AS executor, w.created_at, w.updated_at,
+       w.completed_at,
+       (SELECT count(*) FROM {s}.steps s WHERE s.workflow_id = w.id) AS steps,
+       coalesce(w.status_reason, w.error->>'message', w.last_error) AS reason
+  FROM {s}.workflows w
+ WHERE (cardinality($1::text[]) = 0 OR w.status = ANY($1::text[]))
+   AND ($2::text IS NULL OR w.name = $2::text)
+   AND ($3::text IS NULL OR w.queue = $3::text)
+   AND ($4::text IS NULL OR w.executor_id = $4::text)
+   AND ($5::double precision IS NULL
+        OR w.created_at >= now() - make_interval(secs => $5::double precision))
+   AND ($6::timestamptz IS NULL OR w.created_at >= $6::timestamptz)
+   AND ($7::double precision IS NULL
+        OR w.created_at < now() - make_interval(secs => $7::double precision))
+   AND ($8::timestamptz IS NULL OR w.created_at < $8::timestamptz)
+ ORDER BY w.created_at DESC, w.id
+ LIMIT $9 OFFSET $10) t)"},
+      // $1 id. One JSON object: the workflow's row, its status history, its steps (journal
+      // rows, and steps being retried or failed for good, which have none), its children, its
+      // unconsumed messages and its events. No row: no such workflow.
+      {"admin_show", R"(SELECT json_build_object(
+  'workflow', row_to_json(w),
+  'history', (SELECT coalesce(json_agg(h ORDER BY h.id), '[]') FROM (
+      SELECT id, at, previous, status, reason, executor_id, epoch
+        FROM {s}.workflow_history WHERE workflow_id = w.id) h),
+  'steps', (SELECT coalesce(json_agg(x ORDER BY x.seq), '[]') FROM (
+      SELECT s.seq, s.name, s.kind, s.status, s.attempts,
+             round((extract(epoch FROM s.completed_at - s.started_at) * 1000)::numeric, 3)
+               AS duration_ms,
+             s.started_at, s.completed_at, NULL::timestamptz AS next_attempt_at,
+             coalesce(s.error->>'message',
+                      (SELECT a.error->>'message' FROM {s}.step_attempts a
+                        WHERE a.workflow_id = s.workflow_id AND a.seq = s.seq
+                          AND a.outcome IN ('retrying', 'failed')
+                        ORDER BY a.id DESC LIMIT 1)) AS last_error,
+             s.output
+        FROM {s}.steps s WHERE s.workflow_id = w.id
+      UNION ALL
+      SELECT r.seq, r.step, r.kind,
+             CASE r.outcome WHEN 'retrying' THEN 'retrying' WHEN 'failed' THEN 'failed'
+                            ELSE 'due' END,
+             r.failed_attempts::integer, NULL, NULL, r.last_attempt_at, r.next_attempt_at,
+             r.last_error, NULL
+        FROM {s}.step_retries r WHERE r.workflow_id = w.id) x),
+  'children', (SELECT coalesce(json_agg(c ORDER BY c.created_at, c.id), '[]') FROM (
+      SELECT id, name, status, created_at, completed_at
+        FROM {s}.workflows WHERE parent_id = w.id) c),
+  'inbox', (SELECT coalesce(json_agg(m ORDER BY m.id), '[]') FROM (
+      SELECT id, topic, payload, created_at FROM {s}.messages
+       WHERE workflow_id = w.id AND consumed_at IS NULL) m),
+  'events', (SELECT coalesce(json_agg(e ORDER BY e.key), '[]') FROM (
+      SELECT key, value, updated_at FROM {s}.events WHERE workflow_id = w.id) e)
+)::text FROM (SELECT * FROM {s}.workflows WHERE id = $1) w)"},
+      // Queues with unfinished workflows or limits: their depth, what runs, their limits.
+      {"admin_queues", R"(SELECT row_to_json(t)::text FROM (
+SELECT n.queue,
+       count(w.id) FILTER (WHERE w.status = 'pending' AND w.executor_id IS NULL
+                             AND (w.wake_at IS NULL OR w.wake_at <= now())) AS queued,
+       count(w.id) FILTER (WHERE w.status = 'pending' AND w.executor_id IS NULL
+                             AND w.wake_at > now()) AS delayed,
+       count(w.id) FILTER (WHERE w.status = 'running'
+                             OR (w.status = 'pending' AND w.executor_id IS NOT NULL)) AS running,
+       count(w.id) FILTER (WHERE w.status = 'sleeping') AS sleeping,
+       q.concurrency, q.worker_concurrency, q.rate_limit, q.rate_period_ms,
+       round(extract(epoch FROM now() - min(w.created_at)
+                 FILTER (WHERE w.status = 'pending' AND w.executor_id IS NULL)))::bigint
+         AS oldest_queued_s
+  FROM (SELECT name AS queue FROM {s}.queues
+        UNION SELECT DISTINCT queue FROM {s}.workflows
+               WHERE queue IS NOT NULL AND status IN ('pending', 'running', 'sleeping')) n
+  LEFT JOIN {s}.queues q ON q.name = n.queue
+  LEFT JOIN {s}.workflows w ON w.queue = n.queue AND w.status IN ('pending', 'running', 'sleeping')
+ GROUP BY n.queue, q.concurrency, q.worker_concurrency, q.rate_limit, q.rate_period_ms
+ ORDER BY n.queue) t)"},
+      // $1 lease (seconds): an executor that heartbeat within it is alive. A released one
+      // (graceful shutdown) has heartbeat_at '-infinity'.
+      {"admin_executors", R"(SELECT row_to_json(t)::text FROM (
+SELECT e.id, e.host, e.pid, e.app_version, e.versions, e.started_at,
+       CASE WHEN e.heartbeat_at = '-infinity' THEN NULL ELSE e.heartbeat_at END AS heartbeat_at,
+       CASE WHEN e.heartbeat_at = '-infinity' THEN NULL
+            ELSE round(extract(epoch FROM now() - e.heartbeat_at)::numeric, 1) END
+         AS heartbeat_age_s,
+       CASE WHEN e.heartbeat_at = '-infinity' THEN 'released'
+            WHEN e.heartbeat_at > now() - make_interval(secs => $1::double precision)
+              THEN 'alive'
+            ELSE 'dead' END AS state,
+       (SELECT count(*) FROM {s}.workflows w
+         WHERE w.executor_id = e.id AND w.status IN ('pending', 'running', 'sleeping')) AS owned
+  FROM {s}.executors e
+ ORDER BY (e.heartbeat_at > now() - make_interval(secs => $1::double precision)) DESC,
+          e.heartbeat_at DESC, e.id) t)"},
+      // $1 lease (seconds). One JSON object: counts for a dashboard.
+      {"admin_stats", R"(SELECT json_build_object(
+  'schema_version', (SELECT max(version) FROM {s}.schema_migrations),
+  'workflows', (SELECT coalesce(json_object_agg(status, n ORDER BY status), '{}')
+                  FROM (SELECT status, count(*) AS n FROM {s}.workflows GROUP BY status) c),
+  'journal_rows', (SELECT count(*) FROM {s}.steps),
+  'steps_retrying', (SELECT count(*) FROM {s}.step_retries WHERE outcome = 'retrying'),
+  'finished_last_hour', (SELECT count(*) FROM {s}.workflows
+                          WHERE completed_at > now() - interval '1 hour'),
+  'failed_last_hour', (SELECT count(*) FROM {s}.workflows
+                        WHERE status IN ('failed', 'dead_letter')
+                          AND updated_at > now() - interval '1 hour'),
+  'failed_last_day', (SELECT count(*) FROM {s}.workflows
+                       WHERE status IN ('failed', 'dead_letter')
+                         AND updated_at > now() - interval '1 day'),
+  'queued', (SELECT count(*) FROM {s}.workflows WHERE status = 'pending' AND executor_id IS NULL),
+  'oldest_queued_s', (SELECT round(extract(epoch FROM now() - min(created_at)))::bigint
+                        FROM {s}.workflows WHERE status = 'pending' AND executor_id IS NULL),
+  'messages_unconsumed', (SELECT count(*) FROM {s}.messages WHERE consumed_at IS NULL),
+  'executors_alive', (SELECT count(*) FROM {s}.executors
+                       WHERE heartbeat_at > now() - make_interval(secs => $1::double precision))
+)::text)"},
+      // $1 age (seconds), $2 statuses (text[]; only finished ones count). How many
+      // workflows `durable gc` would delete.
+      {"admin_gc_count", R"(SELECT count(*) FROM {s}.workflows
+ WHERE status = ANY($2::text[]) AND status IN ('succeeded', 'failed', 'cancelled')
+   AND completed_at < now() - make_interval(secs => $1::double precision))"},
       // $1 id, $2 host, $3 pid, $4 app_version, $5 versions it runs (text[], empty = all)
       {"executor_upsert", R"(INSERT INTO {s}.executors (id, host, pid, app_version, versions)
 VALUES ($1, $2, $3, $4, $5::text[])

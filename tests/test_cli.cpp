@@ -1,0 +1,471 @@
+// The `durable` command-line program (issue 11), run as a real process against the real server:
+// every verb's table output, --json, exit status, bad arguments and unknown ids, and the on-call
+// story of docs/operations.md (find a failed workflow, see why, fix, retry) with the program alone.
+//
+// Note: Catch's assertion macros never contain co_await here (GCC 12 miscompiles that).
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "support/workflows.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+using test::wait_status;
+using json = nlohmann::json;
+
+namespace {
+
+struct cli_result {
+  int status = -1;
+  std::string out, err;
+  [[nodiscard]] json parsed() const {
+    try {
+      return json::parse(out);
+    } catch (const std::exception& e) {
+      FAIL("stdout is not JSON (" << e.what() << "):\n" << out << "\nstderr:\n" << err);
+      return {};
+    }
+  }
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+/// Runs build/bin/durable with `args` (and DURABLE_DATABASE_URL from this process), waits
+/// for it, and returns its exit status, stdout and stderr.
+cli_result cli(const std::vector<std::string>& args) {
+  char out_path[] = "/tmp/durable-cli-out-XXXXXX";
+  char err_path[] = "/tmp/durable-cli-err-XXXXXX";
+  const int out_fd = ::mkstemp(out_path);
+  const int err_fd = ::mkstemp(err_path);
+  REQUIRE(out_fd >= 0);
+  REQUIRE(err_fd >= 0);
+  std::vector<std::string> argv_s{DURABLE_CLI_PATH};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out_fd, 1);
+    ::dup2(err_fd, 2);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  REQUIRE(pid > 0);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(out_fd);
+  ::close(err_fd);
+  cli_result r;
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out_path);
+  r.err = slurp(err_path);
+  ::unlink(out_path);
+  ::unlink(err_path);
+  INFO("durable " <<
+       [&] {
+         std::string all;
+         for (const auto& a : args) all += a + " ";
+         return all;
+       }() << "\nstdout:\n"
+                  << r.out << "\nstderr:\n"
+                  << r.err);
+  // Never a crash, a stack trace or an uncaught exception, whatever the outcome.
+  CHECK(r.status < 128);
+  CHECK(r.err.find("terminate called") == std::string::npos);
+  CHECK(r.err.find("what()") == std::string::npos);
+  return r;
+}
+
+/// cli() with --schema first.
+cli_result cli_in(const std::string& schema, std::initializer_list<std::string> args) {
+  std::vector<std::string> all{"--schema", schema};
+  all.insert(all.end(), args.begin(), args.end());
+  return cli(all);
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// ---- workflows under test
+
+struct cli_knobs {
+  bool charge_fixed = false;  // the "charge" step fails for good until an operator fixes it
+};
+cli_knobs ck;
+
+asio::awaitable<std::string> order_wf(context& ctx, std::string order) {
+  co_await ctx.step("reserve", [] { return 1; });
+  const retry twice{.max_attempts = 2, .initial = 10ms};
+  const std::string paid = co_await ctx.step(
+      "charge",
+      [] {
+        if (!ck.charge_fixed) throw std::runtime_error("card declined: gateway said \"no\"");
+        return std::string("paid");
+      },
+      twice);
+  co_return order + ":" + paid;
+}
+
+asio::awaitable<std::string> inbox_wf(context& ctx) {
+  co_await ctx.step("first", [] { return 1; });
+  const auto m = co_await ctx.recv<json>("go", 60s);
+  co_await ctx.step("last", [] { return 2; });
+  co_return m ? m->dump() : std::string("timeout");
+}
+
+void register_cli(engine& eng) {
+  eng.register_workflow("order", &order_wf);
+  eng.register_workflow("inbox", &inbox_wf);
+}
+
+template <class Body>
+void with_cli_engine(const std::string& schema, Body body) {
+  auto o = test::options(schema, "exec-cli");
+  o.heartbeat_interval = 100ms;
+  o.poll_interval = 100ms;
+  test::with_open_engine(o, &register_cli, body);
+}
+
+asio::awaitable<void> migrated(std::string_view schema_view) {
+  const std::string schema(schema_view);
+  auto o = test::options(schema);
+  engine eng(co_await asio::this_coro::executor, o);
+  (void)co_await eng.migrate();
+}
+
+}  // namespace
+
+TEST_CASE("cli: a dead-lettered workflow is found, explained, fixed and retried with the CLI alone",
+          "[cli]") {
+  const std::string schema = test::fresh_schema("cli_story");
+  ck = {};
+  const std::string id = "order 17 \"rush\"";
+  with_cli_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("order", id, std::string("o17"));
+    co_await wait_status(eng, id, "dead_letter");
+
+    // Find it.
+    auto found = cli_in(schema, {"list", "--status", "dead_letter,failed"});
+    CHECK(found.status == 0);
+    CHECK(contains(found.out, "ID"));
+    CHECK(contains(found.out, id));
+    CHECK(contains(found.out, "dead_letter"));
+    auto found_json = cli_in(schema, {"list", "--status", "dead_letter", "--json"}).parsed();
+    REQUIRE(found_json["workflows"].size() == 1);
+    CHECK(found_json["workflows"][0]["id"] == id);
+    CHECK(found_json["workflows"][0]["name"] == "order");
+    CHECK(found_json["next_offset"].is_null());
+
+    // See why.
+    auto shown = cli_in(schema, {"show", id});
+    CHECK(shown.status == 0);
+    CHECK(contains(shown.out, "dead_letter"));
+    CHECK(contains(shown.out, "card declined"));
+    CHECK(contains(shown.out, "charge"));
+    CHECK(contains(shown.out, "history"));
+    auto detail = cli_in(schema, {"show", id, "--json"}).parsed();
+    CHECK(detail["workflow"]["status"] == "dead_letter");
+    CHECK(detail["workflow"]["inputs"] == json::array({"o17"}));
+    const json steps = detail["steps"];
+    REQUIRE(steps.size() == 2);
+    CHECK(steps[0]["name"] == "reserve");
+    CHECK(steps[0]["status"] == "succeeded");
+    CHECK(steps[0]["duration_ms"].is_number());
+    CHECK(steps[1]["name"] == "charge");
+    CHECK(steps[1]["status"] == "failed");
+    CHECK(steps[1]["attempts"] == 2);
+    CHECK(contains(steps[1]["last_error"].get<std::string>(), "card declined"));
+    const json history = detail["history"];
+    REQUIRE(history.size() >= 2);
+    CHECK(history.back()["status"] == "dead_letter");
+
+    // Retry before the fix: it fails again, for good, with a fresh count of attempts.
+    // Then fix and retry: it succeeds.
+    ck.charge_fixed = true;
+    auto retried = cli_in(schema, {"retry", id});
+    CHECK(retried.status == 0);
+    CHECK(contains(retried.out, "retrying"));
+    const std::string out = co_await h.result<std::string>();
+    CHECK(out == "o17:paid");
+    auto after = cli_in(schema, {"show", id, "--json"}).parsed();
+    CHECK(after["workflow"]["status"] == "succeeded");
+    CHECK(after["workflow"]["output"] == "o17:paid");
+    CHECK(after["steps"].size() == 2);
+    CHECK(after["steps"][1]["status"] == "succeeded");
+    bool was_dead_letter = false;
+    for (const auto& row : after["history"]) was_dead_letter |= row["status"] == "dead_letter";
+    CHECK(was_dead_letter);
+    CHECK(after["history"].back()["status"] == "succeeded");
+
+    // A second retry is refused: exit status 1, one line saying why.
+    auto again = cli_in(schema, {"retry", id});
+    CHECK(again.status == 1);
+    CHECK(contains(again.err, "is succeeded"));
+    CHECK(again.out.empty());
+    // Unknown ids, for every verb that takes one.
+    for (const char* verb : {"show", "cancel", "resume", "retry"}) {
+      auto unknown = cli_in(schema, {verb, "no-such-workflow"});
+      CHECK(unknown.status == 1);
+      CHECK(contains(unknown.err, "no workflow has the id 'no-such-workflow'"));
+    }
+  });
+}
+
+TEST_CASE("cli: cancel, resume, send and fork steer a waiting workflow", "[cli]") {
+  const std::string schema = test::fresh_schema("cli_steer");
+  with_cli_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("inbox", "w1");
+    co_await test::wait_rows(eng, "w1", 1);
+
+    auto cancelled = cli_in(schema, {"cancel", "w1", "--json"}).parsed();
+    CHECK(cancelled["action"] == "cancel");
+    CHECK(cancelled["done"] == true);
+    co_await wait_status(eng, "w1", "cancelled");
+    auto twice = cli_in(schema, {"cancel", "w1"});
+    CHECK(twice.status == 1);
+    CHECK(contains(twice.err, "is cancelled"));
+    auto no_retry = cli_in(schema, {"retry", "w1"});
+    CHECK(no_retry.status == 1);
+    CHECK(contains(no_retry.err, "durable resume w1"));
+
+    auto resumed = cli_in(schema, {"resume", "w1"});
+    CHECK(resumed.status == 0);
+    auto not_json = cli_in(schema, {"send", "w1", "go", "{oops"});
+    CHECK(not_json.status == 2);
+    CHECK(contains(not_json.err, "--text"));
+    auto nowhere = cli_in(schema, {"send", "nobody", "go", "1"});
+    CHECK(nowhere.status == 1);
+    CHECK(contains(nowhere.err, "no workflow has the id 'nobody'"));
+    auto sent = cli_in(schema, {"send", "w1", "go", R"({"approved":true})", "--key", "k1"});
+    CHECK(sent.status == 0);
+    CHECK(contains(sent.out, "sent to 'w1'"));
+    auto dup = cli_in(schema, {"send", "w1", "go", "2", "--key", "k1", "--json"}).parsed();
+    CHECK(dup["sent"] == false);
+    const std::string out = co_await h.result<std::string>();
+    CHECK(out == R"({"approved":true})");
+
+    // Fork the finished workflow from its recv (step 1): the new one waits for a message of its
+    // own; --text sends a string as is.
+    auto forked =
+        cli_in(schema, {"fork", "w1", "--from-step", "1", "--id", "w1-again", "--json"}).parsed();
+    CHECK(forked["new_id"] == "w1-again");
+    CHECK(forked["from_step"] == 1);
+    auto show_fork = cli_in(schema, {"show", "w1-again", "--json"}).parsed();
+    CHECK(show_fork["workflow"]["forked_from"] == "w1");
+    auto text = cli_in(schema, {"send", "w1-again", "go", "plain words", "--text"});
+    CHECK(text.status == 0);
+    auto fork_handle = eng.handle("w1-again");
+    const std::string fork_out = co_await fork_handle.result<std::string>();
+    CHECK(fork_out == R"("plain words")");
+    auto taken = cli_in(schema, {"fork", "w1", "--from-step", "1", "--id", "w1-again"});
+    CHECK(taken.status == 1);
+    CHECK(contains(taken.err, "already taken"));
+    auto fork_unknown = cli_in(schema, {"fork", "nope", "--from-step", "0"});
+    CHECK(fork_unknown.status == 1);
+    CHECK(contains(fork_unknown.err, "no workflow has this id"));
+    auto fork_usage = cli_in(schema, {"fork", "w1"});
+    CHECK(fork_usage.status == 2);
+    CHECK(contains(fork_usage.err, "--from-step"));
+  });
+}
+
+TEST_CASE("cli: list filters by status, name, queue, executor and time, and pages", "[cli]") {
+  const std::string schema = test::fresh_schema("cli_list");
+  with_cli_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    // Seven queued workflows nobody serves (queue "cold"), two in "warm", one run here.
+    for (int i = 0; i < 7; ++i) {
+      const std::string wid = "cold-" + std::to_string(i);
+      (void)co_await eng.enqueue({.queue = "cold"}, "order", wid, std::string("x"));
+    }
+    for (int i = 0; i < 2; ++i) {
+      const std::string wid = "warm-" + std::to_string(i);
+      (void)co_await eng.enqueue({.queue = "warm"}, "inbox", wid);
+    }
+    auto h = co_await eng.start("inbox", "here");
+    co_await test::wait_rows(eng, "here", 1);
+
+    auto cold = cli_in(schema, {"list", "--queue", "cold", "--json"}).parsed();
+    CHECK(cold["workflows"].size() == 7);
+    for (const auto& w : cold["workflows"]) CHECK(w["status"] == "pending");
+    auto inbox = cli_in(schema, {"list", "--name", "inbox", "--json"}).parsed();
+    CHECK(inbox["workflows"].size() == 3);
+    auto mine = cli_in(schema, {"list", "--executor", "exec-cli", "--json"}).parsed();
+    REQUIRE(mine["workflows"].size() == 1);
+    CHECK(mine["workflows"][0]["id"] == "here");
+    auto none = cli_in(schema, {"list", "--status", "succeeded"});
+    CHECK(none.status == 0);
+    CHECK(contains(none.out, "no workflows match"));
+
+    // Pages of 4: disjoint, complete, newest first; the last one has no next page.
+    std::vector<std::string> seen;
+    std::int64_t offset = 0;
+    for (int page = 0; page < 5; ++page) {
+      auto p =
+          cli_in(schema, {"list", "--limit", "4", "--offset", std::to_string(offset), "--json"})
+              .parsed();
+      for (const auto& w : p["workflows"]) seen.push_back(w["id"]);
+      if (p["next_offset"].is_null()) break;
+      offset = p["next_offset"];
+    }
+    CHECK(seen.size() == 10);
+    std::sort(seen.begin(), seen.end());
+    CHECK(std::unique(seen.begin(), seen.end()) == seen.end());
+    auto table = cli_in(schema, {"list", "--limit", "4"});
+    CHECK(contains(table.err, "--offset 4"));
+
+    // Time range: durations and timestamps.
+    CHECK(cli_in(schema, {"list", "--since", "1h", "--json"}).parsed()["workflows"].size() == 10);
+    CHECK(cli_in(schema, {"list", "--until", "1h", "--json"}).parsed()["workflows"].empty());
+    CHECK(cli_in(schema, {"list", "--since", "2000-01-01", "--until", "2999-01-01", "--json"})
+              .parsed()["workflows"]
+              .size() == 10);
+    auto bad_time = cli_in(schema, {"list", "--since", "last tuesday-ish"});
+    CHECK(bad_time.status == 2);
+    CHECK(contains(bad_time.err, "--since"));
+    auto bad_status = cli_in(schema, {"list", "--status", "finished"});
+    CHECK(bad_status.status == 2);
+    auto bad_limit = cli_in(schema, {"list", "--limit", "0"});
+    CHECK(bad_limit.status == 2);
+
+    const json m = json::parse(R"({"done":1})");
+    (void)co_await eng.send("here", "go", m);
+    (void)co_await h.result<std::string>();
+  });
+}
+
+TEST_CASE("cli: queues, executors, stats, gc and migrate report and maintain the schema", "[cli]") {
+  const std::string schema = test::fresh_schema("cli_ops");
+  // migrate: a fresh schema gets every migration, a second run none.
+  auto first = cli_in(schema, {"migrate", "--json"}).parsed();
+  CHECK(first["version"] == store::latest_version());
+  CHECK(first["applied"] == durable::detail::migrations().size());
+  auto second = cli_in(schema, {"migrate"});
+  CHECK(second.status == 0);
+  CHECK(contains(second.out, "0 migrations applied"));
+
+  with_cli_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    co_await eng.configure_queue({.name = "slow", .concurrency = 3, .rate_limit = 10});
+    for (int i = 0; i < 4; ++i) {
+      const std::string wid = "q-" + std::to_string(i);
+      (void)co_await eng.enqueue({.queue = "slow"}, "order", wid, std::string("x"));
+    }
+    ck.charge_fixed = true;
+    for (int i = 0; i < 3; ++i) {
+      const std::string wid = "done-" + std::to_string(i);
+      auto h = co_await eng.start("order", wid, std::string("d"));
+      (void)co_await h.result<std::string>();
+    }
+    auto w = co_await eng.start("inbox", "waiting");
+    co_await test::wait_rows(eng, "waiting", 1);
+
+    auto queues = cli_in(schema, {"queues", "--json"}).parsed();
+    json slow;
+    for (const auto& q : queues)
+      if (q["queue"] == "slow") slow = q;
+    REQUIRE(!slow.is_null());
+    CHECK(slow["queued"] == 4);
+    CHECK(slow["running"] == 0);
+    CHECK(slow["concurrency"] == 3);
+    CHECK(slow["rate_limit"] == 10);
+    auto queue_table = cli_in(schema, {"queues"});
+    CHECK(contains(queue_table.out, "QUEUED"));
+    CHECK(contains(queue_table.out, "slow"));
+
+    auto executors = cli_in(schema, {"executors", "--json"}).parsed();
+    REQUIRE(executors.size() == 1);
+    CHECK(executors[0]["id"] == "exec-cli");
+    CHECK(executors[0]["state"] == "alive");
+    CHECK(executors[0]["owned"] == 1);  // "waiting"
+    auto dead = cli_in(schema, {"executors", "--lease", "0s", "--json"}).parsed();
+    CHECK(dead[0]["state"] == "dead");
+    auto bad_lease = cli_in(schema, {"executors", "--lease", "soon"});
+    CHECK(bad_lease.status == 2);
+
+    auto stats = cli_in(schema, {"stats", "--json"}).parsed();
+    CHECK(stats["workflows"]["succeeded"] == 3);
+    CHECK(stats["workflows"]["pending"] == 4);
+    CHECK(stats["queued"] == 4);
+    CHECK(stats["journal_rows"].get<int>() >= 7);
+    CHECK(stats["executors_alive"] == 1);
+    auto stats_table = cli_in(schema, {"stats"});
+    CHECK(contains(stats_table.out, "succeeded"));
+
+    // gc: finished ones only, by age and status; a dry run deletes nothing.
+    auto young = cli_in(schema, {"gc", "--older-than", "1h", "--json"}).parsed();
+    CHECK(young["deleted"] == 0);
+    auto dry = cli_in(schema, {"gc", "--older-than", "0s", "--dry-run", "--json"}).parsed();
+    CHECK(dry["would_delete"] == 3);
+    auto only_failed =
+        cli_in(schema, {"gc", "--older-than", "0s", "--status", "failed", "--json"}).parsed();
+    CHECK(only_failed["deleted"] == 0);
+    auto gone = cli_in(schema, {"gc", "--older-than", "0s", "--batch", "2"});
+    CHECK(gone.status == 0);
+    CHECK(contains(gone.out, "deleted 3 workflows"));
+    auto after = cli_in(schema, {"stats", "--json"}).parsed();
+    CHECK(!after["workflows"].contains("succeeded"));
+    CHECK(after["workflows"]["pending"] == 4);
+    CHECK(cli_in(schema, {"show", "done-0"}).status == 1);
+    auto refused = cli_in(schema, {"gc", "--older-than", "0s", "--status", "dead_letter"});
+    CHECK(refused.status == 2);
+    CHECK(contains(refused.err, "finished workflows only"));
+    auto no_age = cli_in(schema, {"gc"});
+    CHECK(no_age.status == 2);
+
+    (void)co_await eng.send("waiting", "go", 1);
+    (void)co_await w.result<std::string>();
+  });
+}
+
+TEST_CASE("cli: help, bad arguments and database trouble give an exit status and one line",
+          "[cli]") {
+  const std::string schema = test::fresh_schema("cli_usage");
+  test::run(migrated(schema));
+
+  auto help = cli({"--help"});
+  CHECK(help.status == 0);
+  for (const char* verb : {"list", "show", "cancel", "resume", "retry", "fork", "queues",
+                           "executors", "gc", "migrate", "stats", "send", "metrics"}) {
+    CHECK(contains(help.out, verb));
+    auto verb_help = cli({verb, "--help"});
+    CHECK(verb_help.status == 0);
+    CHECK(contains(verb_help.out, "Usage"));
+  }
+  auto nothing = cli({});
+  CHECK(nothing.status == 2);
+  auto unknown_verb = cli({"frobnicate"});
+  CHECK(unknown_verb.status == 2);
+  CHECK(contains(unknown_verb.err, "durable --help"));
+  auto missing_id = cli_in(schema, {"show"});
+  CHECK(missing_id.status == 2);
+  auto extra = cli_in(schema, {"cancel", "a", "b"});
+  CHECK(extra.status == 2);
+  auto bad_schema = cli({"--schema", std::string(70, 'x'), "list"});
+  CHECK(bad_schema.status == 2);
+  CHECK(contains(bad_schema.err, "63 bytes"));
+
+  // A schema that was never migrated, a server that is not there.
+  auto missing = cli_in(schema + "_never", {"list"});
+  CHECK(missing.status == 3);
+  CHECK(contains(missing.err, "durable migrate"));
+  auto unreachable = cli({"--database", "postgresql://nobody@127.0.0.1:1/none", "stats"});
+  CHECK(unreachable.status == 3);
+  CHECK(contains(unreachable.err, "cannot use the database"));
+  // One line each: no stack trace, no multi-line libpq message.
+  for (const auto* r : {&missing, &unreachable, &bad_schema, &unknown_verb})
+    CHECK(std::count(r->err.begin(), r->err.end(), '\n') <= 2);
+}
