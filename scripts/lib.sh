@@ -22,7 +22,8 @@ DURABLE_PG_USER="durable-pg"        # unprivileged system user that runs the ser
 DURABLE_PG_PASSWORD="durable-test-pw"
 # ninja-build: cmake only recommends a build tool, so --no-install-recommends would install none.
 DURABLE_REQUIRED_PACKAGES=(g++ cmake ninja-build git libpq-dev libasio-dev libfmt-dev
-                           nlohmann-json3-dev catch2 libbenchmark-dev postgresql clang-format)
+                           nlohmann-json3-dev catch2 libbenchmark-dev postgresql clang-format
+                           libcli11-dev)
 DURABLE_JOBS="$(nproc 2>/dev/null || echo 2)"
 
 durable_log() { printf '[durable] %s\n' "$*" >&2; }

@@ -46,6 +46,7 @@ if(MODE STREQUAL "find_package")
       "${CMAKE_COMMAND}" -S "${DURABLE_SOURCE_DIR}" -B "${WORK_DIR}/durable-build" ${common_args}
       -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=${prefix}
       -DDURABLE_BUILD_TESTS=OFF -DDURABLE_BUILD_EXAMPLES=OFF -DDURABLE_BUILD_BENCHMARKS=OFF
+      -DDURABLE_BUILD_CLI=OFF
       -DDURABLE_INSTALL=ON)
   run("build durable" "${CMAKE_COMMAND}" --build "${WORK_DIR}/durable-build")
   run("install durable" "${CMAKE_COMMAND}" --install "${WORK_DIR}/durable-build")
