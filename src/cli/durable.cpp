@@ -342,8 +342,10 @@ int cmd_show(session& s, const settings& g, const std::string& id, std::size_t l
   if (w.contains("last_error") && !w["last_error"].is_null())
     fields.emplace_back("last error", field("last_error"));
   fields.emplace_back("queue", field("queue"));
-  fields.emplace_back("executor", field("executor_id") + " (epoch " + field("epoch") + ", " +
-                                      field("attempts") + " claims)");
+  const std::string claims = field("attempts");
+  fields.emplace_back("executor", field("executor_id") + " (epoch " + field("epoch") +
+                                      ", claimed " + claims +
+                                      (claims == "1" ? " time)" : " times)"));
   fields.emplace_back("created", field("created_at"));
   fields.emplace_back("started", field("started_at"));
   fields.emplace_back("updated", field("updated_at"));
