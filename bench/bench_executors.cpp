@@ -3,8 +3,9 @@
 //
 //   BM_raw_commits_8_clients      the floor: 8 threads, each on its own blocking libpq
 //                                 connection, INSERT-and-commit 250 rows each (2000 commits)
-//   BM_throughput/P/B             P executor processes (this executable, started with
-//                                 --executor; dispatch_batch B, 0 = the default) serve queue
+//   BM_throughput/P/B/H           P executor processes (this executable, started with
+//                                 --executor; dispatch_batch B, 0 = the default; H 0: the
+//                                 status history's triggers disabled, 1: on) serve queue
 //                                 "bench"; 2000 concurrent enqueues of a workflow of 3 trivial
 //                                 steps, timed until all 2000 succeeded (enqueue included;
 //                                 process start-up not: the executors run through all
@@ -209,8 +210,10 @@ struct fixture {
   void empty_tables() {
     db->exec("DELETE FROM " + schema + ".steps");
     db->exec("DELETE FROM " + schema + ".workflows");
+    db->exec("DELETE FROM " + schema + ".workflow_history");
     db->exec("VACUUM " + schema + ".steps");
     db->exec("VACUUM " + schema + ".workflows");
+    db->exec("VACUUM " + schema + ".workflow_history");
   }
 
   void clear() {
@@ -312,6 +315,13 @@ double children_cpu_seconds() {
 void BM_throughput(benchmark::State& state) {
   auto& f = fx();
   const int processes = int(state.range(0));
+  // history 0: the status history's triggers (migration 10) off, to show what they cost.
+  const bool history = state.range(2) != 0;
+  const std::string triggers =
+      "ALTER TABLE " + schema + ".workflows " + (history ? "ENABLE" : "DISABLE") +
+      " TRIGGER workflows_history_insert, " + (history ? "ENABLE" : "DISABLE") +
+      " TRIGGER workflows_history_update";
+  f.db->exec(triggers);
   int round = 0;
   const double cpu_before = children_cpu_seconds();
   try {
@@ -438,11 +448,12 @@ double percentile(std::vector<double> v, double p) {
 
 BENCHMARK(BM_raw_commits_8_clients)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK(BM_throughput)
-    ->ArgNames({"processes", "dispatch_batch"})
-    ->Args({1, 0})
-    ->Args({2, 0})
-    ->Args({1, 256})
-    ->Args({2, 256})
+    ->ArgNames({"processes", "dispatch_batch", "history"})
+    ->Args({1, 0, 1})
+    ->Args({1, 0, 0})
+    ->Args({2, 0, 1})
+    ->Args({1, 256, 1})
+    ->Args({2, 256, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);

@@ -466,36 +466,35 @@ SELECT q.queue, b.bucket,
       {10,
        "status history",
        {
-           // Every change of a workflow's status (and every move from one owner to another, a
-           // takeover), for
-           // operators (`durable show`). The routine moves between 'running' and 'sleeping'
-           // (a sleep, a wait, a long retry backoff unloading and waking) are not recorded:
-           // the journal shows them, and an endless workflow would add rows for ever.
+           // What happened to a workflow off the routine path, for operators (`durable show`):
+           // every change into or out of failed, parked, cancelled and dead_letter (a park, a
+           // dead letter, a cancel, a resume, a retry), and every move from one owner to
+           // another (a takeover). The routine path (created, started, sleeping and woken,
+           // succeeded) writes nothing here: workflows' timestamps and the journal tell it, and
+           // a workflow that succeeds costs no extra row.
            R"(CREATE TABLE {s}.workflow_history (
-  id          bigserial PRIMARY KEY,
+  id          bigserial,
   workflow_id text NOT NULL,
   status      text NOT NULL,
   previous    text,
   reason      text,
   executor_id text,
   epoch       bigint NOT NULL,
-  at          timestamptz NOT NULL DEFAULT now()
+  at          timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (workflow_id, id)
 ))",
-           R"(CREATE INDEX workflow_history_by_workflow ON {s}.workflow_history (workflow_id, id))",
            R"(CREATE FUNCTION {s}.record_status() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
   INSERT INTO {s}.workflow_history (workflow_id, status, previous, reason, executor_id, epoch)
-  VALUES (NEW.id, NEW.status, CASE WHEN TG_OP = 'UPDATE' THEN OLD.status END, NEW.status_reason,
-          NEW.executor_id, NEW.epoch);
+  VALUES (NEW.id, NEW.status, OLD.status, NEW.status_reason, NEW.executor_id, NEW.epoch);
   RETURN NULL;
 END
 $fn$)",
-           R"(CREATE TRIGGER workflows_history_insert AFTER INSERT ON {s}.workflows
-  FOR EACH ROW EXECUTE FUNCTION {s}.record_status())",
-           R"(CREATE TRIGGER workflows_history_update AFTER UPDATE OF status, executor_id
+           R"(CREATE TRIGGER workflows_history AFTER UPDATE OF status, executor_id
   ON {s}.workflows FOR EACH ROW
   WHEN ((OLD.status IS DISTINCT FROM NEW.status
-         AND NOT (OLD.status IN ('running', 'sleeping') AND NEW.status IN ('running', 'sleeping')))
+         AND (OLD.status NOT IN ('pending', 'running', 'sleeping')
+              OR NEW.status NOT IN ('pending', 'running', 'sleeping', 'succeeded')))
         OR OLD.executor_id <> NEW.executor_id)
   EXECUTE FUNCTION {s}.record_status())",
        }},
@@ -1001,14 +1000,28 @@ SELECT w.id, w.name, w.status, w.queue, w.executor_id AS executor, w.created_at,
    AND ($8::timestamptz IS NULL OR w.created_at < $8::timestamptz)
  ORDER BY w.created_at DESC, w.id
  LIMIT $9 OFFSET $10) t)"},
-      // $1 id. One JSON object: the workflow's row, its status history, its steps (journal
+      // $1 id. One JSON object: the workflow's row, its history (created, started, what
+      // workflow_history recorded, and its end), its steps (journal
       // rows, and steps being retried or failed for good, which have none), its children, its
       // unconsumed messages and its events. No row: no such workflow.
       {"admin_show", R"(SELECT json_build_object(
   'workflow', row_to_json(w),
-  'history', (SELECT coalesce(json_agg(h ORDER BY h.id), '[]') FROM (
-      SELECT id, at, previous, status, reason, executor_id, epoch
-        FROM {s}.workflow_history WHERE workflow_id = w.id) h),
+  'history', (SELECT coalesce(json_agg(json_build_object(
+      'at', h.at, 'previous', h.previous, 'status', h.status, 'reason', h.reason,
+      'executor_id', h.executor_id, 'epoch', h.epoch) ORDER BY h.at, h.ord, h.id), '[]') FROM (
+      SELECT 0 AS ord, 0::bigint AS id, w.created_at AS at, NULL AS previous,
+             'created' AS status, NULL AS reason, NULL AS executor_id, NULL::bigint AS epoch
+      UNION ALL
+      SELECT 1, 0, w.started_at, NULL, 'started', NULL, NULL, NULL WHERE w.started_at IS NOT NULL
+      UNION ALL
+      SELECT 2, id, at, previous, status, reason, executor_id, epoch
+        FROM {s}.workflow_history WHERE workflow_id = w.id
+      UNION ALL
+      SELECT 3, 0, w.completed_at, NULL, w.status, NULL, w.executor_id, w.epoch
+       WHERE w.completed_at IS NOT NULL
+         AND NOT EXISTS (SELECT 1 FROM {s}.workflow_history x
+                          WHERE x.workflow_id = w.id AND x.status = w.status
+                            AND x.at >= w.completed_at)) h),
   'steps', (SELECT coalesce(json_agg(x ORDER BY x.seq), '[]') FROM (
       SELECT s.seq, s.name, s.kind, s.status, s.attempts,
              round((extract(epoch FROM s.completed_at - s.started_at) * 1000)::numeric, 3)
