@@ -5,5 +5,7 @@
 #include "durable/context.hpp"
 #include "durable/engine.hpp"
 #include "durable/error.hpp"
+#include "durable/metrics.hpp"
 #include "durable/pg.hpp"
+#include "durable/prometheus.hpp"
 #include "durable/store.hpp"

@@ -34,6 +34,11 @@ class engine;
 
 namespace detail {
 
+/// How durable's own free functions (prometheus_text, serve_metrics) reach an engine's state.
+struct engine_access {
+  static const std::shared_ptr<engine_state>& state(const engine& e) noexcept;
+};
+
 /// The signature of a workflow callable: asio::awaitable<R>(context&, Args...).
 template <class Sig>
 struct workflow_signature {
@@ -346,6 +351,15 @@ public:
   }
 
   [[nodiscard]] DURABLE_DECL engine_stats stats() const;
+
+  /// This engine's counters and histograms since it was created, and its local gauges (see
+  /// docs/metrics.md). Unlike stats(), it may be called from any thread. For the exposition
+  /// format, see prometheus_text() and serve_metrics() in durable/metrics_server.hpp.
+  [[nodiscard]] DURABLE_DECL engine_metrics metrics() const;
+
+  /// How many workflows wait to be dispatched, and run, in each queue this engine serves,
+  /// read now (one statement).
+  [[nodiscard]] DURABLE_DECL asio::awaitable<std::vector<queue_depth>> queue_depths();
   [[nodiscard]] const std::string& executor_id() const noexcept { return s_->options.executor_id; }
   [[nodiscard]] const store& schema() const noexcept { return s_->st; }
   [[nodiscard]] pg::pool& pool() noexcept { return s_->pool; }
@@ -413,8 +427,15 @@ private:
                                                               nlohmann::json inputs,
                                                               std::int64_t timeout_ms);
 
+  friend struct detail::engine_access;
+  DURABLE_DECL asio::awaitable<std::vector<queue_depth>> queue_depths_impl();
   std::shared_ptr<detail::engine_state> s_;
 };
+
+inline const std::shared_ptr<detail::engine_state>& detail::engine_access::state(
+    const engine& e) noexcept {
+  return e.s_;
+}
 
 }  // namespace durable
 

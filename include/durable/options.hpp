@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "durable/events.hpp"
+#include "durable/metrics.hpp"
 #include "durable/pg/connection.hpp"
 
 namespace durable {
@@ -69,6 +70,11 @@ struct engine_options {
   /// or above `min_severity`. Default: one line per event on stderr.
   event_hook on_event{};
   severity min_severity = severity::warning;
+  /// Receives every counter increment and histogram observation as it happens (steps,
+  /// journal write latencies, parks...; docs/metrics.md), for an application that forwards
+  /// them to its own metrics system. Unset (the default), observations cost nothing beyond
+  /// the counters engine::metrics() and the Prometheus endpoint read.
+  metric_hook on_metric{};
   /// shutdown(): after the grace period, running steps receive cancellation; this long is
   /// then allowed for them to end and for the lease release to reach the database.
   std::chrono::milliseconds shutdown_timeout{2000};

@@ -11,6 +11,7 @@
 #endif
 
 #include "durable.hpp"
+#include "durable/metrics_server.hpp"
 
 // GCC 12 gives the frame of a coroutine with external linkage that holds a local type (a
 // lambda, a local struct) -Wsubobject-linkage, which the same coroutine declared inline never
@@ -24,6 +25,8 @@
 #include "durable/detail/impl/run_state.ipp"
 #include "durable/impl/context.ipp"
 #include "durable/impl/engine.ipp"
+#include "durable/impl/metrics_server.ipp"
+#include "durable/impl/prometheus.ipp"
 #include "durable/impl/store.ipp"
 #include "durable/pg/impl/connection.ipp"
 

@@ -333,6 +333,15 @@ public:
     static previous_status from(const pg::row& r) { return {r.get<std::string>(0)}; }
   };
 
+  /// queue_depths: how many workflows of a queue wait to be dispatched, and run, now.
+  struct queue_count {
+    std::string queue;
+    std::int64_t queued = 0, running = 0;
+    static queue_count from(const pg::row& r) {
+      return {r.get<std::string>(0), r.get<std::int64_t>(1), r.get<std::int64_t>(2)};
+    }
+  };
+
   /// workflow_fork: whether the source exists, whether the fork was created (its id was
   /// free), and how many journal rows it got.
   struct fork_outcome {
@@ -763,6 +772,12 @@ public:
                                          int rate_period_ms) const {
     return {
         call("queue_upsert", name, concurrency, worker_concurrency, rate_limit, rate_period_ms)};
+  }
+
+  /// Per queue of `queues` (a text[] literal), in name order: workflows waiting to be
+  /// dispatched (delayed ones included) and running now (the metrics' queue depth).
+  [[nodiscard]] query<queue_count> queue_depths(const std::string& queues) const {
+    return {call("queue_depths", queues)};
   }
 
   /// Locks a queue's row until the end of the transaction (serializes its dispatchers).

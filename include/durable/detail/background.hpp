@@ -132,6 +132,7 @@ inline asio::awaitable<void> lease_keeper(std::shared_ptr<engine_state> s) {
         if (beat.verdict(r).fenced_out()) {
           s->id_taken = true;
           s->lease_expired = true;
+          s->counters.lease_expired.store(true, std::memory_order_relaxed);
           s->report(severity::error, "lease", "",
                     "another process registered under executor id '" + o.executor_id +
                         "': this engine stops its runs at their next step and takes no more work");
@@ -141,6 +142,7 @@ inline asio::awaitable<void> lease_keeper(std::shared_ptr<engine_state> s) {
         if (s->lease_expired)
           s->report(severity::info, "lease", "", "lease renewed; this executor takes work again");
         s->lease_expired = false;
+        s->counters.lease_expired.store(false, std::memory_order_relaxed);
         problems.ok(*s);
         continue;
       } catch (const std::exception& e) {
@@ -150,6 +152,7 @@ inline asio::awaitable<void> lease_keeper(std::shared_ptr<engine_state> s) {
     problems.failed(*s, trouble);
     if (!s->lease_expired && clock::now() - renewed > o.lease_timeout) {
       s->lease_expired = true;
+      s->counters.lease_expired.store(true, std::memory_order_relaxed);
       s->report(severity::warning, "lease", "",
                 "the lease could not be renewed for longer than lease_timeout (" +
                     std::to_string(o.lease_timeout.count()) +
@@ -222,6 +225,7 @@ inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
         woken = store::rows<store::taken_workflow>(r[4]).size();
         for (auto& w : store::rows<store::taken_workflow>(r[4])) ids.push_back(std::move(w.id));
       }
+      if (ids.size() > woken) s->counters.workflows_taken_over.add(ids.size() - woken);
       if (ids.size() > woken)
         s->report(severity::info, "maintenance", "",
                   "took over " + std::to_string(ids.size() - woken) +
@@ -233,7 +237,10 @@ inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
       // dispatch has committed but whose launch here is a moment away (the reply not read
       // yet) is not an orphan, and claiming it would run it twice.
       for (const auto& id : orphans)
-        if (suspected.contains(id) && ids.size() < s->room()) ids.push_back(id);
+        if (suspected.contains(id) && ids.size() < s->room() && !s->busy(id)) {
+          ids.push_back(id);
+          ++s->counters.workflows_recovered;  // ours, and running nowhere here
+        }
       suspected = std::move(orphans);
       std::erase_if(ids, [&](const std::string& id) { return s->busy(id); });
       if (!ids.empty() && !s->stopping) (void)co_await claim_runs(s, std::move(ids), "maintenance");
@@ -300,6 +307,7 @@ inline asio::awaitable<void> dispatcher(std::shared_ptr<engine_state> s) {
           r = co_await tx.commit(std::move(batch));
         }
         auto claimed = store::rows<store::dispatched_workflow>(r[1]);
+        if (!claimed.empty()) s->counters.workflows_started.add(1, claimed.size());
         for (auto& w : claimed) {
           auto run = std::make_shared<run_state>();
           run->id = std::move(w.id);

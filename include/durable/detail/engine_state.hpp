@@ -69,7 +69,10 @@ struct engine_state {
         instance(std::move(instance_token)),
         st(options.schema),
         pool(e, options.conninfo, options.pool_size, st.catalog(), options.connection),
-        committer(e, pool, {options.group_commit_max_batch, options.group_commit_in_flight}, &st) {}
+        committer(e, pool, {options.group_commit_max_batch, options.group_commit_in_flight}, &st) {
+    counters.set_hook(options.on_metric ? &options.on_metric : nullptr);
+    committer.set_metrics(&counters);
+  }
 
   asio::any_io_executor ex;
   engine_options options;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "durable/detail/config.hpp"
+#include "durable/detail/metrics.hpp"
 #include "durable/pg/pool.hpp"
 #include "durable/store.hpp"
 
@@ -98,6 +99,9 @@ public:
     std::size_t largest_batch = 0;
   };
   [[nodiscard]] const counters& stats() const noexcept { return counters_; }
+
+  /// Where journal write latencies, batch sizes and round-trip times are recorded (null: not).
+  void set_metrics(engine_counters* m) noexcept { metrics_ = m; }
 
   /// The object that owns this committer and its pool; a batch in flight keeps it alive.
   void set_owner(std::weak_ptr<void> owner) { owner_ = std::move(owner); }
@@ -179,6 +183,7 @@ private:
   std::size_t in_flight_ = 0;
   bool starting_ = false;
   counters counters_;
+  engine_counters* metrics_ = nullptr;
   std::multiset<std::chrono::steady_clock::time_point> sent_at_;  // batches in flight
   std::set<std::shared_ptr<asio::cancellation_signal>> flushers_;
   std::function<void(const std::string&)> on_failure_;

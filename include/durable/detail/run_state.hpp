@@ -30,6 +30,7 @@
 #include "durable/detail/config.hpp"
 #include "durable/detail/failure.hpp"
 #include "durable/detail/group_commit.hpp"
+#include "durable/detail/metrics.hpp"
 #include "durable/error.hpp"
 #include "durable/pg/pool.hpp"
 #include "durable/store.hpp"
@@ -73,14 +74,6 @@ struct attempt_history {
     error = err.value_or("{}");
     next_attempt_at = next;
   }
-};
-
-/// Counters that tests and benchmarks read to prove I/O counts (I1, I2).
-struct engine_counters {
-  std::uint64_t journal_loads = 0;
-  std::uint64_t steps_replayed = 0;
-  std::uint64_t steps_executed = 0;
-  std::uint64_t ownership_lost = 0;  ///< runs stopped because another executor took over
 };
 
 /// Thrown at a step boundary when the engine shuts down: the run stops without writing,

@@ -89,27 +89,29 @@ inline void supervise(std::shared_ptr<engine_state> s, std::string_view componen
                       int restarts = 0) {
   auto sig = std::make_shared<asio::cancellation_signal>();
   s->tasks.insert(sig);
-  asio::co_spawn(s->ex, body(s),
-                 asio::bind_cancellation_slot(sig->slot(), [s, sig, component, body,
-                                                            restarts](std::exception_ptr e) {
-                   s->tasks.erase(sig);
-                   if (!e) return;
-                   if (s->stopping) {
-                     s->report(severity::debug, component, "", "ended at shutdown: " + describe(e));
-                     return;
-                   }
-                   const auto delay = std::chrono::milliseconds(
-                       std::min<std::int64_t>(30000, 1000LL << std::min(restarts, 5)));
-                   s->report(severity::error, "supervisor", "",
-                             std::string(component) + " stopped with an error: " + describe(e) +
-                                 "; restarting it in " + std::to_string(delay.count()) + " ms");
-                   auto t = std::make_shared<asio::steady_timer>(s->ex, delay);
-                   s->sleepers.insert(t);
-                   t->async_wait([s, t, component, body, restarts](const asio::error_code&) {
-                     s->sleepers.erase(t);
-                     if (!s->stopping) supervise(s, component, body, restarts + 1);
-                   });
-                 }));
+  asio::co_spawn(
+      s->ex, body(s),
+      asio::bind_cancellation_slot(
+          sig->slot(), [s, sig, component, body, restarts](std::exception_ptr e) {
+            s->tasks.erase(sig);
+            if (!e) return;
+            if (s->stopping) {
+              s->report(severity::debug, component, "", "ended at shutdown: " + describe(e));
+              return;
+            }
+            s->counters.background_failures.add(s->counters.background_failures.index(component));
+            const auto delay = std::chrono::milliseconds(
+                std::min<std::int64_t>(30000, 1000LL << std::min(restarts, 5)));
+            s->report(severity::error, "supervisor", "",
+                      std::string(component) + " stopped with an error: " + describe(e) +
+                          "; restarting it in " + std::to_string(delay.count()) + " ms");
+            auto t = std::make_shared<asio::steady_timer>(s->ex, delay);
+            s->sleepers.insert(t);
+            t->async_wait([s, t, component, body, restarts](const asio::error_code&) {
+              s->sleepers.erase(t);
+              if (!s->stopping) supervise(s, component, body, restarts + 1);
+            });
+          }));
 }
 
 /// Reports a part's repeated failures once when they start (and again at most every
@@ -118,6 +120,7 @@ class failure_reporter {
 public:
   explicit failure_reporter(std::string_view component) : component_(component) {}
   void failed(engine_state& s, const std::string& what) {
+    s.counters.background_failures.add(s.counters.background_failures.index(component_));
     const auto now = std::chrono::steady_clock::now();
     if (!failing_ || now - last_ > std::chrono::minutes(1)) {
       s.report(severity::warning, component_, "", what);
@@ -176,6 +179,7 @@ inline void end_run(engine_state& s, const std::string& id, const void* token) {
     it->second.done->cancel();
     if (it->second.deadline) it->second.deadline->cancel();
     s.running.erase(it);
+    s.counters.running.store(s.running.size(), std::memory_order_relaxed);
   }
 }
 
@@ -258,6 +262,7 @@ inline void launch(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> r
     });
   }
   s->running[run->id] = local_run{done, cancel, run, deadline};
+  s->counters.running.store(s->running.size(), std::memory_order_relaxed);
   run->launch_token = done.get();
   asio::co_spawn(
       s->ex, execute(s, run, std::move(inputs)),
@@ -307,6 +312,7 @@ inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
     std::map<std::string, std::string, std::less<>> unusable;
     for (auto& w : store::rows<store::claimed_workflow>(r[0])) {
       if (w.parked()) {
+        s->counters.workflows_parked.add(s->counters.workflows_parked.index("no_progress"));
         s->report(severity::warning, component, w.id,
                   "parked by its claim: " + w.reason.value_or(""));
         continue;
@@ -348,6 +354,7 @@ inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
       if (auto u = unusable.find(id); u != unusable.end()) {
         const std::string type = "durable::journal_error";
         co_await park(s, id, run->epoch, type, u->second);
+        s->counters.workflows_parked.add(s->counters.workflows_parked.index("journal_error"));
         s->report(severity::warning, component, id, "parked: " + u->second);
         continue;
       }
@@ -356,6 +363,7 @@ inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
                   "claimed under epoch " + std::to_string(run->epoch) + " and resumed by replay");
       launch(s, run, nlohmann::json::parse(c.inputs));
       ++started;
+      if (component == "open" || component == "recover") ++s->counters.workflows_recovered;
     }
   }
   co_return started;
@@ -369,8 +377,10 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
   enum class outcome { succeeded, failed, parked, dead_letter, cancelled, lost, retry };
   outcome kind = outcome::failed;
   std::optional<std::string> output, err, reason;
+  std::string_view park_type;  // the error type a park records
   auto park_nondeterminism = [&](const nondeterminism_error& e) {
     kind = outcome::parked;
+    park_type = "durable::nondeterminism_error";
     reason = valid_utf8(e.what());
     err = nlohmann::json{{"type", "durable::nondeterminism_error"},
                          {"message", *reason},
@@ -381,6 +391,7 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
   };
   auto park_with = [&](std::string_view type, const std::string& why) {
     kind = outcome::parked;
+    park_type = type;
     reason = valid_utf8(why);
     err = error_json(type, *reason);
   };
@@ -479,6 +490,7 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
       const std::string type = "durable::journal_refused";
       co_await park(s, run->id, run->epoch, type, why);
       kind = outcome::parked;
+      park_type = "durable::journal_refused";
       reason = why;
     } catch (const std::exception& again) {
       run->io_error = describe_io_failure(again);
@@ -487,6 +499,25 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
   end_run(*s, run->id, run->launch_token);
   s->wake_dispatcher();  // a slot in some queue may have come free
   if (run->unloaded_until) schedule_wake(s, *run->unloaded_until);
+  auto& m = s->counters;
+  switch (kind) {
+    case outcome::succeeded:
+    case outcome::failed:
+    case outcome::cancelled:
+      m.workflows_finished.add(kind == outcome::succeeded ? 0 : kind == outcome::failed ? 1 : 2);
+      break;
+    case outcome::parked:
+      m.workflows_parked.add(m.workflows_parked.index(park_reason(park_type)));
+      break;
+    case outcome::dead_letter:
+      ++m.workflows_dead_lettered;
+      break;
+    case outcome::retry:
+      ++m.io_retries;
+      break;
+    case outcome::lost:
+      break;
+  }
   if (kind == outcome::parked)
     s->report(severity::warning, "runner", run->id, "parked: " + reason.value_or(""));
   else if (kind == outcome::dead_letter)

@@ -45,7 +45,10 @@ DURABLE_DECL engine::engine(asio::any_io_executor ex, engine_options options) {
   s_->committer.set_owner(s_);
   std::weak_ptr<detail::engine_state> weak = s_;
   s_->committer.on_failure([weak](const std::string& what) {
-    if (auto s = weak.lock()) s->report(severity::error, "committer", "", what);
+    if (auto s = weak.lock()) {
+      s->counters.background_failures.add(s->counters.background_failures.index("committer"));
+      s->report(severity::error, "committer", "", what);
+    }
   });
 }
 
@@ -233,6 +236,7 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(std::st
       if (timeout_ms > 0)
         run->deadline = detail::unix_seconds() + double(timeout_ms) / 1000.0;  // ~ the stored one
       detail::launch(s, std::move(run), std::move(inputs));
+      s->counters.workflows_started.add(0);
       co_return workflow_handle(s, std::move(id));
     }
     if (r) {
@@ -379,6 +383,48 @@ DURABLE_DECL engine_stats engine::stats() const {
           s_->counters.ownership_lost,
           s_->committer.stats().batches,
           s_->committer.stats().largest_batch};
+}
+
+DURABLE_DECL engine_metrics engine::metrics() const {
+  const auto& c = s_->counters;
+  engine_metrics m;
+  m.steps_executed = c.steps_executed.get();
+  m.steps_replayed = c.steps_replayed.get();
+  m.journal_loads = c.journal_loads.get();
+  m.workflows_started = c.workflows_started.snapshot();
+  m.workflows_recovered = c.workflows_recovered.get();
+  m.workflows_taken_over = c.workflows_taken_over.get();
+  m.workflows_finished = c.workflows_finished.snapshot();
+  m.workflows_dead_lettered = c.workflows_dead_lettered.get();
+  m.workflows_parked = c.workflows_parked.snapshot();
+  m.ownership_lost = c.ownership_lost.get();
+  m.io_retries = c.io_retries.get();
+  m.background_failures = c.background_failures.snapshot();
+  m.journal_write_seconds = c.journal_write_seconds.snapshot();
+  m.group_commit_batch_size = c.group_commit_batch_size.snapshot();
+  m.group_commit_seconds = c.group_commit_seconds.snapshot();
+  m.workflows_running = c.running.load(std::memory_order_relaxed);
+  m.max_running = s_->options.max_running;
+  m.lease_expired = c.lease_expired.load(std::memory_order_relaxed);
+  return m;
+}
+
+DURABLE_DECL asio::awaitable<std::vector<queue_depth>> engine::queue_depths_impl() {
+  auto s = s_;
+  auto q = s->st.queue_depths(detail::text_array(s->queues));
+  std::vector<store::queue_count> rows;
+  {
+    auto c = co_await s->pool.acquire();
+    rows = co_await store::fetch(*c, std::move(q));
+  }
+  std::vector<queue_depth> out;
+  out.reserve(rows.size());
+  for (auto& r : rows) out.push_back({std::move(r.queue), r.queued, r.running});
+  co_return out;
+}
+
+DURABLE_DECL asio::awaitable<std::vector<queue_depth>> engine::queue_depths() {
+  return detail::on_strand(s_, queue_depths_impl());
 }
 
 DURABLE_DECL asio::awaitable<workflow_status> workflow_handle::status_impl() const {

@@ -622,6 +622,13 @@ rate_period_ms = excluded.rate_period_ms, updated_at = now())"},
       // $1 queue. Serializes the dispatchers of one queue, so that the counts the next
       // statement reads (in its own, later snapshot) cannot be outdated by another one.
       {"queue_lock", R"(SELECT name FROM {s}.queues WHERE name = $1 FOR UPDATE)"},
+      // $1 queue names (text[]). Each count is one scan of a partial index (workflows_queued,
+      // workflows_queue_running).
+      {"queue_depths", R"(SELECT q.name,
+       (SELECT count(*) FROM {s}.workflows w
+         WHERE w.queue = q.name AND w.status = 'pending' AND w.executor_id IS NULL),
+       (SELECT count(*) FROM {s}.workflows w WHERE w.queue = q.name AND w.status = 'running')
+  FROM (SELECT DISTINCT unnest($1::text[]) AS name) q ORDER BY q.name)"},
       // $1 executor, $2 queue, $3 workflow names it runs (text[]), $4 how many at most,
       // $5 application versions it runs (text[], empty = all).
       // Claims queued workflows within the queue's limits, by priority then age.

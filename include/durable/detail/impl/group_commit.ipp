@@ -19,7 +19,11 @@ DURABLE_DECL asio::awaitable<fence_verdict> group_committer::append_impl(journal
   if (!st_) throw error("group_committer::append: no store was given");
   auto it = std::make_shared<item>(ex_);
   it->row = std::move(row);
+  const auto submitted = std::chrono::steady_clock::now();
   co_await submit(it);
+  if (metrics_)
+    metrics_->journal_write_seconds.observe(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - submitted).count());
   co_return std::move(it->verdict);
 }
 
@@ -162,12 +166,17 @@ DURABLE_DECL asio::awaitable<void> group_committer::commit(std::vector<item_ptr>
         if (it) set.erase(*it);
       }
     } unmark_sent{sent_at_, std::nullopt};
+    if (metrics_) metrics_->group_commit_batch_size.observe(double(items.size()));
     try {
       std::vector<pg::result> results;
       {
         auto c = co_await pool_->acquire();
-        if (carries_rows) unmark_sent.it = sent_at_.insert(std::chrono::steady_clock::now());
+        const auto sent = std::chrono::steady_clock::now();
+        if (carries_rows) unmark_sent.it = sent_at_.insert(sent);
         results = co_await c->run_batch(std::move(batch));
+        if (metrics_)
+          metrics_->group_commit_seconds.observe(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count());
       }
       for (std::size_t g = 0; g < groups.size(); ++g) {
         if (groups[g].front()->alone) {

@@ -1,0 +1,438 @@
+// Metrics (issue 11): the engine's counters and histograms, the hook, the Prometheus text writer
+// and the HTTP endpoint, scraped over TCP and checked with Prometheus's own `promtool check
+// metrics` (Debian package `prometheus`).
+//
+// Note: Catch's assertion macros never contain co_await here (GCC 12 miscompiles that).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <asio/connect.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/read.hpp>
+#include <asio/write.hpp>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <durable/metrics_server.hpp>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "support/workflows.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+using test::probe;
+
+namespace {
+
+// ---- promtool ---------------------------------------------------------------------------------
+
+struct promtool_result {
+  int status = -1;
+  std::string output;
+};
+
+/// Runs `promtool check metrics` with `text` on its stdin. Fails the test if promtool is missing.
+promtool_result promtool_check(const std::string& text) {
+  const char* tool = "/usr/bin/promtool";
+  if (::access(tool, X_OK) != 0) {
+    FAIL(
+        "promtool is missing (/usr/bin/promtool): install the Debian package `prometheus` "
+        "(scripts/test installs it) to validate the metrics exposition");
+  }
+  char path[] = "/tmp/durable-metrics-XXXXXX";
+  const int fd = ::mkstemp(path);
+  REQUIRE(fd >= 0);
+  ::close(fd);
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << text;
+  }
+  const std::string cmd = std::string(tool) + " check metrics < " + path + " 2>&1";
+  promtool_result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  char buf[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  ::unlink(path);
+  return r;
+}
+
+void check_with_promtool(const std::string& text) {
+  const auto r = promtool_check(text);
+  INFO("exposition:\n" << text);
+  INFO("promtool said:\n" << r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.empty());
+}
+
+// ---- a tiny HTTP client ------------------------------------------------------------------------
+
+/// Sends `request` as is to 127.0.0.1:port and returns everything the server wrote until it
+/// closed the connection.
+asio::awaitable<std::string> http_exchange(unsigned short port, std::string_view request_view) {
+  const std::string request(request_view);
+  asio::ip::tcp::socket sock(co_await asio::this_coro::executor);
+  const asio::ip::tcp::endpoint to(asio::ip::make_address("127.0.0.1"), port);
+  co_await sock.async_connect(to, asio::use_awaitable);
+  co_await asio::async_write(sock, asio::buffer(request), asio::use_awaitable);
+  std::string reply;
+  asio::error_code ec;
+  (void)co_await asio::async_read(sock, asio::dynamic_buffer(reply),
+                                  asio::redirect_error(asio::use_awaitable, ec));
+  co_return reply;
+}
+
+struct http_reply {
+  std::string status_line;
+  std::string content_type;
+  std::string body;
+};
+
+http_reply parse_reply(const std::string& raw) {
+  http_reply r;
+  const auto head_end = raw.find("\r\n\r\n");
+  if (head_end == std::string::npos) return r;
+  r.status_line = raw.substr(0, raw.find("\r\n"));
+  const auto ct = raw.find("Content-Type: ");
+  if (ct != std::string::npos && ct < head_end)
+    r.content_type = raw.substr(ct + 14, raw.find("\r\n", ct) - ct - 14);
+  r.body = raw.substr(head_end + 4);
+  return r;
+}
+
+/// The value of the sample `series` (the whole text before the value, labels included).
+std::optional<double> sample(const std::string& text, const std::string& series) {
+  std::size_t at = 0;
+  while ((at = text.find(series + " ", at)) != std::string::npos) {
+    if (at == 0 || text[at - 1] == '\n') {
+      const auto end = text.find('\n', at);
+      return std::stod(text.substr(at + series.size() + 1, end - at - series.size() - 1));
+    }
+    ++at;
+  }
+  return std::nullopt;
+}
+
+// ---- workflows ---------------------------------------------------------------------------------
+
+asio::awaitable<int> dead_wf(context& ctx) {
+  co_return co_await ctx.step(
+      "charge", []() -> int { throw permanent_error("HTTP 400: the card is invalid"); });
+}
+
+asio::awaitable<int> park_wf(context& ctx) {
+  const int v = co_await ctx.step("look", [] { return 1; });
+  if (v == 1) throw workflow_parked(ctx.workflow_id(), "needs a person");
+  co_return v;
+}
+
+void register_all(engine& eng) {
+  eng.register_workflow("counter", &test::counter_wf);
+  eng.register_workflow("dead", &dead_wf);
+  eng.register_workflow("park", &park_wf);
+}
+
+std::uint64_t count_of(const labelled_counts& c, std::string_view label) {
+  for (const auto& [value, n] : c)
+    if (value == label) return n;
+  return 0;
+}
+
+// What a hook saw: per metric name (and label value, if any) the number of observations and the
+// sum of their values.
+struct seen_metrics {
+  std::map<std::string, std::uint64_t> calls;
+  std::map<std::string, double> sums;
+  void add(const metric_observation& o) {
+    std::string key(o.name);
+    for (const auto& l : o.labels)
+      key += "{" + std::string(l.name) + "=" + std::string(l.value) + "}";
+    ++calls[key];
+    sums[key] += o.value;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the Prometheus writer escapes labels and help, formats numbers, and promtool accepts it",
+          "[metrics]") {
+  prometheus_writer w;
+  const std::string odd_queue = std::string("we\"ird\\queue\nwith \xff\xfe bytes");
+  const std::string odd_workflow = "wf \xc3\xa9t\xc3\xa9 \"quoted\" back\\slash";
+  w.gauge("myapp_queue_depth", "Depth of a queue.\nSecond line with a \\ backslash.", 3,
+          {{"queue", odd_queue}});
+  w.gauge("myapp_queue_depth", "ignored: same family", 4, {{"queue", "plain"}});
+  w.counter("myapp_workflows_total", "Workflows.", 12345678901.0, {{"workflow", odd_workflow}});
+  w.gauge("myapp_ratio", "A fraction.", 0.1);
+  w.gauge("myapp_inf", "Infinite.", std::numeric_limits<double>::infinity());
+  histogram_snapshot h;
+  h.upper_bounds = {0.001, 0.5, 10};
+  h.cumulative = {1, 3, 3, 4};
+  h.sum = 12.75;
+  h.count = 4;
+  w.histogram("myapp_latency_seconds", "Latency.", h, {{"queue", odd_queue}});
+  const std::string text = w.take();
+  CHECK_THAT(text, Catch::Contains("myapp_queue_depth{queue=\"we\\\"ird\\\\queue\\nwith "
+                                   "\xef\xbf\xbd\xef\xbf\xbd bytes\"} 3\n"));
+  CHECK_THAT(
+      text,
+      Catch::Contains(
+          "# HELP myapp_queue_depth Depth of a queue.\\nSecond line with a \\\\ backslash.\n"));
+  CHECK_THAT(text, Catch::Contains("# TYPE myapp_queue_depth gauge\nmyapp_queue_depth{"));
+  CHECK_THAT(text, Catch::Contains("myapp_queue_depth{queue=\"plain\"} 4\n"));
+  CHECK_THAT(text, Catch::Contains("myapp_workflows_total{workflow=\"wf \xc3\xa9t\xc3\xa9 "
+                                   "\\\"quoted\\\" back\\\\slash\"} 12345678901\n"));
+  CHECK_THAT(text, Catch::Contains("myapp_ratio 0.1\n"));
+  CHECK_THAT(text, Catch::Contains("myapp_inf +Inf\n"));
+  CHECK_THAT(text, Catch::Contains("myapp_latency_seconds_bucket{queue=\"we\\\"ird"));
+  CHECK_THAT(text, Catch::Contains("\",le=\"0.001\"} 1\n"));
+  CHECK_THAT(text, Catch::Contains("\",le=\"10\"} 3\n"));
+  CHECK_THAT(text, Catch::Contains("\",le=\"+Inf\"} 4\n"));
+  CHECK_THAT(text, Catch::Contains("myapp_latency_seconds_count{queue="));
+  CHECK(text.find("# HELP myapp_queue_depth") == text.rfind("# HELP myapp_queue_depth"));
+  check_with_promtool(text);
+
+  // Programming errors are refused.
+  prometheus_writer bad;
+  CHECK_THROWS_AS(bad.gauge("0starts_with_digit", "x", 1), std::invalid_argument);
+  CHECK_THROWS_AS(bad.gauge("ok", "x", 1, {{"bad-label", "v"}}), std::invalid_argument);
+  CHECK_THROWS_AS(bad.gauge("ok2", "x", 1, {{"__reserved", "v"}}), std::invalid_argument);
+  CHECK_THROWS_AS(bad.histogram("h", "x", h, {{"le", "1"}}), std::invalid_argument);
+  bad.gauge("first", "x", 1);
+  bad.gauge("second", "x", 1);
+  CHECK_THROWS_AS(bad.gauge("first", "x", 2), std::invalid_argument);     // not contiguous
+  CHECK_THROWS_AS(bad.counter("second", "x", 2), std::invalid_argument);  // another type
+}
+
+TEST_CASE(
+    "steps, replays, recoveries, parks and dead letters are counted, hooked and served to promtool",
+    "[metrics]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("metrics");
+  // A first process runs w-rec to its third step and dies there.
+  probe.hang_before = "s2";
+  test::with_open_engine(test::options(schema), &register_all,
+                         [&](engine& eng) -> asio::awaitable<void> {
+                           (void)co_await eng.start("counter", "w-rec", 3);
+                           co_await test::wait_rows(eng, "w-rec", 2);
+                         });
+  probe.hang_before.clear();
+
+  // The restarted process (same executor id) resumes it: two steps replayed, one executed.
+  seen_metrics seen;
+  auto o = test::options(schema);
+  o.on_metric = [&](const metric_observation& ob) { seen.add(ob); };
+  const std::string odd_queue = "odd \"queue\" \\ with\nnewline";
+  o.queues = {"default", odd_queue};
+  std::string text;
+  test::with_open_engine(o, &register_all, [&](engine& eng) -> asio::awaitable<void> {
+    const int rec = co_await eng.handle("w-rec").result<int>();
+    CHECK(rec == 3);
+    auto ok = co_await eng.start("counter", "w-ok", 3);
+    const int v = co_await ok.result<int>();
+    CHECK(v == 3);
+    auto m = eng.metrics();
+    CHECK(m.workflows_recovered == 1);
+    CHECK(m.steps_replayed == 2);
+    CHECK(m.steps_executed == 4);
+    // Every executed step is one journal row through the group committer.
+    CHECK(m.journal_write_seconds.count == 4);
+    CHECK(m.journal_write_seconds.cumulative.back() == 4);
+    CHECK(m.journal_write_seconds.sum > 0);
+    CHECK(m.group_commit_batch_size.count >= 1);
+    CHECK(m.group_commit_seconds.count == m.group_commit_batch_size.count);
+    CHECK(count_of(m.workflows_started, "start") == 1);
+    CHECK(count_of(m.workflows_finished, "succeeded") == 2);
+    CHECK(m.workflows_taken_over == 0);
+
+    // A dead letter and a park.
+    auto dead = co_await eng.start("dead", "w-dead");
+    auto dead_err = co_await test::error_of<workflow_dead_letter>(dead.result<int>());
+    CHECK(dead_err);
+    auto parked = co_await eng.start("park", "w-park");
+    auto park_err = co_await test::error_of<workflow_parked>(parked.result<int>());
+    CHECK(park_err);
+    co_await test::wait_idle(eng);
+    m = eng.metrics();
+    CHECK(m.workflows_dead_lettered == 1);
+    CHECK(count_of(m.workflows_parked, "requested") == 1);
+    CHECK(count_of(m.workflows_finished, "failed") == 0);
+
+    // Waiting work in the queues this engine serves, one of them oddly named.
+    enqueue_options later;
+    later.delay = 1h;
+    (void)co_await eng.enqueue(later, "counter", "w-q1", 1);
+    later.queue = odd_queue;
+    (void)co_await eng.enqueue(later, "counter", "w-q2", 1);
+    (void)co_await eng.enqueue(later, "counter", "w-q3", 1);
+    const auto depths = co_await eng.queue_depths();
+    REQUIRE(depths.size() == 2);
+    CHECK(depths[0].queue == "default");
+    CHECK(depths[0].queued == 1);
+    CHECK(depths[1].queue == odd_queue);
+    CHECK(depths[1].queued == 2);
+
+    // The endpoint, scraped over TCP.
+    unsigned short port = 0;
+    metrics_server_options so;
+    so.on_listening = [&](const asio::ip::tcp::endpoint& ep) { port = ep.port(); };
+    asio::cancellation_signal stop;
+    bool served = false;
+    std::exception_ptr serve_error;
+    asio::co_spawn(co_await asio::this_coro::executor,
+                   serve_metrics(eng, {asio::ip::make_address("127.0.0.1"), 0}, so),
+                   asio::bind_cancellation_slot(stop.slot(), [&](std::exception_ptr e) {
+                     served = true;
+                     serve_error = e;
+                   }));
+    while (port == 0) co_await test::sleep_ms(1);
+    const std::string get = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    const auto raw = co_await http_exchange(port, get);
+    const auto reply = parse_reply(raw);
+    CHECK(reply.status_line == "HTTP/1.1 200 OK");
+    CHECK(reply.content_type == "text/plain; version=0.0.4; charset=utf-8");
+    text = reply.body;
+    // A second scrape works as well (one request per connection).
+    const auto again = parse_reply(co_await http_exchange(port, get));
+    CHECK(again.status_line == "HTTP/1.1 200 OK");
+    m = eng.metrics();
+    CHECK(sample(text, "durable_steps_executed_total") == double(m.steps_executed));
+    CHECK(sample(text, "durable_steps_replayed_total") == 2.0);
+    CHECK(sample(text, "durable_workflows_recovered_total") == 1.0);
+    CHECK(sample(text, "durable_workflows_dead_lettered_total") == 1.0);
+    CHECK(sample(text, "durable_workflows_parked_total{reason=\"requested\"}") == 1.0);
+    CHECK(sample(text, "durable_workflows_finished_total{status=\"succeeded\"}") == 2.0);
+    CHECK(sample(text, "durable_journal_write_seconds_count") ==
+          double(m.journal_write_seconds.count));
+    CHECK(sample(text, "durable_journal_write_seconds_bucket{le=\"+Inf\"}") ==
+          double(m.journal_write_seconds.count));
+    CHECK(sample(text, "durable_queue_depth{queue=\"default\"}") == 1.0);
+    CHECK(sample(text, "durable_queue_depth{queue=\"odd \\\"queue\\\" \\\\ with\\nnewline\"}") ==
+          2.0);
+    CHECK(sample(text, "durable_queue_depth_ok") == 1.0);
+    CHECK(sample(text, "durable_executor_info{executor=\"exec-a\",version=\"\"}") == 1.0);
+    CHECK(sample(text, "durable_workflows_running") == 0.0);
+    CHECK(sample(text, "durable_lease_expired") == 0.0);
+
+    // The hook saw every observation the counters made.
+    CHECK(seen.calls["durable_steps_executed_total"] == m.steps_executed);
+    CHECK(seen.calls["durable_steps_replayed_total"] == m.steps_replayed);
+    CHECK(seen.calls["durable_workflows_recovered_total"] == 1);
+    CHECK(seen.calls["durable_workflows_dead_lettered_total"] == 1);
+    CHECK(seen.calls["durable_workflows_parked_total{reason=requested}"] == 1);
+    CHECK(seen.calls["durable_workflows_started_total{via=start}"] == 3 + 0);
+    CHECK(seen.calls["durable_journal_write_seconds"] == m.journal_write_seconds.count);
+    CHECK(seen.sums["durable_journal_write_seconds"] == Approx(m.journal_write_seconds.sum));
+    CHECK(seen.calls["durable_group_commit_batch_size"] == m.group_commit_batch_size.count);
+
+    // Cancelling the server's coroutine stops it.
+    stop.emit(asio::cancellation_type::terminal);
+    for (int i = 0; i < 2000 && !served; ++i) co_await test::sleep_ms(1);
+    CHECK(served);
+    CHECK_FALSE(serve_error);
+  });
+  check_with_promtool(text);
+}
+
+TEST_CASE("a takeover is counted", "[metrics]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("metrics_takeover");
+  probe.hang_before = "s1";
+  test::with_open_engine(test::options(schema, "exec-dies"), &register_all,
+                         [&](engine& eng) -> asio::awaitable<void> {
+                           (void)co_await eng.start("counter", "w-taken", 2);
+                           co_await test::wait_rows(eng, "w-taken", 1);
+                         });
+  probe.hang_before.clear();
+  auto o = test::options(schema, "exec-taker");
+  o.heartbeat_interval = 50ms;
+  o.lease_timeout = 300ms;
+  test::with_open_engine(o, &register_all, [&](engine& eng) -> asio::awaitable<void> {
+    const int v = co_await eng.handle("w-taken").result<int>();
+    CHECK(v == 1);
+    const auto m = eng.metrics();
+    CHECK(m.workflows_taken_over == 1);
+    CHECK(m.workflows_recovered == 0);
+    CHECK(m.steps_replayed == 1);
+    CHECK(m.steps_executed == 1);
+    const std::string text = co_await prometheus_text(eng);
+    CHECK(sample(text, "durable_workflows_taken_over_total") == 1.0);
+    co_await eng.shutdown();
+  });
+}
+
+TEST_CASE(
+    "the metrics endpoint answers 404, 405 and 400, survives malformed requests, and stops at "
+    "shutdown",
+    "[metrics]") {
+  const auto schema = test::fresh_schema("metrics_http");
+  std::vector<std::string> events;
+  auto o = test::options(schema);
+  o.on_event = [&](const event& e) {
+    events.push_back(std::string(e.component) + ": " + std::string(e.message));
+  };
+  test::with_open_engine(o, &register_all, [&](engine& eng) -> asio::awaitable<void> {
+    unsigned short port = 0;
+    metrics_server_options so;
+    so.on_listening = [&](const asio::ip::tcp::endpoint& ep) { port = ep.port(); };
+    so.timeout = 300ms;
+    bool served = false;
+    std::exception_ptr serve_error;
+    asio::co_spawn(co_await asio::this_coro::executor,
+                   serve_metrics(eng, {asio::ip::make_address("127.0.0.1"), 0}, so),
+                   [&](std::exception_ptr e) {
+                     served = true;
+                     serve_error = e;
+                   });
+    while (port == 0) co_await test::sleep_ms(1);
+
+    // A second server on the same port cannot bind: it throws at once.
+    const asio::ip::tcp::endpoint taken(asio::ip::make_address("127.0.0.1"), port);
+    auto bind_err = co_await test::error_of(serve_metrics(eng, taken));
+    CHECK(bind_err);
+
+    const std::string other = "GET /other HTTP/1.1\r\n\r\n";
+    const auto r404 = parse_reply(co_await http_exchange(port, other));
+    CHECK(r404.status_line == "HTTP/1.1 404 Not Found");
+    const std::string post = "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n";
+    const auto r405 = parse_reply(co_await http_exchange(port, post));
+    CHECK(r405.status_line == "HTTP/1.1 405 Method Not Allowed");
+    const std::string garbage = "\x01\x02 garbage\xff\r\n\r\n";
+    const auto r400 = parse_reply(co_await http_exchange(port, garbage));
+    CHECK(r400.status_line == "HTTP/1.1 400 Bad Request");
+    const std::string no_version = "GET /metrics\r\n\r\n";
+    const auto r400b = parse_reply(co_await http_exchange(port, no_version));
+    CHECK(r400b.status_line == "HTTP/1.1 400 Bad Request");
+    const std::string huge = "GET /metrics HTTP/1.1\r\nX-Big: " + std::string(20000, 'x');
+    const auto r431 = parse_reply(co_await http_exchange(port, huge));
+    CHECK(r431.status_line == "HTTP/1.1 431 Request Header Fields Too Large");
+    // A client that connects and says nothing, and one that stops halfway, are dropped.
+    {
+      asio::ip::tcp::socket idle(co_await asio::this_coro::executor);
+      co_await idle.async_connect(taken, asio::use_awaitable);
+      const std::string half = "GET ";
+      const auto cut = co_await http_exchange(port, half);  // closed after the server's timeout
+      CHECK(cut.empty());
+    }
+    const std::string head = "HEAD /metrics?x=1 HTTP/1.0\r\n\r\n";
+    const auto head_reply = parse_reply(co_await http_exchange(port, head));
+    CHECK(head_reply.status_line == "HTTP/1.1 200 OK");
+    CHECK(head_reply.body.empty());
+    // After all that, it still serves.
+    const std::string get = "GET /metrics HTTP/1.1\r\n\r\n";
+    const auto ok = parse_reply(co_await http_exchange(port, get));
+    CHECK(ok.status_line == "HTTP/1.1 200 OK");
+    CHECK_THAT(ok.body, Catch::Contains("# TYPE durable_journal_write_seconds histogram"));
+    CHECK(served == false);
+
+    // Shutdown stops it.
+    co_await eng.shutdown();
+    for (int i = 0; i < 2000 && !served; ++i) co_await test::sleep_ms(1);
+    CHECK(served);
+    CHECK_FALSE(serve_error);
+  });
+}
