@@ -4,6 +4,7 @@
 //
 // Note: Catch's assertion macros never contain co_await here (GCC 12 miscompiles that).
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "support/prometheus.hpp"
 #include "support/workflows.hpp"
 
 using namespace durable;
@@ -468,4 +470,90 @@ TEST_CASE("cli: help, bad arguments and database trouble give an exit status and
   // One line each: no stack trace, no multi-line libpq message.
   for (const auto* r : {&missing, &unreachable, &bad_schema, &unknown_verb})
     CHECK(std::count(r->err.begin(), r->err.end(), '\n') <= 2);
+}
+
+TEST_CASE("cli: metrics prints and serves the database's gauges, and promtool accepts them",
+          "[cli]") {
+  const std::string schema = test::fresh_schema("cli_metrics");
+  const std::string odd_queue = "mail \"EU\"\\\nnight";  // a quote, a backslash, a newline
+  with_cli_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    ck.charge_fixed = true;
+    for (int i = 0; i < 2; ++i) {
+      const std::string wid = "ok-" + std::to_string(i);
+      auto h = co_await eng.start("order", wid, std::string("m"));
+      (void)co_await h.result<std::string>();
+    }
+    for (int i = 0; i < 3; ++i) {
+      const std::string wid = "queued-" + std::to_string(i);
+      (void)co_await eng.enqueue({.queue = odd_queue}, "order", wid, std::string("m"));
+    }
+  });
+
+  // Printed once.
+  auto printed = cli_in(schema, {"metrics"});
+  REQUIRE(printed.status == 0);
+  test::check_with_promtool(printed.out);
+  const std::string s = "schema=\"" + schema + "\"";
+  CHECK(test::sample(printed.out, "durable_store_workflows{" + s + ",status=\"succeeded\"}") == 2);
+  CHECK(test::sample(printed.out, "durable_store_workflows{" + s + ",status=\"pending\"}") == 3);
+  CHECK(test::sample(printed.out, "durable_store_queue_queued{" + s +
+                                      ",queue=\"mail \\\"EU\\\"\\\\\\nnight\"}") == 3);
+  // The test's engine stopped without a shutdown: alive until its lease runs out, then dead.
+  CHECK(
+      test::sample(printed.out, "durable_store_executors{" + s + ",state=\"alive\"}").value_or(0) +
+          test::sample(printed.out, "durable_store_executors{" + s + ",state=\"dead\"}")
+              .value_or(0) ==
+      1);
+
+  // Served: start the program in the background on a free port, scrape it, stop it.
+  char err_path[] = "/tmp/durable-cli-listen-XXXXXX";
+  const int err_fd = ::mkstemp(err_path);
+  REQUIRE(err_fd >= 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(err_fd, 2);
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::execl(DURABLE_CLI_PATH, DURABLE_CLI_PATH, "--schema", schema.c_str(), "metrics", "--listen",
+            "127.0.0.1:0", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  REQUIRE(pid > 0);
+  unsigned short port = 0;
+  for (int i = 0; i < 1000 && port == 0; ++i) {
+    const std::string said = slurp(err_path);
+    const auto at = said.find("http://127.0.0.1:");
+    if (at != std::string::npos && said.find("/metrics", at) != std::string::npos)
+      port = static_cast<unsigned short>(std::stoi(said.substr(at + 17)));
+    else
+      ::usleep(10000);
+  }
+  INFO("stderr: " << slurp(err_path));
+  REQUIRE(port != 0);
+  const auto ok = test::parse_reply(
+      test::run(test::http_exchange(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")));
+  CHECK(ok.status_line == "HTTP/1.1 200 OK");
+  CHECK(ok.content_type == "text/plain; version=0.0.4; charset=utf-8");
+  test::check_with_promtool(ok.body);
+  CHECK(test::sample(ok.body, "durable_store_workflows{" + s + ",status=\"succeeded\"}") == 2);
+  const auto missing = test::parse_reply(
+      test::run(test::http_exchange(port, "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n")));
+  CHECK(missing.status_line == "HTTP/1.1 404 Not Found");
+  // The same port again: in use, refused with status 1.
+  auto busy = cli_in(schema, {"metrics", "--listen", "127.0.0.1:" + std::to_string(port)});
+  CHECK(busy.status == 1);
+  CHECK(contains(busy.err, "--listen"));
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  ::close(err_fd);
+  ::unlink(err_path);
+
+  for (const char* bad : {"9464", "localhost:9464", "127.0.0.1:http", "127.0.0.1:70000"}) {
+    auto r = cli_in(schema, {"metrics", "--listen", bad});
+    CHECK(r.status == 2);
+    CHECK(contains(r.err, "--listen"));
+  }
 }

@@ -29,6 +29,11 @@ struct metrics_server_options {
   std::size_t max_connections = 16;
   /// A request must arrive within this long, and its answer be written within as long.
   std::chrono::milliseconds timeout{10000};
+  /// What `GET /metrics` serves instead of prometheus_text(eng), for example that text with the
+  /// application's own metrics appended, or (the `durable metrics` program) gauges read from
+  /// the database. Called on the engine's executor for each scrape; an exception it throws is
+  /// reported, counted, and answered with 500.
+  std::function<asio::awaitable<std::string>()> exposition{};
 };
 
 /// Serves `GET /metrics` (HTTP/1.1; also HEAD) at `where` with prometheus_text(eng): 404 for

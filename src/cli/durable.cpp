@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
+#include <asio/signal_set.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -19,6 +20,8 @@
 #include <vector>
 
 #include "durable.hpp"
+#include "durable/metrics_server.hpp"
+#include "durable/prometheus.hpp"
 
 namespace {
 
@@ -37,6 +40,20 @@ const std::vector<std::string> all_statuses = {"pending", "running", "sleeping",
 const std::vector<std::string> finished_statuses = {"succeeded", "failed", "cancelled"};
 
 // ---- running the engine's coroutines ---------------------------------------------------------
+
+/// Runs `a` until it completes or the io_context is stopped (a signal): false then.
+inline bool run(asio::io_context& io, asio::awaitable<void> a) {
+  std::exception_ptr error;
+  bool finished = false;
+  asio::co_spawn(io, std::move(a), [&](std::exception_ptr e) {
+    error = e;
+    finished = true;
+  });
+  io.restart();
+  io.run();
+  if (error) std::rethrow_exception(error);
+  return finished;
+}
 
 template <class T>
 T run(asio::io_context& io, asio::awaitable<T> a) {
@@ -219,9 +236,14 @@ struct session {
     return o;
   }
 
+  // A plain function forwarding to the coroutine (GCC 12: see docs/concepts.md).
   asio::awaitable<std::vector<ojson>> rows_of(durable::query<durable::store::json_value> q) {
+    return rows_of_impl(std::move(q.st));
+  }
+  asio::awaitable<std::vector<ojson>> rows_of_impl(durable::pg::statement st) {
     std::vector<durable::store::json_value> rows;
     {
+      durable::query<durable::store::json_value> q{std::move(st)};
       auto c = co_await eng.pool().acquire();
       rows = co_await durable::store::fetch(*c, std::move(q));
     }
@@ -666,6 +688,133 @@ int cmd_migrate(session& s, const settings& g) {
   return done;
 }
 
+// ---- metrics ---------------------------------------------------------------------------------
+
+double number(const ojson& v) { return v.is_number() ? v.get<double>() : 0.0; }
+
+/// The database's gauges (what every executor shares: workflows by status, queues, executors,
+/// inboxes) as a Prometheus exposition. The engine's own metrics (steps, journal write latency,
+/// group commits) are per process: the application serves them (docs/metrics.md).
+asio::awaitable<std::string> database_exposition(session& s, double lease_s) {
+  auto stats_q = s.eng.schema().admin_stats(lease_s);
+  const auto stats_rows = co_await s.rows_of(std::move(stats_q));
+  auto queues_q = s.eng.schema().admin_queues();
+  const auto queues = co_await s.rows_of(std::move(queues_q));
+  auto executors_q = s.eng.schema().admin_executors(lease_s);
+  const auto executors = co_await s.rows_of(std::move(executors_q));
+  const ojson& st = stats_rows.at(0);
+  durable::prometheus_writer w;
+  const std::string schema = s.eng.schema().schema();
+  {
+    const durable::metric_label l[] = {{"schema", schema}};
+    w.gauge("durable_store_schema_version", "Schema version of durable's tables.",
+            number(st["schema_version"]), l);
+    for (const auto& status : all_statuses) {
+      const auto it = st["workflows"].find(status);
+      const durable::metric_label ls[] = {{"schema", schema}, {"status", status}};
+      w.gauge("durable_store_workflows", "Workflows in the database, by status.",
+              it == st["workflows"].end() ? 0.0 : number(*it), ls);
+    }
+    w.gauge("durable_store_journal_rows", "Journal rows (steps) in the database.",
+            number(st["journal_rows"]), l);
+    w.gauge("durable_store_steps_retrying", "Steps waiting for their next attempt.",
+            number(st["steps_retrying"]), l);
+    w.gauge("durable_store_failed_last_hour",
+            "Workflows that failed or were dead-lettered in the last hour.",
+            number(st["failed_last_hour"]), l);
+    w.gauge("durable_store_messages_unconsumed", "Messages sent and not yet received.",
+            number(st["messages_unconsumed"]), l);
+  }
+  const std::pair<const char*, const char*> per_queue[] = {
+      {"queued", "Workflows queued and due, waiting for room."},
+      {"delayed", "Workflows queued with a delay that has not passed."},
+      {"running", "Workflows of the queue that run now."},
+      {"sleeping", "Workflows of the queue that sleep or wait."},
+      {"oldest_queued_s", "Age of the oldest queued workflow (0: none)."}};
+  for (const auto& [key, help] : per_queue) {
+    const std::string name =
+        std::string("durable_store_queue_") +
+        (std::string(key) == "oldest_queued_s" ? "oldest_queued_seconds" : std::string(key));
+    for (const auto& q : queues) {
+      const std::string queue = q["queue"].get<std::string>();
+      const durable::metric_label l[] = {{"schema", schema}, {"queue", queue}};
+      w.gauge(name, help, number(q[key]), l);
+    }
+  }
+  for (const char* state : {"alive", "dead", "released"}) {
+    double n = 0;
+    for (const auto& e : executors)
+      if (e["state"] == state) ++n;
+    const durable::metric_label l[] = {{"schema", schema}, {"state", state}};
+    w.gauge("durable_store_executors",
+            "Registered executors, by state (alive: heartbeat within "
+            "the lease).",
+            n, l);
+  }
+  for (const char* state : {"alive", "dead", "released"}) {
+    double owned = 0;
+    for (const auto& e : executors)
+      if (e["state"] == state) owned += number(e["owned"]);
+    const durable::metric_label l[] = {{"schema", schema}, {"state", state}};
+    w.gauge("durable_store_owned_workflows",
+            "Unfinished workflows owned by executors, by the executor's state.", owned, l);
+  }
+  co_return w.take();
+}
+
+/// "HOST:PORT" ("[::1]:9464" for IPv6) as an endpoint.
+asio::ip::tcp::endpoint parse_listen(const std::string& text) {
+  const auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size())
+    throw failure(bad_usage, "--listen: '" + one_line(text) +
+                                 "' is not HOST:PORT (127.0.0.1:9464, [::1]:9464)");
+  std::string host = text.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  const std::string port_text = text.substr(colon + 1);
+  unsigned long port = 0;
+  std::size_t used = 0;
+  try {
+    port = std::stoul(port_text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != port_text.size() || port > 65535)
+    throw failure(bad_usage, "--listen: '" + one_line(port_text) + "' is not a port (0 to 65535)");
+  asio::error_code ec;
+  const auto address = asio::ip::make_address(host, ec);
+  if (ec)
+    throw failure(bad_usage,
+                  "--listen: '" + one_line(host) + "' is not an IP address: " + ec.message());
+  return {address, static_cast<unsigned short>(port)};
+}
+
+int cmd_metrics(session& s, double lease_s, const std::string& listen) {
+  if (listen.empty()) {
+    const std::string text = run(s.io, database_exposition(s, lease_s));
+    std::fputs(text.c_str(), stdout);
+    return done;
+  }
+  const auto where = parse_listen(listen);
+  durable::metrics_server_options o;
+  o.on_listening = [](const asio::ip::tcp::endpoint& at) {
+    std::fprintf(
+        stderr, "durable: serving the database's metrics at http://%s/metrics\n",
+        (at.address().is_v6() ? "[" + at.address().to_string() + "]" : at.address().to_string())
+            .append(":" + std::to_string(at.port()))
+            .c_str());
+  };
+  o.exposition = [&s, lease_s]() { return database_exposition(s, lease_s); };
+  asio::signal_set stop(s.io, SIGINT, SIGTERM);
+  stop.async_wait([&s](const asio::error_code&, int) { s.io.stop(); });
+  try {
+    (void)run(s.io, durable::serve_metrics(s.eng, where, std::move(o)));
+  } catch (const asio::system_error& e) {
+    throw failure(not_done, "--listen " + one_line(listen) + ": " + e.what());
+  }
+  return done;
+}
+
 // ---- errors ----------------------------------------------------------------------------------
 
 int report(int status, std::string message) {
@@ -838,6 +987,7 @@ int main(int argc, char** argv) {
     if (gc->parsed()) return cmd_gc(s, g, older_than, gc_statuses, batch, dry_run);
     if (migrate->parsed()) return cmd_migrate(s, g);
     if (stats->parsed()) return cmd_stats(s, g, lease_s);
+    if (metrics->parsed()) return cmd_metrics(s, lease_s, listen);
   } catch (...) {
     return explain(g);
   }

@@ -201,6 +201,24 @@ inline asio::awaitable<void> metrics_connection(std::shared_ptr<metrics_server_s
       } else if (target != "/metrics") {
         const std::string body = "not found; the metrics are at /metrics\n";
         response = http_response("404 Not Found", plain, body, head);
+      } else if (m->options.exposition) {
+        std::string body;
+        bool produced = true;
+        try {
+          body = co_await m->options.exposition();
+        } catch (const std::exception& e) {
+          produced = false;
+          m->s->counters.background_failures.add(
+              m->s->counters.background_failures.index("metrics"));
+          m->s->report(severity::warning, "metrics", "",
+                       std::string("the metrics exposition failed: ") + e.what());
+        }
+        if (produced) {
+          response = http_response("200 OK", prometheus_writer::content_type, body, head);
+        } else {
+          const std::string failure = "the metrics could not be produced; see the log\n";
+          response = http_response("500 Internal Server Error", plain, failure, head);
+        }
       } else {
         const std::string body = co_await prometheus_text_on_strand(m->s);
         response = http_response("200 OK", prometheus_writer::content_type, body, head);
