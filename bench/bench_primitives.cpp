@@ -33,6 +33,8 @@
 //                                ("sq[i]", returns i * i), start() to its result
 //   BM_map/N/K                   one workflow runs ctx.map over N items with K in flight, the
 //                                same trivial function: N steps "sq[i]", start() to its result
+//   BM_continue_as_new/K/G       a poller: K trivial steps, then ctx.continue_as_new, G
+//                                generations; start() to its result, reported per generation
 //
 // main() prints a summary. Database: $DURABLE_DATABASE_URL, else libpq's PG* variables. Drops and
 // recreates the schema bench_primitives and the table bench_primitives_floor.
@@ -180,6 +182,18 @@ asio::awaitable<std::int64_t> mapped(durable::context& ctx, int n, int in_flight
   co_return sum;
 }
 
+/// A poller: `k` steps "s[i]" (trivial), then continue as new, until `rounds` generations ran;
+/// returns the last generation's number.
+asio::awaitable<std::int64_t> cycling(durable::context& ctx, int round, int rounds, int k) {
+  for (int i = 0; i < k; ++i) {
+    const std::string name = "s[" + std::to_string(i) + "]";
+    auto step = ctx.step(name, [] { return 1; });
+    co_await std::move(step);
+  }
+  if (round + 1 >= rounds) co_return std::int64_t(ctx.generation());
+  co_return co_await ctx.continue_as_new<&cycling>(round + 1, rounds, k);
+}
+
 // ---- memory -------------------------------------------------------------------------------
 
 struct memory_use {
@@ -244,6 +258,7 @@ struct fixture {
     eng->register_workflow("ponger", &ponger);
     eng->register_workflow("sequential", &sequential);
     eng->register_workflow("mapped", &mapped);
+    eng->register_workflow("cycling", &cycling);
     (void)bench::run_on(io, eng->open());
   }
 
@@ -360,14 +375,15 @@ void check(bool ok, const std::string& what) {
   if (!ok) throw std::runtime_error(what);
 }
 
-std::vector<double> unload_samples;              // seconds, BM_unload_one
-std::vector<double> unload_after_start_samples;  // the part after start() returned
-std::vector<double> resume_samples;              // seconds, BM_resume_one
-std::vector<double> overshoot_samples;           // seconds, BM_wake_overshoot
-std::vector<double> message_samples[2];          // seconds per iteration, BM_messages/R/T
-std::vector<double> round_trips[2];              // seconds per round trip, BM_messages/R/T
-std::vector<double> sequential_samples;          // seconds per iteration, BM_sequential_steps
-std::vector<double> map_samples;                 // seconds per iteration, BM_map
+std::vector<double> unload_samples;                   // seconds, BM_unload_one
+std::vector<double> unload_after_start_samples;       // the part after start() returned
+std::vector<double> resume_samples;                   // seconds, BM_resume_one
+std::vector<double> overshoot_samples;                // seconds, BM_wake_overshoot
+std::vector<double> message_samples[2];               // seconds per iteration, BM_messages/R/T
+std::vector<double> round_trips[2];                   // seconds per round trip, BM_messages/R/T
+std::vector<double> sequential_samples;               // seconds per iteration, BM_sequential_steps
+std::vector<double> map_samples;                      // seconds per iteration, BM_map
+std::map<int, std::vector<double>> continue_samples;  // K: seconds per generation
 
 double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
@@ -653,6 +669,44 @@ void BM_map(benchmark::State& state) {
   run_fan_out(state, map_samples, "mapped", n, n, in_flight);
 }
 
+/// BM_continue_as_new/K/G: start() of `cycling` (K steps per generation, G generations) until
+/// its result; a sample is the time per generation.
+void BM_continue_as_new(benchmark::State& state) {
+  auto& f = fx();
+  const int k = int(state.range(0)), g = int(state.range(1));
+  int round = 0;
+  const auto before = f.eng->stats();
+  try {
+    f.clear();
+    for (auto _ : state) {
+      const std::string id = "cycling-" + std::to_string(round++);
+      double elapsed = 0;
+      std::int64_t last = -1;
+      bench::run_on(f.io, [&]() -> asio::awaitable<void> {
+        const auto t0 = std::chrono::steady_clock::now();
+        auto started = f.eng->start("cycling", id, 0, g, k);
+        const durable::workflow_handle h = co_await std::move(started);
+        auto result = h.result<std::int64_t>();
+        last = co_await std::move(result);
+        elapsed = bench::seconds_since(t0);
+      }());
+      continue_samples[k].push_back(elapsed / g);
+      state.SetIterationTime(elapsed);
+      check(last == g - 1, "wrong generation");
+    }
+    check(f.count("SELECT count(*) FROM " + schema + ".steps") == long(k) * round,
+          "a journal holds more than its last generation");
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  const double n = double(std::max<std::int64_t>(1, state.iterations()));
+  state.counters["round_trips/gen"] =
+      double(f.eng->stats().round_trips - before.round_trips) / n / g;
+  state.counters["generations/s"] =
+      benchmark::Counter(double(g), benchmark::Counter::kIsIterationInvariantRate);
+  f.clear();
+}
+
 // ---- memory -------------------------------------------------------------------------------
 
 struct memory_result {
@@ -778,6 +832,12 @@ BENCHMARK(BM_map)
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime()
     ->Iterations(5);
+BENCHMARK(BM_continue_as_new)
+    ->Args({0, 200})
+    ->Args({5, 100})
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(5);
 BENCHMARK(BM_sleeping_memory)
     ->Arg(1000)
     ->Arg(10000)
@@ -880,6 +940,20 @@ int main(int argc, char** argv) {
     std::printf(")");
     if (seq_per)
       std::printf("; map / sequential: %.3f (%.1fx faster)", per / *seq_per, *seq_per / per);
+    std::printf("\n");
+  }
+  for (const auto& [k, samples] : continue_samples) {
+    // One generation: k steps, the continue_as_new statement, the next generation's start.
+    const double med = percentile(samples, 0.5);
+    std::printf(
+        "  continue_as_new, %d steps per generation: median %.1f us per generation (%.2f "
+        "commits)",
+        k, med * 1e6, in_commits(med));
+    if (k > 0 && seq_per) {
+      const double cont = med - k * *seq_per;
+      std::printf("; minus %d sequential steps: %.1f us for the continue (%.2f commits)", k,
+                  cont * 1e6, in_commits(cont));
+    }
     std::printf("\n");
   }
   if (!memory_results.empty()) {

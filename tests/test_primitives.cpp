@@ -211,7 +211,102 @@ asio::awaitable<int> quarter_wf(context& ctx) {
   });
 }
 
+// ---- journal limit, continue as new
+
+// `steps` steps, a durable sleep of `sleep_ms` (none if 0), then `extra` more steps.
+asio::awaitable<int> long_wf(context& ctx, int steps, int sleep_ms, int extra) {
+  int sum = 0;
+  for (int i = 0; i < steps; ++i)
+    sum += co_await ctx.step("s", [&] {
+      ++probe.calls["long"];
+      return i;
+    });
+  if (sleep_ms > 0) co_await ctx.sleep_for(std::chrono::milliseconds(sleep_ms));
+  for (int i = 0; i < extra; ++i)
+    sum += co_await ctx.step("extra", [&] {
+      ++probe.calls["long-extra"];
+      return 1000;
+    });
+  co_return sum;
+}
+
+// A poller: per generation three steps and one look for a "tick" message; it continues as new
+// with its running count and sum until it has run `rounds` generations and received `expect`
+// messages. Its journal never holds more than 5 rows (3 steps, a recv's deadline and value).
+asio::awaitable<long> poller_wf(context& ctx, int round, int rounds, int expect, int got,
+                                long sum) {
+  if (ctx.generation() != round) ++probe.calls["wrong-generation"];
+  for (int i = 0; i < 3; ++i)
+    co_await ctx.step("poll", [&](const step_info& info) {
+      ++probe.calls["poll"];
+      const std::string tag = round == 0 ? std::to_string(info.seq)
+                                         : std::to_string(round) + "." + std::to_string(info.seq);
+      if (info.idempotency_key != ctx.workflow_id() + ":" + tag) ++probe.calls["wrong-key"];
+    });
+  const auto tick = co_await ctx.recv<int>("tick", 20ms);
+  if (tick) {
+    ++got;
+    sum += *tick;
+  }
+  const int size = int(ctx.journal_size());
+  probe.calls["max-journal"] = std::max(probe.calls["max-journal"], size);
+  if (round + 1 >= rounds && got >= expect) co_return sum;
+  co_return co_await ctx.continue_as_new<&poller_wf>(round + 1, rounds, expect, got, sum);
+}
+
+// Per generation: a child at step 0, its result at step 1, a send to itself at step 2 (the
+// same step numbers in every generation), then continue as new until `rounds` ran.
+asio::awaitable<int> cycler_wf(context& ctx, int round, int rounds, int total) {
+  auto child = co_await ctx.start_child("child", round + 1);
+  const int v = co_await child.result<int>();
+  const std::string self = ctx.workflow_id();
+  co_await ctx.send(self, "note", round);
+  total += v;
+  if (round + 1 >= rounds) co_return total;
+  co_return co_await ctx.continue_as_new<int>(round + 1, rounds, total);
+}
+
+// continue_as_new misused: from inside a ctx.all branch, or with arguments of other types.
+asio::awaitable<int> continue_branch(context& ctx, int round) {
+  co_await ctx.continue_as_new(round + 1);
+  co_return 2;
+}
+asio::awaitable<void> cont_in_join_wf(context& ctx, int round) {
+  if (round > 0) co_return;
+  auto a = ctx.step("a", [] { return 1; });
+  auto b = continue_branch(ctx, round);
+  (void)co_await ctx.all(std::move(a), std::move(b));
+}
+asio::awaitable<void> cont_wrong_wf(context& ctx, int round) {
+  if (round > 0) co_return;
+  const std::string wrong = "not an int";
+  co_await ctx.continue_as_new(wrong);
+}
+
+// For the crash test: two transactional effects per generation, then continue as new; the
+// process kills itself (SIGKILL) just before continuing in generation `die_before`, or at the
+// very start of generation `die_at_start` (after the continue committed).
+std::string effects_table;
+int die_before = -1, die_at_start = -1;
+asio::awaitable<int> crash_poller_wf(context& ctx, int round, int rounds) {
+  if (round == die_at_start) ::raise(SIGKILL);
+  for (int i = 0; i < 2; ++i)
+    co_await ctx.transaction("effect", [&](pg::transaction& tx) -> asio::awaitable<void> {
+      const std::string sql = "INSERT INTO " + effects_table + " VALUES ($1, $2)";
+      co_await tx.exec(sql, round, i);
+    });
+  if (round + 1 >= rounds) co_return round;
+  if (round == die_before) ::raise(SIGKILL);
+  co_return co_await ctx.continue_as_new<&crash_poller_wf>(round + 1, rounds);
+}
+
 void register_all(engine& eng) {
+  eng.register_workflow("long", &long_wf);
+  eng.register_workflow("poller", &poller_wf);
+  eng.register_workflow("cycler", &cycler_wf);
+  eng.register_workflow("cont-in-join", &cont_in_join_wf);
+  eng.register_workflow("cont-wrong", &cont_wrong_wf);
+  eng.register_workflow("crash-poller", &crash_poller_wf);
   eng.register_workflow("counter", &test::counter_wf);
   eng.register_workflow("quarter", &quarter_wf);
   eng.register_workflow("any-recv", &any_recv_wf);
@@ -1089,4 +1184,273 @@ TEST_CASE("retention deletes finished workflows under load and loses no unfinish
   CHECK(probe.calls["s0"] == n);
   CHECK(probe.calls["s1"] == n);
   CHECK(probe.calls["s2"] == n);
+}
+
+// ---- journal limit, continue as new
+
+TEST_CASE("journal limit: warned once, parked before the step beyond it, resumed when raised",
+          "[journal-limit]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("jlimit");
+  std::vector<std::string> warnings;
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto h = co_await eng.start("long", "w-long", 30, 0, 0);
+        std::string parked;
+        try {
+          (void)co_await h.result<int>();
+        } catch (const workflow_parked& e) {
+          parked = e.what();
+        }
+        INFO(parked);
+        CHECK(parked.find("'w-long'") != std::string::npos);
+        CHECK(parked.find("step 20 's'") != std::string::npos);
+        CHECK(parked.find("limit of 20 rows") != std::string::npos);
+        CHECK(parked.find("continue_as_new") != std::string::npos);
+        CHECK(parked.find("raise journal_limit and resume") != std::string::npos);
+        const auto rows = co_await scalar(
+            eng, "SELECT count(*)::text FROM " + q(schema) + ".steps WHERE workflow_id = $1",
+            std::string("w-long"));
+        CHECK(rows == "20");
+        const auto state = co_await scalar(eng,
+                                           "SELECT status || ':' || (error->>'type') FROM " +
+                                               q(schema) + ".workflows WHERE id = $1",
+                                           std::string("w-long"));
+        CHECK(state == "parked:durable::journal_limit_exceeded");
+      },
+      [&](engine_options& o) {
+        o.journal_limit = 20;
+        o.on_event = [&](const event& e) {
+          if (e.level == severity::warning && e.message.find("of its limit") != std::string::npos)
+            warnings.emplace_back(std::string(e.workflow_id) + ": " + std::string(e.message));
+        };
+      });
+  CHECK(probe.calls["long"] == 20);  // the 21st step did not run
+  REQUIRE(warnings.size() == 1);     // once, at 80 % (16 rows), not at every step after
+  CHECK(warnings[0].find("w-long: workflow 'w-long' (long): its journal holds 16 rows, 80 % of "
+                         "its limit of 20 rows") == 0);
+  CHECK(warnings[0].find("ctx.continue_as_new") != std::string::npos);
+  // An operator raises the limit and resumes it: it finishes, nothing ran twice.
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        const std::string id = "w-long";
+        const bool resumed = co_await eng.resume(id);
+        CHECK(resumed);
+        const int sum = co_await eng.handle("w-long").result<int>();
+        CHECK(sum == 435);
+      },
+      [&](engine_options& o) { o.journal_limit = 40; });
+  CHECK(probe.calls["long"] == 30);
+}
+
+TEST_CASE("a journal already over a lowered limit replays, and only a new step is refused",
+          "[journal-limit]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("jlower");
+  // 12 steps and a sleep row (13 rows) under the default limit; the engine stops during the
+  // sleep.
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    (void)co_await eng.start("long", "w-done", 12, 1500, 0);
+    (void)co_await eng.start("long", "w-more", 12, 1500, 1);
+    for (int i = 0; i < 500; ++i) {
+      const auto n =
+          co_await scalar(eng, "SELECT count(*)::text FROM " + q(schema) + ".steps WHERE kind = $1",
+                          std::string("sleep"));
+      if (n == "2") break;
+      co_await test::sleep_ms(10);
+    }
+  });
+  CHECK(probe.calls["long"] == 24);
+  // The limit is lowered to 10: both journals (13 rows) are over it.
+  std::vector<std::string> warnings;
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        const int sum = co_await eng.handle("w-done").result<int>();
+        CHECK(sum == 66);  // replayed 13 rows and returned: nothing new to journal
+        std::string parked;
+        try {
+          (void)co_await eng.handle("w-more").result<int>();
+        } catch (const workflow_parked& e) {
+          parked = e.what();
+        }
+        CHECK(parked.find("step 13 'extra' would be row 14 of its journal, beyond the limit of "
+                          "10 rows") != std::string::npos);
+      },
+      [&](engine_options& o) {
+        o.journal_limit = 10;
+        o.on_event = [&](const event& e) {
+          if (e.message.find("of its limit") != std::string::npos)
+            warnings.emplace_back(e.workflow_id);
+        };
+      });
+  CHECK(probe.calls["long"] == 24);       // replayed, not run again
+  CHECK(probe.calls["long-extra"] == 0);  // refused at the limit
+  CHECK(warnings.empty());                // a replay appends nothing; the park itself is the report
+}
+
+TEST_CASE("a poller continues as new 50 times, its journal bounded, every message received once",
+          "[continue-as-new]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("poller");
+  constexpr int messages = 40;
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    // Messages sent before the start are refused (no such workflow): start first, then send
+    // some at once and the rest while it runs through its generations.
+    auto h = co_await eng.start("poller", "w-poll", 0, 50, messages, 0, 0L);
+    for (int i = 1; i <= messages; ++i) {
+      (void)co_await eng.send("w-poll", "tick", i);
+      if (i > 10) co_await test::sleep_ms(15);
+    }
+    const long sum = co_await h.result<long>();
+    CHECK(sum == long(messages) * (messages + 1) / 2);
+    const auto row = co_await scalar(
+        eng,
+        "SELECT status || ':' || generation || ':' || (SELECT count(*) FROM " + q(schema) +
+            ".steps WHERE workflow_id = w.id) FROM " + q(schema) + ".workflows w WHERE id = $1",
+        std::string("w-poll"));
+    const auto parts = row.substr(0, row.find(':'));
+    CHECK(parts == "succeeded");
+    const int generation = std::stoi(row.substr(row.find(':') + 1));
+    CHECK(generation >= 49);
+    const auto left = co_await scalar(eng,
+                                      "SELECT count(*)::text || ':' || count(consumed_at)::text "
+                                      "FROM " +
+                                          q(schema) + ".messages WHERE workflow_id = $1",
+                                      std::string("w-poll"));
+    CHECK(left.substr(0, left.find(':')) == left.substr(left.find(':') + 1));  // none unconsumed
+    CHECK(probe.calls["poll"] == 3 * (generation + 1));
+  });
+  CHECK(probe.calls["wrong-generation"] == 0);
+  CHECK(probe.calls["wrong-key"] == 0);
+  CHECK(probe.calls["max-journal"] <= 5);
+  CHECK(probe.calls["max-journal"] >= 4);
+}
+
+TEST_CASE("a child or a send at the same step in two generations is a new child and a new message",
+          "[continue-as-new][children][messages]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("cycler");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("cycler", "w-cyc", 0, 3, 0);
+    const int total = co_await h.result<int>();
+    CHECK(total == 2 + 4 + 6);  // each generation's own child: (round + 1) * 2
+    const auto children = co_await scalar(eng,
+                                          "SELECT string_agg(id || '=' || output::text, ',' "
+                                          "ORDER BY id) FROM " +
+                                              q(schema) + ".workflows WHERE parent_id = $1",
+                                          std::string("w-cyc"));
+    CHECK(children == "w-cyc/0=2,w-cyc/1.0=4,w-cyc/2.0=6");
+    const auto notes =
+        co_await scalar(eng,
+                        "SELECT string_agg(idempotency_key || '=' || payload::text, ',' ORDER BY "
+                        "id) FROM " +
+                            q(schema) + ".messages WHERE workflow_id = $1 AND topic = 'note'",
+                        std::string("w-cyc"));
+    CHECK(notes == "w-cyc:2=0,w-cyc:1.2=1,w-cyc:2.2=2");
+  });
+  CHECK(probe.calls["child-work"] == 3);
+}
+
+TEST_CASE("continue_as_new inside a join or with arguments of the wrong type parks the workflow",
+          "[continue-as-new]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("contbad");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto a = co_await eng.start("cont-in-join", "w-join", 0);
+    auto b = co_await eng.start("cont-wrong", "w-wrong", 0);
+    std::string in_join, wrong;
+    try {
+      co_await a.result<void>();
+    } catch (const workflow_parked& e) {
+      in_join = e.what();
+    }
+    try {
+      co_await b.result<void>();
+    } catch (const workflow_parked& e) {
+      wrong = e.what();
+    }
+    CHECK(in_join.find("continue_as_new() was called inside a branch of ctx.all") !=
+          std::string::npos);
+    CHECK(wrong.find("got the arguments [\"not an int\"], which do not decode as the workflow's "
+                     "parameters (int)") != std::string::npos);
+    const auto generations =
+        co_await scalar(eng,
+                        "SELECT string_agg(generation::text, ',' ORDER BY id) FROM " + q(schema) +
+                            ".workflows WHERE id LIKE $1",
+                        std::string("w-%"));
+    CHECK(generations == "0,0");  // nothing continued
+  });
+}
+
+TEST_CASE("killed just before and after continue_as_new, a poller resumes the right generation",
+          "[continue-as-new][crash][process]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("contkill");
+  effects_table = q(schema) + ".effects";
+  test::run([&]() -> asio::awaitable<void> {
+    engine eng(co_await asio::this_coro::executor, test::options(schema, "setup"));
+    (void)co_await eng.migrate();
+    auto c = co_await eng.pool().acquire();
+    const std::string ddl = "CREATE TABLE " + effects_table + " (round integer, i integer)";
+    (void)co_await c->exec(ddl);
+  }());
+  auto wait_exit = [](executor_process& p) {
+    for (int i = 0; i < 3000 && p.pid > 0; ++i) {
+      int status = 0;
+      if (::waitpid(p.pid, &status, WNOHANG) == p.pid) {
+        CHECK(WIFSIGNALED(status));
+        CHECK(WTERMSIG(status) == SIGKILL);
+        p.pid = -1;
+        return;
+      }
+      ::usleep(10000);
+    }
+    FAIL("the executor process did not die");
+  };
+  // The first process dies in generation 3 after its effects, before continuing.
+  die_before = 3;
+  die_at_start = -1;
+  executor_process first;
+  spawn_executor(first, schema, "exec-1", [](engine& eng) -> asio::awaitable<void> {
+    (void)co_await eng.start("crash-poller", "w-cp", 0, 10);
+  });
+  wait_exit(first);
+  // The second takes it over (lease 300 ms), replays generation 3 (its effects are not
+  // repeated), continues, and dies at the start of generation 6, after that continue
+  // committed.
+  die_before = -1;
+  die_at_start = 6;
+  executor_process second;
+  spawn_executor(second, schema, "exec-2", [](engine&) -> asio::awaitable<void> { co_return; });
+  wait_exit(second);
+  die_at_start = -1;
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        const auto at = co_await scalar(
+            eng, "SELECT generation::text FROM " + q(schema) + ".workflows WHERE id = $1",
+            std::string("w-cp"));
+        CHECK(at == "6");  // the continue that the kill followed had committed
+        const int last = co_await eng.handle("w-cp").result<int>();
+        CHECK(last == 9);
+        const auto effects = co_await scalar(
+            eng,
+            "SELECT count(*)::text || ':' || count(DISTINCT (round, i))::text || ':' || "
+            "min(round)::text || ':' || max(round)::text FROM " +
+                effects_table + " WHERE $1 = $1",
+            std::string("x"));
+        CHECK(effects == "20:20:0:9");  // every generation's two effects, each exactly once
+        const auto row = co_await row_of(eng, "w-cp");
+        CHECK(row.status == "succeeded");
+      },
+      [](engine_options& o) { o.lease_timeout = 300ms; }, "exec-3");
 }

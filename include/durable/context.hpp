@@ -184,7 +184,36 @@ constexpr void check_step_function() {
 #endif
 }
 
+/// Before a new step runs: the run may still start steps (not released, cancelled, or after a
+/// failed write; see require_running) and the journal has room for its row (journal_limit).
 DURABLE_DECL void require_live(run_state& s, int seq, const std::string& name);
+DURABLE_DECL void require_running(run_state& s, int seq, const std::string& name);
+
+/// ctx.continue_as_new: checks the new inputs against the registered signature, that no
+/// journaled step lies beyond this point (I5) and that no join runs, then commits the next
+/// generation (one fenced statement) and throws continued_as_new.
+DURABLE_DECL asio::awaitable<void> continue_run(run_state& s, const std::string& inputs);
+/// continue_as_new is refused in a branch of ctx.all/any/map (parks the workflow).
+DURABLE_DECL void refuse_continue_in_join(run_state& s);
+
+/// The parameter types of a workflow function (a function, a function pointer, or a
+/// captureless lambda), for a continue_as_new typed against it.
+template <class F>
+struct workflow_function_traits : workflow_function_traits<decltype(&F::operator())> {};
+template <class R, class... Args>
+struct workflow_function_traits<asio::awaitable<R> (*)(context&, Args...)> {
+  using result = R;
+  using args = std::tuple<std::decay_t<Args>...>;
+};
+template <class R, class... Args>
+struct workflow_function_traits<asio::awaitable<R>(context&, Args...)>
+    : workflow_function_traits<asio::awaitable<R> (*)(context&, Args...)> {};
+template <class C, class R, class... Args>
+struct workflow_function_traits<asio::awaitable<R> (C::*)(context&, Args...) const>
+    : workflow_function_traits<asio::awaitable<R> (*)(context&, Args...)> {};
+template <class C, class R, class... Args>
+struct workflow_function_traits<asio::awaitable<R> (C::*)(context&, Args...)>
+    : workflow_function_traits<asio::awaitable<R> (*)(context&, Args...)> {};
 
 /// Whether the failure `e` of a step may be tried again under `policy`.
 DURABLE_DECL bool retryable(const retry& policy, std::exception_ptr e);
@@ -587,6 +616,57 @@ public:
     return s_->key(s_->current_seq);
   }
 
+  /// The rows this generation's journal holds: those loaded when the run began plus those it
+  /// journaled since. engine_options::journal_limit bounds it (a new step beyond it parks the
+  /// workflow); a workflow that runs for ever continues as new before it gets there:
+  ///
+  ///   if (ctx.journal_size() > 1000) co_return co_await ctx.continue_as_new<&poll>(cursor);
+  [[nodiscard]] std::size_t journal_size() const noexcept { return s_->journal_rows; }
+
+  /// How many times this workflow continued as new (0 for a workflow that never did).
+  [[nodiscard]] std::int64_t generation() const noexcept { return s_->generation; }
+
+  /// Ends this run and starts the workflow again from the top, under the same id, with `args`
+  /// as its inputs and an empty journal: generation n + 1. One fenced statement replaces the
+  /// inputs, deletes the journal, the recorded attempts and the consumed messages of
+  /// generation n and bumps the generation; then the new generation starts at once in this
+  /// process. Unconsumed messages stay for it, handles and result() keep working (same id).
+  /// Crash-safe: before the statement commits a replay reaches this call again; after it the
+  /// new generation runs. The awaitable never completes: write
+  ///
+  ///   co_return co_await ctx.continue_as_new<&poll>(next_cursor);
+  ///
+  /// `Workflow` (a function or a captureless lambda with the workflow's signature) types the
+  /// call at compile time: `args` must convert to its parameters, and the awaitable's type is
+  /// its result type. The workflow that continues is this one (its registered name); refused
+  /// (the workflow parked) inside a ctx.all/any/map branch, inside a step, or with arguments
+  /// that do not decode as the registered parameters. See docs/primitives.md#continue-as-new.
+  template <auto Workflow, class... A>
+  [[nodiscard]] auto continue_as_new(const A&... args)
+      -> asio::awaitable<typename detail::workflow_function_traits<
+          std::remove_pointer_t<decltype(Workflow)>>::result> {
+    using traits = detail::workflow_function_traits<std::remove_pointer_t<decltype(Workflow)>>;
+    using params = typename traits::args;
+    static_assert(std::tuple_size_v<params> == sizeof...(A),
+                  "continue_as_new<Workflow>(args...): give as many arguments as the workflow "
+                  "has parameters (after its context&)");
+    return continue_typed<typename traits::result>(static_cast<params*>(nullptr), args...);
+  }
+
+  /// The same without a function to type it against: the result type `R` (void by default)
+  /// is given, and the arguments are checked when the call runs against the parameters the
+  /// workflow was registered with (a mismatch parks the workflow with a clear reason).
+  ///
+  ///   co_await ctx.continue_as_new(next_cursor);                     // a void workflow
+  ///   co_return co_await ctx.continue_as_new<int>(next_cursor);      // an int one
+  template <class R = void, class... A>
+  [[nodiscard]] asio::awaitable<R> continue_as_new(const A&... args) {
+    detail::refuse_continue_in_join(*s_);
+    detail::check_not_nested(*s_, "continue_as_new");
+    std::string inputs = detail::encode_inputs(args...).dump();
+    return continue_impl<R>(std::move(inputs));
+  }
+
   /// True while the next step will come from the journal.
   [[nodiscard]] bool replaying() const noexcept {
     return std::size_t(s_->next_seq) < s_->journal.size() && s_->journal[std::size_t(s_->next_seq)];
@@ -826,6 +906,22 @@ private:
                   unsigned((hi >> 16) & 0xffff), unsigned(hi & 0xffff), unsigned(lo >> 48),
                   static_cast<unsigned long long>(lo & 0xffffffffffffull));
     return buf;
+  }
+
+  template <class R, class... P, class... A>
+  asio::awaitable<R> continue_typed(std::tuple<P...>*, const A&... args) {
+    static_assert((std::is_convertible_v<const A&, P> && ...),
+                  "continue_as_new<Workflow>(args...): an argument does not convert to the "
+                  "workflow's parameter type");
+    detail::refuse_continue_in_join(*s_);
+    detail::check_not_nested(*s_, "continue_as_new");
+    std::string inputs = detail::encode_inputs<P...>(P(args)...).dump();
+    return continue_impl<R>(std::move(inputs));
+  }
+  template <class R>
+  asio::awaitable<R> continue_impl(std::string inputs) {
+    co_await detail::continue_run(*s_, inputs);
+    throw detail::continued_as_new{};  // not reached: continue_run always throws
   }
 
   asio::awaitable<std::chrono::system_clock::time_point> now_impl(int seq) {
@@ -1241,6 +1337,9 @@ private:
         if (value) {
           std::optional<std::string> output;
           if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
+          // Counted before the commit (the limit holds for concurrent branches too); given
+          // back below if the transaction does not commit.
+          detail::reserve_row(s, seq, name);
           try {
             // The journal row rides in the same round trip as COMMIT, inside the transaction:
             // the user's writes and the row commit together or not at all.
@@ -1290,6 +1389,7 @@ private:
             else
               co_return;
           }
+          detail::release_row(s);
         }
         tx.reset();  // rolls back with the connection's next statement
       }

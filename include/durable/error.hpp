@@ -184,4 +184,12 @@ public:
   using workflow_error::workflow_error;
 };
 
+/// A new step would take a workflow's journal beyond engine_options::journal_limit: the step
+/// does not run, and the workflow is parked (whatever its code does with this exception) until
+/// an operator raises the limit and resumes it. See docs/failures.md#journal-limit.
+class journal_limit_exceeded : public workflow_error {
+public:
+  using workflow_error::workflow_error;
+};
+
 }  // namespace durable

@@ -63,6 +63,17 @@ struct engine_options {
   /// locked by anything else), so each deletion is short.
   std::chrono::milliseconds retention{0};
   std::size_t retention_batch = 500;
+  /// Most journal rows one workflow may hold (0: no limit). Every claim loads the whole
+  /// journal in one query and keeps it in memory while the workflow runs (I1), so a journal
+  /// that grows without end makes every resume slower and every run bigger; 10 000 rows load
+  /// in a few tens of milliseconds (docs/performance.md). A new step that would go beyond it
+  /// does not run and the workflow is parked with a reason; raise the limit and resume it to
+  /// go on. Replaying rows already journaled is never refused. Workflows that run for ever
+  /// (pollers, schedulers) call ctx.continue_as_new() to start again with an empty journal.
+  std::size_t journal_limit = 10000;
+  /// One warning event (severity::warning) per run when a workflow's journal reaches this
+  /// fraction of journal_limit, naming the workflow, its size, the limit and the remedy.
+  double journal_warning = 0.8;
   /// At most this many workflows run in this process at once: queue dispatch, takeover and
   /// open() claim no more (start() of a registered workflow is not limited).
   std::size_t max_running = 1000;

@@ -255,12 +255,13 @@ public:
     std::string status;
     std::optional<std::string> reason;
     std::optional<double> deadline_in;  ///< seconds from the server's now() (< 0: passed)
+    std::int64_t generation = 0;        ///< see ctx.continue_as_new
     [[nodiscard]] bool parked() const noexcept { return status == "parked"; }
     static claimed_workflow from(const pg::row& r) {
-      return {r.get<std::string>(0),          r.get<std::string>(1),
-              r.get<std::string>(2),          r.get<std::int64_t>(3),
-              r.get<std::string>(4),          r.get<std::optional<std::string>>(5),
-              r.get<std::optional<double>>(6)};
+      return {r.get<std::string>(0),           r.get<std::string>(1),
+              r.get<std::string>(2),           r.get<std::int64_t>(3),
+              r.get<std::string>(4),           r.get<std::optional<std::string>>(5),
+              r.get<std::optional<double>>(6), r.get<std::int64_t>(7)};
     }
   };
 
@@ -320,6 +321,14 @@ public:
   struct json_value {
     std::string json;
     static json_value from(const pg::row& r) { return {r.get<std::string>(0)}; }
+  };
+
+  /// workflow_continue: the epoch and generation the workflow runs under from now on.
+  struct continued_workflow {
+    std::int64_t epoch = 0, generation = 0;
+    static continued_workflow from(const pg::row& r) {
+      return {r.get<std::int64_t>(0), r.get<std::int64_t>(1)};
+    }
   };
 
   /// event_set, child_start: present when the statement wrote (and journaled).
@@ -411,9 +420,10 @@ public:
     std::string id, name, inputs;
     std::int64_t epoch = 0;
     std::optional<double> deadline_in;  ///< seconds from the server's now() (< 0: passed)
+    std::int64_t generation = 0;        ///< see ctx.continue_as_new
     static dispatched_workflow from(const pg::row& r) {
-      return {r.get<std::string>(0), r.get<std::string>(1), r.get<std::string>(2),
-              r.get<std::int64_t>(3), r.get<std::optional<double>>(4)};
+      return {r.get<std::string>(0),  r.get<std::string>(1),           r.get<std::string>(2),
+              r.get<std::int64_t>(3), r.get<std::optional<double>>(4), r.get<std::int64_t>(5)};
     }
   };
 
@@ -737,6 +747,14 @@ public:
                                                const std::string& app_version) const {
     return {call("child_start", child_id, name, inputs, parent, epoch, seq, started_at, app_version,
                  channel())};
+  }
+
+  /// Ends generation n of workflow `id` (owned under `epoch`) and makes generation n + 1 with
+  /// `inputs` (JSON array), in one statement (fenced, DU001).
+  [[nodiscard]] query<continued_workflow> workflow_continue(const std::string& id,
+                                                            std::int64_t epoch,
+                                                            const std::string& inputs) const {
+    return {call("workflow_continue", id, epoch, inputs)};
   }
 
   /// Makes workflow `id` due at once if its status is one of `statuses` (a text[] literal);

@@ -138,12 +138,43 @@ struct waiter_registry {
   };
 };
 
+/// Thrown by ctx.continue_as_new() once the new generation is committed: unwinds the old run's
+/// coroutine to the engine, which starts the new one. Not a std::exception, so that workflow
+/// code catching std::exception does not swallow it (and if it catches everything, the
+/// run_state's `continued` still decides).
+struct continued_as_new {};
+
+/// What ctx.continue_as_new() committed: the workflow's next generation, to run at once.
+struct next_generation {
+  std::int64_t epoch = 0;
+  std::int64_t generation = 0;
+  std::string inputs;  // JSON array
+};
+
 struct run_state {
   std::string id;
   std::string name;
   std::int64_t epoch = 0;
+  // ctx.continue_as_new() starts the workflow again under the same id with an empty journal;
+  // every key derived from a step number (child ids, idempotency keys of steps and sends)
+  // includes the generation from 1 on, so that no generation collides with another.
+  std::int64_t generation = 0;
   std::vector<std::optional<journal_entry>> journal;  // indexed by seq
+  // Journal rows: those loaded, plus those this run journaled or is journaling (counted
+  // before the write, so that concurrent branches cannot pass the limit together).
   std::size_t journal_rows = 0;
+  std::size_t journal_limit = 0;  // engine_options::journal_limit (0: none)
+  double journal_warning = 0.8;   // engine_options::journal_warning
+  bool journal_warned = false;    // once per run
+  // Set when a new step would go beyond journal_limit: the workflow is parked with this.
+  std::optional<std::string> journal_full;
+  // Set once ctx.continue_as_new() committed: this run ends, the next generation runs.
+  std::optional<next_generation> continued;
+  // The registered workflow's argument check and signature (for continue_as_new).
+  const std::function<void(const nlohmann::json&)>* check_inputs = nullptr;
+  const std::string* signature = nullptr;
+  // Tells the engine's event hook of a journal nearing its limit.
+  std::function<void(const std::string&)> report_warning;
   int next_seq = 0;
   int current_seq = -1;
   // Set once the code and the journal disagree (I5); the run is then parked even if the
@@ -225,7 +256,16 @@ struct run_state {
     return std::nullopt;
   }
 
-  [[nodiscard]] std::string key(int seq) const { return id + ":" + std::to_string(seq); }
+  /// "<gen>.<seq>" from generation 1 on, "<seq>" in generation 0 (the format before
+  /// continue_as_new existed): the suffix of idempotency keys and child ids.
+  [[nodiscard]] std::string step_tag(int seq) const {
+    if (generation == 0) return std::to_string(seq);
+    return std::to_string(generation) + "." + std::to_string(seq);
+  }
+  /// The idempotency key of step `seq`: "<id>:<seq>", or "<id>:<gen>.<seq>" from generation 1.
+  [[nodiscard]] std::string key(int seq) const { return id + ":" + step_tag(seq); }
+  /// The id of the child started by step `seq`: "<id>/<seq>", or "<id>/<gen>.<seq>".
+  [[nodiscard]] std::string child_id(int seq) const { return id + "/" + step_tag(seq); }
 };
 
 inline std::string demangle(const char* name) {
@@ -280,6 +320,19 @@ DURABLE_DECL void note_io_failure(run_state& s, int seq, const std::string& name
 /// fence's message when the server raised it (DU001).
 DURABLE_DECL std::string journal_fenced_message(const run_state& s, int seq,
                                                 const std::string& name, const fence_verdict& v);
+
+/// The journal limit: throws journal_limit_exceeded (and marks the run to be parked) when
+/// step `seq` would be a row beyond engine_options::journal_limit. Checked before a new step
+/// runs, so that nothing runs whose row could not be journaled.
+DURABLE_DECL void check_journal_room(run_state& s, int seq, const std::string& name);
+
+/// Counts the row of step `seq` before it is written (check_journal_room first), and reports
+/// once per run when the journal reaches journal_warning of its limit. A write that turns out
+/// to journal nothing gives the row back (release_row).
+DURABLE_DECL void reserve_row(run_state& s, int seq, const std::string& name);
+inline void release_row(run_state& s) noexcept {
+  if (s.journal_rows > 0) --s.journal_rows;
+}
 
 /// Journals one step (I2: one round trip, fenced by the epoch in the same statement, I3).
 /// Through the group committer the round trip and its commit are shared with other runs;

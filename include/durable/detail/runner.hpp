@@ -241,6 +241,15 @@ inline void launch(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> r
   run->report_retry = [reporter, id = run->id](const std::string& what) {
     if (auto st = reporter.lock()) st->report(severity::info, "retry", id, what);
   };
+  run->journal_limit = s->options.journal_limit;
+  run->journal_warning = s->options.journal_warning;
+  run->report_warning = [reporter, id = run->id](const std::string& what) {
+    if (auto st = reporter.lock()) st->report(severity::warning, "runner", id, what);
+  };
+  if (auto w = s->registry.find(run->name); w != s->registry.end()) {
+    run->check_inputs = &w->second.check_inputs;
+    run->signature = &w->second.signature;
+  }
   auto done = std::make_shared<asio::steady_timer>(s->ex, asio::steady_timer::time_point::max());
   auto cancel = std::make_shared<asio::cancellation_signal>();
   if (auto old = s->running.find(run->id); old != s->running.end()) old->second.done->cancel();
@@ -321,6 +330,7 @@ inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
       run->id = w.id;
       run->name = std::move(w.name);
       run->epoch = w.epoch;
+      run->generation = w.generation;
       // Times from the server become times on this host's clock (hosts' clocks may differ).
       if (w.deadline_in) run->deadline = unix_seconds() + *w.deadline_in;
       runs[w.id] = claimed{std::move(run), std::move(w.inputs)};
@@ -374,7 +384,8 @@ inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
 inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
                                      std::shared_ptr<run_state> run, nlohmann::json inputs) {
   // lost: someone else continues (ownership moved on, or this engine stopped the run).
-  enum class outcome { succeeded, failed, parked, dead_letter, cancelled, lost, retry };
+  // continued: ctx.continue_as_new committed the next generation, which starts now.
+  enum class outcome { succeeded, failed, parked, dead_letter, cancelled, lost, retry, continued };
   outcome kind = outcome::failed;
   std::optional<std::string> output, err, reason;
   std::string_view park_type;  // the error type a park records
@@ -400,6 +411,8 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
     output = co_await s->registry.at(run->name).invoke(ctx, inputs);
     check_fully_replayed(*run);
     kind = outcome::succeeded;
+  } catch (const continued_as_new&) {
+    kind = outcome::continued;
   } catch (const ownership_lost&) {
     kind = outcome::lost;
     ++s->counters.ownership_lost;
@@ -439,6 +452,25 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
   run->finishing = true;
   co_await asio::this_coro::reset_cancellation_state();
   // What the run learned overrides what the workflow's code did with the exception.
+  if (run->continued) {
+    // The next generation is committed, whatever the code did with the signal: it runs now,
+    // here (no claim, no journal to load: it is empty), under the epoch the statement set.
+    end_run(*s, run->id, run->launch_token);
+    if (s->stopping) co_return;  // owned here still: shutdown hands it over with the lease
+    auto next = std::make_shared<run_state>();
+    next->id = run->id;
+    next->name = run->name;
+    next->epoch = run->continued->epoch;
+    next->generation = run->continued->generation;
+    next->deadline = run->deadline;
+    auto inputs = nlohmann::json::parse(run->continued->inputs);
+    s->report(severity::debug, "runner", run->id,
+              "continued as new: generation " + std::to_string(next->generation) +
+                  " starts under epoch " + std::to_string(next->epoch));
+    launch(s, std::move(next), std::move(inputs));
+    co_return;
+  }
+  if (kind == outcome::continued) kind = outcome::failed;  // cannot happen: continued is set
   if (kind != outcome::lost) {
     if (run->cancelled && run->cancelled_elsewhere) {
       kind = outcome::lost;  // cancel() wrote the status and fenced this run out
@@ -450,6 +482,8 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
       kind = outcome::lost;
     } else if (run->misuse) {
       park_with("durable::misuse", *run->misuse);
+    } else if (run->journal_full) {
+      park_with("durable::journal_limit_exceeded", *run->journal_full);
     } else if (run->io_refused) {
       park_with("durable::journal_refused", *run->io_refused);
     } else if (run->io_failed) {

@@ -5,6 +5,15 @@
 namespace durable::detail {
 
 DURABLE_DECL void require_live(run_state& s, int seq, const std::string& name) {
+  require_running(s, seq, name);
+  check_journal_room(s, seq, name);  // a step whose row could not be journaled does not run
+}
+
+DURABLE_DECL void require_running(run_state& s, int seq, const std::string& name) {
+  if (s.continued)  // the workflow caught continue_as_new's signal and went on
+    throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
+                       "' not started: this run continued as new (generation " +
+                       std::to_string(s.continued->generation) + " runs from the top)");
   if (s.released)  // unloaded or released already: the workflow caught that and went on
     throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
                        "' not started: this run was released (" +
@@ -36,6 +45,44 @@ DURABLE_DECL void require_live(run_state& s, int seq, const std::string& name) {
   if (!s.pool)
     throw error("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
                 "' has no journal row, and this replay has no database to run it against");
+}
+
+DURABLE_DECL void refuse_continue_in_join(run_state& s) {
+  if (s.joins_running == 0) return;
+  if (!s.misuse)
+    s.misuse = "workflow '" + s.id + "' (" + s.name +
+               "): ctx.continue_as_new() was called inside a branch of ctx.all, ctx.any or "
+               "ctx.map. It ends the run, and the other branches' steps would be cut off "
+               "mid-flight; call it after the join, from the workflow itself. The workflow is "
+               "parked: fix the code, then resume it";
+  throw error(*s.misuse);
+}
+
+DURABLE_DECL asio::awaitable<void> continue_run(run_state& s, const std::string& inputs) {
+  const std::string name = "continue_as_new";
+  const int seq = s.next_seq;
+  refuse_continue_in_join(s);
+  if (s.check_inputs) {
+    try {
+      (*s.check_inputs)(nlohmann::json::parse(inputs));
+    } catch (const std::exception& e) {
+      s.misuse = valid_utf8(
+          "workflow '" + s.id + "' (" + s.name + "): ctx.continue_as_new() got the arguments " +
+          inputs + ", which do not decode as the workflow's parameters " +
+          (s.signature ? *s.signature : std::string("(unknown)")) + ": " + e.what() +
+          ". Nothing was written; the workflow is parked: fix the code, then resume it");
+      throw error(*s.misuse);
+    }
+  }
+  check_fully_replayed(s);        // a journaled step beyond this point: the code changed (I5)
+  require_running(s, seq, name);  // continuing needs no room in the journal: it empties it
+  auto q = s.st->workflow_continue(s.id, s.epoch, inputs);
+  const pg::result r = co_await run_journaling(s, seq, name, std::move(q.st));
+  const auto next = store::first<store::continued_workflow>(r);
+  if (!next)
+    throw error("workflow '" + s.id + "': continue_as_new returned no row");  // cannot happen
+  s.continued = next_generation{next->epoch, next->generation, inputs};
+  throw continued_as_new{};
 }
 
 DURABLE_DECL void check_not_nested(run_state& s, const std::string& name) {
@@ -332,11 +379,13 @@ DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
 DURABLE_DECL asio::awaitable<bool> take_message(run_state& s, int seq, const std::string& topic,
                                                 double started, std::optional<std::string>& got) {
   auto q = s.st->message_take(s.id, s.epoch, seq, topic, started);
+  reserve_row(s, seq, topic);  // journaled if a message is there
   const pg::result r = co_await run_journaling(s, seq, topic, std::move(q.st));
   if (auto m = store::first<store::json_value>(r)) {
     got = std::move(m->json);
     co_return true;
   }
+  release_row(s);
   co_return false;
 }
 
@@ -389,12 +438,14 @@ DURABLE_DECL asio::awaitable<void> send_message(run_state& s, int seq, const std
   const double started = unix_seconds();
   const std::string key = s.key(seq);
   auto q = s.st->message_send_journaled(to, topic, payload, key, s.id, s.epoch, seq, started);
+  reserve_row(s, seq, topic);
   const pg::result r = co_await run_journaling(s, seq, topic, std::move(q.st));
   const auto out = store::first<store::send_outcome>(r);
   if (out && out->recipient_exists) {
     if (s.counters) ++s.counters->steps_executed;
     co_return;
   }
+  release_row(s);  // nothing journaled: the failure below is
   // No such workflow: the step fails for good, journaled so that replays fail alike.
   const std::string type = "durable::error";
   const std::string message = "workflow '" + s.id + "': step " + std::to_string(seq) + " sends '" +
@@ -414,6 +465,7 @@ DURABLE_DECL asio::awaitable<void> publish_event(run_state& s, int seq, const st
   }
   require_live(s, seq, key);
   auto q = s.st->event_set(s.id, s.epoch, seq, key, value, unix_seconds());
+  reserve_row(s, seq, key);
   const pg::result r = co_await run_journaling(s, seq, key, std::move(q.st));
   if (!store::first<store::written_row>(r))
     throw error("workflow '" + s.id + "': event '" + key + "' was not published");
@@ -539,10 +591,11 @@ DURABLE_DECL asio::awaitable<std::string> start_child_workflow(run_state& s, int
     co_return decode_text<std::string>(s, seq, *e, e->output);
   }
   require_live(s, seq, name);
-  std::string child = s.id + "/" + std::to_string(seq);
+  std::string child = s.child_id(seq);
   const std::string no_version;
   auto q = s.st->child_start(child, name, inputs, s.id, s.epoch, seq, unix_seconds(),
                              s.app_version ? *s.app_version : no_version);
+  reserve_row(s, seq, name);
   const pg::result r = co_await run_journaling(s, seq, name, std::move(q.st));
   if (!store::first<store::written_row>(r)) {
     s.misuse = "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +

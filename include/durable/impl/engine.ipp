@@ -475,6 +475,13 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl() co
       auto done = it->second.done;
       asio::error_code ec;
       co_await done->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      // A run that ended and was followed at once by another one here (the next generation
+      // of ctx.continue_as_new, a recover()) has nothing to read yet: wait for that one.
+      for (auto next = s->running.find(id_); next != s->running.end() && next->second.done != done;
+           next = s->running.find(id_)) {
+        done = next->second.done;
+        co_await done->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      }
     } else {
       co_await detail::sleep_for(std::chrono::milliseconds(std::min(1 << std::min(round, 9), 500)));
     }

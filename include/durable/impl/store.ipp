@@ -463,6 +463,43 @@ SELECT q.queue, b.bucket,
                             now(), interval '5 minutes') AS b(bucket)
  ORDER BY q.queue, b.bucket)",
        }},
+      {9,
+       "continue as new",
+       {
+           // ctx.continue_as_new(): a workflow starts again under the same id with new inputs
+           // and an empty journal. Each start is a generation; keys derived from step numbers
+           // (child ids, idempotency keys) include it from generation 1 on.
+           R"(ALTER TABLE {s}.workflows ADD COLUMN generation integer NOT NULL DEFAULT 0)",
+           // Ends generation n of workflow p_id and makes generation n + 1 with inputs p_inputs,
+           // in one transaction: fenced by the epoch (I3, DU001; the row is locked, so a claim
+           // waits for it and then sees the new epoch), the journal, the recorded attempts and
+           // the consumed messages of the old generation are deleted (unconsumed messages stay
+           // for the new one), waits and the count of claims without progress (I9) are reset,
+           // and the epoch moves on so that nothing the old run still holds can be written.
+           // The workflow stays running, owned by the same executor. Children of the old
+           // generation are left as they are; events published stay.
+           R"(CREATE FUNCTION {s}.continue_as_new(p_id text, p_epoch bigint, p_inputs jsonb)
+  RETURNS TABLE (new_epoch bigint, new_generation integer) LANGUAGE plpgsql AS $fn$
+BEGIN
+  PERFORM 1 FROM {s}.workflows WHERE id = p_id AND epoch = p_epoch FOR UPDATE;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'workflow % is not owned under epoch % (it cannot continue as new)',
+      p_id, p_epoch USING ERRCODE = 'DU001';
+  END IF;
+  DELETE FROM {s}.steps WHERE workflow_id = p_id;
+  DELETE FROM {s}.step_attempts WHERE workflow_id = p_id;
+  DELETE FROM {s}.messages WHERE workflow_id = p_id AND consumed_at IS NOT NULL;
+  RETURN QUERY
+  UPDATE {s}.workflows w
+     SET inputs = p_inputs, generation = w.generation + 1, epoch = w.epoch + 1,
+         status = 'running', status_reason = NULL, output = NULL, error = NULL, wake_at = NULL,
+         wait_for = NULL, woken = false, stalled_claims = 0, progress_mark = 0,
+         updated_at = now()
+   WHERE w.id = p_id
+  RETURNING w.epoch, w.generation;
+END
+$fn$)",
+       }},
       {10,
        "status history",
        {
@@ -567,7 +604,7 @@ FROM (SELECT x.id, (SELECT count(*)::integer FROM {s}.steps s WHERE s.workflow_i
  WHERE w.id = j.id AND w.status IN ('pending', 'running') AND w.name = ANY($3::text[])
  AND (cardinality($4::text[]) = 0 OR w.app_version = ANY($4::text[]))
 RETURNING w.id, w.name, w.inputs::text, w.epoch, w.status, w.status_reason,
-          extract(epoch FROM w.deadline - now())::double precision)"},
+          extract(epoch FROM w.deadline - now())::double precision, w.generation)"},
       // $1 ids (text[]). I1: every listed journal in one query.
       {"journals_load", R"(SELECT workflow_id, seq, name, kind, status, output::text, error::text
 FROM {s}.steps WHERE workflow_id = ANY($1::text[]) ORDER BY workflow_id, seq)"},
@@ -657,7 +694,7 @@ UPDATE {s}.workflows w
      started_at = now(), updated_at = now()
 FROM picked WHERE w.id = picked.id
 RETURNING w.id, w.name, w.inputs::text, w.epoch,
-          extract(epoch FROM w.deadline - now())::double precision)"},
+          extract(epoch FROM w.deadline - now())::double precision, w.generation)"},
       // $1 channel, $2 payload
       {"notify", R"(SELECT pg_notify($1, $2))"},
       // $1 id, $2 instance. No row updated: another process took the id over.
@@ -979,6 +1016,10 @@ published AS (DELETE FROM {s}.events WHERE workflow_id IN (SELECT id FROM doomed
 history AS (DELETE FROM {s}.workflow_history WHERE workflow_id IN (SELECT id FROM doomed))
 DELETE FROM {s}.workflows w USING doomed WHERE w.id = doomed.id
 RETURNING w.id)"},
+      // $1 id, $2 epoch, $3 the next generation's inputs (jsonb). ctx.continue_as_new: see
+      // continue_as_new in migration 9. One row: (new epoch, new generation). Fenced (DU001).
+      {"workflow_continue",
+       R"(SELECT new_epoch, new_generation::bigint FROM {s}.continue_as_new($1, $2, $3::jsonb))"},
       // $1 ids (text[]) running in this process. Those cancelled meanwhile (the polling
       // fallback of the cancel notification).
       {"workflows_cancelled", R"(SELECT id, epoch FROM {s}.workflows

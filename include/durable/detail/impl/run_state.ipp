@@ -95,11 +95,42 @@ DURABLE_DECL std::string journal_fenced_message(const run_state& s, int seq,
          "); this run stops and the new owner continues";
 }
 
+DURABLE_DECL void check_journal_room(run_state& s, int seq, const std::string& name) {
+  if (s.journal_full) throw journal_limit_exceeded(s.id, *s.journal_full);
+  if (s.journal_limit == 0 || s.journal_rows < s.journal_limit) return;
+  s.journal_full =
+      "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) + " '" + name +
+      "' would be row " + std::to_string(s.journal_rows + 1) +
+      " of its journal, beyond the limit of " + std::to_string(s.journal_limit) +
+      " rows (engine_options::journal_limit). The step was not run and nothing was journaled; "
+      "the workflow is parked. A workflow that runs for ever should call "
+      "ctx.continue_as_new(...) to start again with an empty journal before it gets here; to "
+      "finish this one, raise journal_limit and resume it. See docs/failures.md#journal-limit";
+  throw journal_limit_exceeded(s.id, *s.journal_full);
+}
+
+DURABLE_DECL void reserve_row(run_state& s, int seq, const std::string& name) {
+  check_journal_room(s, seq, name);
+  ++s.journal_rows;
+  if (s.journal_warned || s.journal_limit == 0 || !s.report_warning) return;
+  if (double(s.journal_rows) < s.journal_warning * double(s.journal_limit)) return;
+  s.journal_warned = true;
+  s.report_warning("workflow '" + s.id + "' (" + s.name + "): its journal holds " +
+                   std::to_string(s.journal_rows) + " rows, " +
+                   std::to_string(int(s.journal_warning * 100.0 + 0.5)) + " % of its limit of " +
+                   std::to_string(s.journal_limit) +
+                   " rows (engine_options::journal_limit). At the limit its next step is not run "
+                   "and it is parked. A workflow that runs for ever (a poller, a scheduler) "
+                   "should call ctx.continue_as_new(...) to start again with an empty journal; "
+                   "see docs/primitives.md#continue-as-new");
+}
+
 DURABLE_DECL asio::awaitable<void> append(run_state& s, int seq, const std::string& name,
                                           const std::string& kind,
                                           const std::optional<std::string>& output,
                                           const std::optional<std::string>& error, int attempts,
                                           double started_at) {
+  reserve_row(s, seq, name);
   try {
     const std::string status = error ? "failed" : "succeeded";
     if (s.committer) {
