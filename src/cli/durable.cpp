@@ -48,6 +48,7 @@ inline bool run(asio::io_context& io, asio::awaitable<void> a) {
   asio::co_spawn(io, std::move(a), [&](std::exception_ptr e) {
     error = e;
     finished = true;
+    io.stop();  // what else waits (a signal set) does not keep the program alive
   });
   io.restart();
   io.run();

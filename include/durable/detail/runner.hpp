@@ -550,6 +550,7 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
       ++m.io_retries;
       break;
     case outcome::lost:
+    case outcome::continued:  // the next generation runs on (see above)
       break;
   }
   if (kind == outcome::parked)
