@@ -122,9 +122,8 @@ TEST_CASE("the Prometheus writer escapes labels and help, formats numbers, and p
   CHECK_THROWS_AS(bad.counter("second", "x", 2), std::invalid_argument);  // another type
 }
 
-TEST_CASE(
-    "steps, replays, recoveries, parks and dead letters are counted, hooked and served to promtool",
-    "[metrics]") {
+TEST_CASE("steps, replays, recoveries, parks and dead letters are counted and served",
+          "[metrics]") {
   probe.reset();
   const auto schema = test::fresh_schema("metrics");
   // A first process runs w-rec to its third step and dies there.
@@ -279,10 +278,8 @@ TEST_CASE("a takeover is counted", "[metrics]") {
   });
 }
 
-TEST_CASE(
-    "the metrics endpoint answers 404, 405 and 400, survives malformed requests, and stops at "
-    "shutdown",
-    "[metrics]") {
+TEST_CASE("the metrics endpoint survives bad requests (404, 405, 400) and stops at shutdown",
+          "[metrics]") {
   const auto schema = test::fresh_schema("metrics_http");
   std::vector<std::string> events;
   auto o = test::options(schema);
