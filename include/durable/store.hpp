@@ -707,10 +707,13 @@ public:
     std::optional<double> since_s, until_s;         ///< created at most / at least this long ago
     std::optional<std::string> since_at, until_at;  ///< timestamps, parsed by the server
     std::int64_t limit = 50, offset = 0;
+    /// Keyset paging: only rows after this one (its created_at and id) in the order.
+    std::optional<std::string> after_created_at, after_id;
   };
   [[nodiscard]] query<json_value> admin_list(const list_filter& f) const {
     return {call("admin_list", detail::text_array(f.statuses), f.name, f.queue, f.executor,
-                 f.since_s, f.since_at, f.until_s, f.until_at, f.limit, f.offset)};
+                 f.since_s, f.since_at, f.until_s, f.until_at, f.limit, f.offset,
+                 f.after_created_at, f.after_id)};
   }
   /// One JSON object about workflow `id`: workflow, history, steps, children, inbox, events.
   [[nodiscard]] query<json_value> admin_show(const std::string& id) const {
@@ -722,7 +725,7 @@ public:
     return {call("admin_executors", lease_s)};
   }
   [[nodiscard]] query<json_value> admin_stats(double lease_s) const {
-    return {call("admin_stats", lease_s)};
+    return {call("admin_stats", lease_s, schema_name_)};
   }
   /// How many workflows workflows_delete_finished would delete (one row, one count).
   struct count_row {

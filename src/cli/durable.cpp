@@ -6,7 +6,6 @@
 // 2 bad usage (arguments, a value the server cannot parse); 3 the database (unreachable,
 // schema missing or too new, a refusal). Ordinary mistakes print one line on stderr.
 
-#include <fmt/core.h>
 #include <CLI/CLI.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
@@ -143,17 +142,18 @@ std::string one_line(const std::string& s) {
   return out;
 }
 
-bool looks_like_timestamp(const std::string& s) {
-  return s.size() >= 19 && s[4] == '-' && s[7] == '-' && s[10] == 'T' && s[13] == ':' &&
-         s[16] == ':';
+/// Columns that hold timestamps (the program's sessions run in UTC: see main()).
+bool timestamp_column(std::string_view key) {
+  return key == "at" || key == "deadline" || (key.size() > 3 && key.ends_with("_at"));
 }
 
-/// A value as a table shows it: "-" for null, timestamps to the second (UTC), JSON compact.
-std::string cell(const ojson& v) {
+/// A value as a table shows it: "-" for null, timestamps (by column) to the second, JSON
+/// compact, control characters escaped.
+std::string cell(std::string_view key, const ojson& v) {
   if (v.is_null()) return "-";
   if (v.is_string()) {
     std::string s = v.get<std::string>();
-    if (looks_like_timestamp(s)) {
+    if (timestamp_column(key) && s.size() >= 19 && s[10] == 'T') {
       s = s.substr(0, 19);
       s[10] = ' ';
       return s;
@@ -184,7 +184,8 @@ void print_table(const std::vector<ojson>& rows, const std::vector<column>& colu
     auto& line = cells.emplace_back();
     for (std::size_t i = 0; i < columns.size(); ++i) {
       const auto it = row.find(columns[i].key);
-      line.push_back(cut(it == row.end() ? std::string("-") : cell(*it), columns[i].max));
+      line.push_back(
+          cut(it == row.end() ? std::string("-") : cell(columns[i].key, *it), columns[i].max));
       widths[i] = std::max(widths[i], width(line.back()));
     }
   }
@@ -275,9 +276,14 @@ struct session {
 
 struct list_args {
   std::vector<std::string> statuses;
-  std::string name, queue, executor, since, until;
+  std::string name, queue, executor, since, until, after;
   std::int64_t limit = 50, offset = 0;
 };
+
+/// A list cursor: "<created_at>|<id>" of the last row of a page.
+std::string cursor_of(const ojson& row) {
+  return row["created_at"].get<std::string>() + "|" + row["id"].get<std::string>();
+}
 
 /// --since/--until: a duration ago or a timestamp the server parses.
 void time_bound(const std::string& text, std::optional<double>& ago,
@@ -299,14 +305,24 @@ int cmd_list(session& s, const settings& g, const list_args& a) {
   time_bound(a.until, f.until_s, f.until_at);
   f.limit = a.limit + 1;  // one more: is there a next page?
   f.offset = a.offset;
+  if (!a.after.empty()) {
+    const auto bar = a.after.find('|');
+    if (bar == std::string::npos)
+      throw failure(bad_usage, "--after: '" + one_line(a.after) +
+                                   "' is not a cursor; pass the next_cursor of the previous "
+                                   "page (--json) or what the table's footer says");
+    f.after_created_at = a.after.substr(0, bar);
+    f.after_id = a.after.substr(bar + 1);
+  }
   std::vector<ojson> rows;
   try {
     rows = s.rows(s.eng.schema().admin_list(f));
   } catch (const durable::pg::sql_error& e) {
-    if (e.sqlstate().rfind("22", 0) == 0)
+    // 22007, 22008: a date or time the server cannot read, from --since, --until or --after.
+    if (e.sqlstate() == "22007" || e.sqlstate() == "22008")
       throw failure(bad_usage,
                     "--since/--until take a duration (90s, 15m, 2h, 7d) or a timestamp "
-                    "('2026-11-30 17:00', '2026-11-30T17:00:00Z'): " +
+                    "('2026-11-30 17:00', '2026-11-30T17:00:00Z'), --after a cursor: " +
                         e.server_message());
     throw;
   }
@@ -318,6 +334,8 @@ int cmd_list(session& s, const settings& g, const list_args& a) {
     out["offset"] = a.offset;
     out["limit"] = a.limit;
     out["next_offset"] = more ? ojson(a.offset + a.limit) : ojson(nullptr);
+    // Keyset paging: stable while workflows come and go (offsets shift).
+    out["next_cursor"] = more ? ojson(cursor_of(rows.back())) : ojson(nullptr);
     print_json(out);
     return done;
   }
@@ -333,8 +351,7 @@ int cmd_list(session& s, const settings& g, const list_args& a) {
                      {"created_at", 19},
                      {"updated_at", 19},
                      {"reason", 60}});
-  if (more)
-    std::fprintf(stderr, "(more: add --offset %lld)\n", static_cast<long long>(a.offset + a.limit));
+  if (more) std::fprintf(stderr, "(more: add --after '%s')\n", cursor_of(rows.back()).c_str());
   return done;
 }
 
@@ -354,7 +371,7 @@ int cmd_show(session& s, const settings& g, const std::string& id, std::size_t l
   const ojson& w = all["workflow"];
   auto field = [&](const char* key) {
     auto it = w.find(key);
-    return it == w.end() ? std::string("-") : cell(*it);
+    return it == w.end() ? std::string("-") : cell(key, *it);
   };
   std::vector<std::pair<std::string, std::string>> fields = {
       {"workflow", field("id")},
@@ -382,15 +399,21 @@ int cmd_show(session& s, const settings& g, const std::string& id, std::size_t l
     fields.emplace_back("forked from", field("forked_from"));
   if (!w["app_version"].get<std::string>().empty())
     fields.emplace_back("app version", field("app_version"));
-  fields.emplace_back("inputs", text_of(w["inputs"]));
-  if (!w["output"].is_null()) fields.emplace_back("output", text_of(w["output"]));
-  if (!w["error"].is_null()) fields.emplace_back("error", text_of(w["error"]));
+  constexpr std::size_t long_value = 300;  // --json shows them whole
+  fields.emplace_back("inputs", cut(text_of(w["inputs"]), long_value));
+  if (!w["output"].is_null()) fields.emplace_back("output", cut(text_of(w["output"]), long_value));
+  if (!w["error"].is_null()) fields.emplace_back("error", cut(text_of(w["error"]), long_value));
   print_fields(fields);
 
   std::puts("");
   std::puts("history");
   print_table(all["history"].get<std::vector<ojson>>(),
-              {{"at", 19}, {"previous", 11}, {"status", 11}, {"executor_id", 36}, {"reason", 70}},
+              {{"at", 19},
+               {"previous", 11},
+               {"status", 11},
+               {"executor_id", 30},
+               {"previous_executor", 30},
+               {"reason", 70}},
               "  ");
 
   auto steps = all["steps"].get<std::vector<ojson>>();
@@ -445,8 +468,8 @@ int cmd_cancel(session& s, const settings& g, const std::string& id) {
   if (run(s.io, s.eng.cancel(id))) {
     print_action(g, "cancel", id,
                  "cancelled '" + one_line(id) +
-                     "' (and its unfinished child workflows); the process running it stops it "
-                     "at its next step");
+                     "' (and its unfinished child workflows); a process running it stops it at "
+                     "its next step");
     return done;
   }
   const auto status = s.status_of(id);
@@ -518,12 +541,19 @@ int cmd_send(session& s, const settings& g, const std::string& id, const std::st
   } else {
     try {
       payload = nlohmann::json::parse(value);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {
       throw failure(bad_usage, "VALUE is not JSON (" + std::string(e.what()) +
                                    "); quote a string as '\"text\"', or pass --text to send it "
                                    "as a string");
     }
   }
+  // A finished workflow receives nothing more: refuse instead of storing a message for ever.
+  const auto status = s.status_of(id);
+  if (!status) s.unknown(id);
+  if (*status == "succeeded" || *status == "failed" || *status == "cancelled")
+    throw failure(not_done, "'" + one_line(id) + "' is " + *status +
+                                ": a finished workflow receives no more messages; nothing was "
+                                "sent");
   bool sent = false;
   try {
     sent = run(s.io, s.eng.send(id, topic, payload, key));
@@ -597,18 +627,18 @@ int cmd_stats(session& s, const settings& g, double lease_s) {
     return done;
   }
   std::vector<std::pair<std::string, std::string>> fields;
-  fields.emplace_back("schema version", cell(st["schema_version"]));
+  fields.emplace_back("schema version", cell("schema_version", st["schema_version"]));
   for (const auto& status : all_statuses) {
     const auto it = st["workflows"].find(status);
-    fields.emplace_back(status, it == st["workflows"].end() ? "0" : cell(*it));
+    fields.emplace_back(status, it == st["workflows"].end() ? "0" : cell(status, *it));
   }
   for (const char* key :
-       {"journal_rows", "steps_retrying", "finished_last_hour", "failed_last_hour",
+       {"journal_rows_estimate", "steps_retrying", "finished_last_hour", "failed_last_hour",
         "failed_last_day", "queued", "oldest_queued_s", "messages_unconsumed", "executors_alive"}) {
     std::string label = key;
     for (char& c : label)
       if (c == '_') c = ' ';
-    fields.emplace_back(label, cell(st[key]));
+    fields.emplace_back(label, cell(key, st[key]));
   }
   print_fields(fields);
   return done;
@@ -716,8 +746,10 @@ asio::awaitable<std::string> database_exposition(session& s, double lease_s) {
       w.gauge("durable_store_workflows", "Workflows in the database, by status.",
               it == st["workflows"].end() ? 0.0 : number(*it), ls);
     }
-    w.gauge("durable_store_journal_rows", "Journal rows (steps) in the database.",
-            number(st["journal_rows"]), l);
+    if (!st["journal_rows_estimate"].is_null())
+      w.gauge("durable_store_journal_rows_estimate",
+              "Journal rows (steps) in the database, as the planner estimates them.",
+              number(st["journal_rows_estimate"]), l);
     w.gauge("durable_store_steps_retrying", "Steps waiting for their next attempt.",
             number(st["steps_retrying"]), l);
     w.gauge("durable_store_failed_last_hour",
@@ -824,7 +856,7 @@ int report(int status, std::string message) {
     message.replace(at, 2, " ");
   for (char& c : message)
     if (c == '\n') c = ' ';
-  std::fprintf(stderr, "durable: %s\n", message.c_str());
+  std::fprintf(stderr, "durable: %s\n", one_line(message).c_str());
   return status;
 }
 
@@ -845,6 +877,10 @@ int explain(const settings& g) {
     if (state.rfind("22", 0) == 0)
       return report(bad_usage, "the database cannot use a value given: " + e.server_message());
     return report(database_trouble, "the database refused: " + std::string(e.what()));
+  } catch (const durable::pg::statement_timeout& e) {
+    return report(database_trouble,
+                  "the database did not answer in time (" + std::string(e.what()) +
+                      "); a long transaction may hold the rows: see pg_stat_activity");
   } catch (const durable::pg::connection_error& e) {
     return report(database_trouble,
                   "cannot use the database: " + std::string(e.what()) +
@@ -899,8 +935,9 @@ int main(int argc, char** argv) {
   list->add_option("--since", la.since, "created within this long (2h, 7d) or since a timestamp");
   list->add_option("--until", la.until, "created at least this long ago, or before a timestamp");
   list->add_option("--limit", la.limit, "rows per page")->check(CLI::Range(1, 100000));
-  list->add_option("--offset", la.offset, "rows to skip (the next page)")
-      ->check(CLI::NonNegativeNumber);
+  list->add_option("--offset", la.offset, "rows to skip")->check(CLI::Range(0, 1000000000));
+  list->add_option("--after", la.after,
+                   "the next page: rows after this cursor (next_cursor, or the table's footer)");
 
   auto* show = app.add_subcommand(
       "show", "a workflow: inputs, output or error, status history, steps, children, inbox");
@@ -968,6 +1005,8 @@ int main(int argc, char** argv) {
     return bad_usage;
   }
 
+  // Every timestamp the program shows is in UTC, whatever the server's or PGTZ's time zone.
+  ::setenv("PGTZ", "UTC", 1);
   try {
     durable::detail::check_schema_name(g.schema);
   } catch (const durable::error& e) {

@@ -516,14 +516,21 @@ $fn$)",
   previous    text,
   reason      text,
   executor_id text,
+  previous_executor text,
   epoch       bigint NOT NULL,
   at          timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (workflow_id, id)
 ))",
+           // Failures by time, for `durable stats`, its metrics and recent_failures, without
+           // scanning every workflow (only failing ones are in the index).
+           R"(CREATE INDEX workflows_failures ON {s}.workflows (updated_at)
+  WHERE status IN ('failed', 'dead_letter'))",
            R"(CREATE FUNCTION {s}.record_status() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
-  INSERT INTO {s}.workflow_history (workflow_id, status, previous, reason, executor_id, epoch)
-  VALUES (NEW.id, NEW.status, OLD.status, NEW.status_reason, NEW.executor_id, NEW.epoch);
+  INSERT INTO {s}.workflow_history (workflow_id, status, previous, reason, executor_id,
+                                     previous_executor, epoch)
+  VALUES (NEW.id, NEW.status, OLD.status, NEW.status_reason, NEW.executor_id, OLD.executor_id,
+          NEW.epoch);
   RETURN NULL;
 END
 $fn$)",
@@ -999,16 +1006,21 @@ UPDATE {s}.workflows w
                                   'its deadline (' || w.deadline || ') passed before it finished')
   FROM late WHERE w.id = late.id
 RETURNING w.id)"},
-      // $1 age (ms), $2 how many at most. Retention: deletes finished workflows (succeeded,
-      // failed, cancelled) that completed longer than $1 ago, oldest first, with their journal,
-      // attempts, messages and events. SKIP LOCKED and a small batch: no long locks, and a
-      // workflow being resumed or read is left for the next round. Dead letters and parked
-      // workflows wait for a person and are never deleted. Returns the ids deleted.
+      // $1 age (ms), $2 how many at most, $3 statuses (text[]). Retention and `durable gc`:
+      // deletes finished workflows (succeeded, failed, cancelled; those of $3) that completed
+      // longer than $1 ago, oldest first, with their journal, attempts, messages, events and
+      // history. SKIP LOCKED and a small batch: no long locks, and a workflow being resumed or
+      // read is left for the next round. Dead letters and parked workflows wait for a person
+      // and are never deleted; nor is a child whose parent is unfinished (the parent reads
+      // its result when it awaits it, perhaps after a retry). Returns the ids deleted.
       {"workflows_delete_finished", R"(WITH doomed AS (
-SELECT id FROM {s}.workflows
- WHERE status IN ('succeeded', 'failed', 'cancelled') AND status = ANY($3::text[])
-   AND completed_at < now() - make_interval(secs => $1::double precision / 1000)
- ORDER BY completed_at LIMIT $2 FOR UPDATE SKIP LOCKED),
+SELECT w.id FROM {s}.workflows w
+ WHERE w.status IN ('succeeded', 'failed', 'cancelled') AND w.status = ANY($3::text[])
+   AND w.completed_at < now() - make_interval(secs => $1::double precision / 1000)
+   AND (w.parent_id IS NULL OR NOT EXISTS (
+         SELECT 1 FROM {s}.workflows p WHERE p.id = w.parent_id
+            AND p.status NOT IN ('succeeded', 'failed', 'cancelled')))
+ ORDER BY w.completed_at LIMIT $2 FOR UPDATE OF w SKIP LOCKED),
 journal AS (DELETE FROM {s}.steps WHERE workflow_id IN (SELECT id FROM doomed)),
 attempts AS (DELETE FROM {s}.step_attempts WHERE workflow_id IN (SELECT id FROM doomed)),
 inbox AS (DELETE FROM {s}.messages WHERE workflow_id IN (SELECT id FROM doomed)),
@@ -1029,12 +1041,15 @@ RETURNING w.id)"},
       // program prints tables and --json from the same rows.
       // $1 statuses (text[], empty = all), $2 name, $3 queue, $4 executor (each NULL = any),
       // created: $5 at most this many seconds ago, $6 at or after, $7 at least this many
-      // seconds ago, $8 before (each NULL = unbounded), $9 limit, $10 offset. Newest first.
+      // seconds ago, $8 before (each NULL = unbounded), $9 limit, $10 offset, $11 and $12 the
+      // cursor: only rows after (created_at $11, id $12) in the order (NULL: from the start).
+      // Newest first; the journal sizes are counted for the rows returned only.
       {"admin_list", R"(SELECT row_to_json(t)::text FROM (
+SELECT p.id, p.name, p.status, p.queue, p.executor, p.created_at, p.updated_at, p.completed_at,
+       (SELECT count(*) FROM {s}.steps s WHERE s.workflow_id = p.id) AS steps, p.reason
+  FROM (
 SELECT w.id, w.name, w.status, w.queue, w.executor_id AS executor, w.created_at, w.updated_at,
-       w.completed_at,
-       (SELECT count(*) FROM {s}.steps s WHERE s.workflow_id = w.id) AS steps,
-       coalesce(w.status_reason, w.error->>'message', w.last_error) AS reason
+       w.completed_at, coalesce(w.status_reason, w.error->>'message', w.last_error) AS reason
   FROM {s}.workflows w
  WHERE (cardinality($1::text[]) = 0 OR w.status = ANY($1::text[]))
    AND ($2::text IS NULL OR w.name = $2::text)
@@ -1046,8 +1061,10 @@ SELECT w.id, w.name, w.status, w.queue, w.executor_id AS executor, w.created_at,
    AND ($7::double precision IS NULL
         OR w.created_at < now() - make_interval(secs => $7::double precision))
    AND ($8::timestamptz IS NULL OR w.created_at < $8::timestamptz)
- ORDER BY w.created_at DESC, w.id
- LIMIT $9 OFFSET $10) t)"},
+   AND ($11::timestamptz IS NULL OR (w.created_at, w.id) < ($11::timestamptz, $12::text))
+ ORDER BY w.created_at DESC, w.id DESC
+ LIMIT $9 OFFSET $10) p
+ ORDER BY p.created_at DESC, p.id DESC) t)"},
       // $1 id. One JSON object: the workflow's row, its history (created, started, what
       // workflow_history recorded, and its end), its steps (journal
       // rows, and steps being retried or failed for good, which have none), its children, its
@@ -1056,16 +1073,19 @@ SELECT w.id, w.name, w.status, w.queue, w.executor_id AS executor, w.created_at,
   'workflow', row_to_json(w),
   'history', (SELECT coalesce(json_agg(json_build_object(
       'at', h.at, 'previous', h.previous, 'status', h.status, 'reason', h.reason,
-      'executor_id', h.executor_id, 'epoch', h.epoch) ORDER BY h.at, h.ord, h.id), '[]') FROM (
+      'executor_id', h.executor_id, 'previous_executor', h.previous_executor, 'epoch', h.epoch)
+      ORDER BY h.at, h.ord, h.id), '[]') FROM (
       SELECT 0 AS ord, 0::bigint AS id, w.created_at AS at, NULL AS previous,
-             'created' AS status, NULL AS reason, NULL AS executor_id, NULL::bigint AS epoch
+             'created' AS status, NULL AS reason, NULL AS executor_id,
+             NULL AS previous_executor, NULL::bigint AS epoch
       UNION ALL
-      SELECT 1, 0, w.started_at, NULL, 'started', NULL, NULL, NULL WHERE w.started_at IS NOT NULL
+      SELECT 1, 0, w.started_at, NULL, 'started', NULL, NULL, NULL, NULL
+       WHERE w.started_at IS NOT NULL
       UNION ALL
-      SELECT 2, id, at, previous, status, reason, executor_id, epoch
+      SELECT 2, id, at, previous, status, reason, executor_id, previous_executor, epoch
         FROM {s}.workflow_history WHERE workflow_id = w.id
       UNION ALL
-      SELECT 3, 0, w.completed_at, NULL, w.status, NULL, w.executor_id, w.epoch
+      SELECT 3, 0, w.completed_at, NULL, w.status, NULL, w.executor_id, NULL, w.epoch
        WHERE w.completed_at IS NOT NULL
          AND NOT EXISTS (SELECT 1 FROM {s}.workflow_history x
                           WHERE x.workflow_id = w.id AND x.status = w.status
@@ -1109,8 +1129,9 @@ SELECT n.queue,
                              OR (w.status = 'pending' AND w.executor_id IS NOT NULL)) AS running,
        count(w.id) FILTER (WHERE w.status = 'sleeping') AS sleeping,
        q.concurrency, q.worker_concurrency, q.rate_limit, q.rate_period_ms,
-       round(extract(epoch FROM now() - min(w.created_at)
-                 FILTER (WHERE w.status = 'pending' AND w.executor_id IS NULL)))::bigint
+       round(extract(epoch FROM now() - min(coalesce(w.wake_at, w.created_at))
+                 FILTER (WHERE w.status = 'pending' AND w.executor_id IS NULL
+                           AND (w.wake_at IS NULL OR w.wake_at <= now()))))::bigint
          AS oldest_queued_s
   FROM (SELECT name AS queue FROM {s}.queues
         UNION SELECT DISTINCT queue FROM {s}.workflows
@@ -1136,33 +1157,46 @@ SELECT e.id, e.host, e.pid, e.app_version, e.versions, e.started_at,
   FROM {s}.executors e
  ORDER BY (e.heartbeat_at > now() - make_interval(secs => $1::double precision)) DESC,
           e.heartbeat_at DESC, e.id) t)"},
-      // $1 lease (seconds). One JSON object: counts for a dashboard.
+      // $1 lease (seconds), $2 the schema's name. One JSON object: counts for a dashboard.
+      // Each is an index probe or a scan of unfinished rows, except the count by status; the
+      // journal's size is the planner's estimate (counting it would scan the largest table).
       {"admin_stats", R"(SELECT json_build_object(
   'schema_version', (SELECT max(version) FROM {s}.schema_migrations),
   'workflows', (SELECT coalesce(json_object_agg(status, n ORDER BY status), '{}')
                   FROM (SELECT status, count(*) AS n FROM {s}.workflows GROUP BY status) c),
-  'journal_rows', (SELECT count(*) FROM {s}.steps),
+  'journal_rows_estimate', (SELECT CASE WHEN c.reltuples < 0 THEN NULL
+                                        ELSE c.reltuples::bigint END
+                              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                             WHERE n.nspname = $2::text AND c.relname = 'steps'),
   'steps_retrying', (SELECT count(*) FROM {s}.step_retries WHERE outcome = 'retrying'),
   'finished_last_hour', (SELECT count(*) FROM {s}.workflows
-                          WHERE completed_at > now() - interval '1 hour'),
+                          WHERE status IN ('succeeded', 'failed', 'cancelled')
+                            AND completed_at > now() - interval '1 hour'),
   'failed_last_hour', (SELECT count(*) FROM {s}.workflows
                         WHERE status IN ('failed', 'dead_letter')
                           AND updated_at > now() - interval '1 hour'),
   'failed_last_day', (SELECT count(*) FROM {s}.workflows
                        WHERE status IN ('failed', 'dead_letter')
                          AND updated_at > now() - interval '1 day'),
-  'queued', (SELECT count(*) FROM {s}.workflows WHERE status = 'pending' AND executor_id IS NULL),
-  'oldest_queued_s', (SELECT round(extract(epoch FROM now() - min(created_at)))::bigint
-                        FROM {s}.workflows WHERE status = 'pending' AND executor_id IS NULL),
+  'queued', (SELECT count(*) FROM {s}.workflows
+              WHERE status = 'pending' AND executor_id IS NULL
+                AND (wake_at IS NULL OR wake_at <= now())),
+  'oldest_queued_s', (SELECT round(extract(epoch FROM now() - min(coalesce(wake_at, created_at))))::bigint
+                        FROM {s}.workflows
+                       WHERE status = 'pending' AND executor_id IS NULL
+                         AND (wake_at IS NULL OR wake_at <= now())),
   'messages_unconsumed', (SELECT count(*) FROM {s}.messages WHERE consumed_at IS NULL),
   'executors_alive', (SELECT count(*) FROM {s}.executors
                        WHERE heartbeat_at > now() - make_interval(secs => $1::double precision))
 )::text)"},
       // $1 age (seconds), $2 statuses (text[]; only finished ones count). How many
       // workflows `durable gc` would delete.
-      {"admin_gc_count", R"(SELECT count(*) FROM {s}.workflows
- WHERE status = ANY($2::text[]) AND status IN ('succeeded', 'failed', 'cancelled')
-   AND completed_at < now() - make_interval(secs => $1::double precision))"},
+      {"admin_gc_count", R"(SELECT count(*) FROM {s}.workflows w
+ WHERE w.status = ANY($2::text[]) AND w.status IN ('succeeded', 'failed', 'cancelled')
+   AND w.completed_at < now() - make_interval(secs => $1::double precision)
+   AND (w.parent_id IS NULL OR NOT EXISTS (
+         SELECT 1 FROM {s}.workflows p WHERE p.id = w.parent_id
+            AND p.status NOT IN ('succeeded', 'failed', 'cancelled'))))"},
       // $1 id, $2 host, $3 pid, $4 app_version, $5 versions it runs (text[], empty = all)
       {"executor_upsert", R"(INSERT INTO {s}.executors (id, host, pid, app_version, versions)
 VALUES ($1, $2, $3, $4, $5::text[])
