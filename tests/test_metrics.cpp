@@ -278,6 +278,47 @@ TEST_CASE("a takeover is counted", "[metrics]") {
   });
 }
 
+TEST_CASE("a park at the journal limit is counted with reason journal_limit", "[metrics]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("metrics_jlimit");
+  auto o = test::options(schema);
+  o.journal_limit = 2;
+  test::with_open_engine(o, &register_all, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("counter", "w-big", 3);
+    auto parked = co_await test::error_of<workflow_parked>(h.result<int>());
+    CHECK(parked);
+    co_await test::wait_idle(eng);
+    const auto m = eng.metrics();
+    CHECK(count_of(m.workflows_parked, "journal_limit") == 1);
+    CHECK(count_of(m.workflows_parked, "other") == 0);
+    const std::string text = co_await prometheus_text(eng);
+    CHECK(sample(text, "durable_workflows_parked_total{reason=\"journal_limit\"}") == 1.0);
+  });
+}
+
+TEST_CASE("an orphan that its claim parks is not counted as recovered", "[metrics]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("metrics_orphan");
+  auto o = test::options(schema, "exec-o");
+  o.heartbeat_interval = 50ms;
+  test::with_open_engine(o, &register_all, [&](engine& eng) -> asio::awaitable<void> {
+    // Ours, running nowhere (its process died), and claimed too often without progress: the
+    // maintenance tick finds it, and its claim parks it instead of starting it (I9).
+    auto c = co_await eng.pool().acquire();
+    const std::string sql = "INSERT INTO " + detail::quote_identifier(schema) +
+                            ".workflows (id, name, status, inputs, executor_id, stalled_claims) "
+                            "VALUES ($1, 'counter', 'running', '[1]', 'exec-o', 100)";
+    const std::string id = "w-orphan";
+    (void)co_await c->exec(sql, id);
+    const auto row = co_await test::wait_status(eng, id, "parked");
+    CHECK(row.status == "parked");
+    co_await test::sleep_ms(100);
+    const auto m = eng.metrics();
+    CHECK(count_of(m.workflows_parked, "no_progress") == 1);
+    CHECK(m.workflows_recovered == 0);
+  });
+}
+
 TEST_CASE("the metrics endpoint survives bad requests (404, 405, 400) and stops at shutdown",
           "[metrics]") {
   const auto schema = test::fresh_schema("metrics_http");

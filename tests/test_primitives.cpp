@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdlib>
 
 #include "support/workflows.hpp"
@@ -283,6 +284,57 @@ asio::awaitable<void> cont_wrong_wf(context& ctx, int round) {
   co_await ctx.continue_as_new(wrong);
 }
 
+// Generation 0 receives one "pay" message and continues; generation 1 waits up to `wait_ms`
+// for another and returns it (-1 if none came).
+asio::awaitable<int> keyed_inbox_wf(context& ctx, int wait_ms) {
+  const std::chrono::milliseconds wait = ctx.generation() == 0 ? 10000ms : 1ms * wait_ms;
+  const auto got = co_await ctx.recv<int>("pay", wait);
+  if (ctx.generation() == 0) {
+    probe.seen.push_back(std::to_string(got.value_or(-1)));
+    co_return co_await ctx.continue_as_new<int>(wait_ms);
+  }
+  co_return got.value_or(-1);
+}
+
+// Its step names depend on the generation: replayed under another generation, it would
+// diverge from its journal.
+asio::awaitable<int> by_generation_wf(context& ctx, int round) {
+  const std::string name = ctx.generation() == 0 ? "first" : "later";
+  const int a = co_await ctx.step(name, [&] { return round * 10; });
+  const int b = co_await ctx.step("b", [&](const step_info& info) {
+    const std::string tag = ctx.generation() == 0
+                                ? std::to_string(info.seq)
+                                : std::to_string(ctx.generation()) + "." + std::to_string(info.seq);
+    if (info.idempotency_key != ctx.workflow_id() + ":" + tag) ++probe.calls["wrong-key"];
+    return 1;
+  });
+  if (ctx.generation() == 0) co_return co_await ctx.continue_as_new<int>(round + 1);
+  co_return a + b;
+}
+
+// Catches a misuse of continue_as_new, then continues properly.
+asio::awaitable<int> cont_after_misuse_wf(context& ctx, int round) {
+  if (round > 0) co_return round;
+  const std::string wrong = "not an int";
+  try {
+    (void)co_await ctx.continue_as_new<int>(wrong);
+  } catch (const durable::error&) {
+    ++probe.calls["misuse-caught"];
+  }
+  co_return co_await ctx.continue_as_new<int>(round + 1);
+}
+
+// `before` steps, then `branches` concurrent awaitable steps that each take 50 ms.
+asio::awaitable<int> all_near_limit_wf(context& ctx, int before) {
+  for (int i = 0; i < before; ++i) (void)co_await ctx.step("pre", [] { return 0; });
+  auto a = ctx.step("a", [] { return branch("near", 50, false, 1); });
+  auto b = ctx.step("b", [] { return branch("near", 50, false, 2); });
+  auto c = ctx.step("c", [] { return branch("near", 50, false, 3); });
+  auto d = ctx.step("d", [] { return branch("near", 50, false, 4); });
+  auto [w, x, y, z] = co_await ctx.all(std::move(a), std::move(b), std::move(c), std::move(d));
+  co_return w + x + y + z;
+}
+
 // For the crash test: two transactional effects per generation, then continue as new; the
 // process kills itself (SIGKILL) just before continuing in generation `die_before`, or at the
 // very start of generation `die_at_start` (after the continue committed).
@@ -306,6 +358,10 @@ void register_all(engine& eng) {
   eng.register_workflow("cycler", &cycler_wf);
   eng.register_workflow("cont-in-join", &cont_in_join_wf);
   eng.register_workflow("cont-wrong", &cont_wrong_wf);
+  eng.register_workflow("keyed-inbox", &keyed_inbox_wf);
+  eng.register_workflow("by-generation", &by_generation_wf);
+  eng.register_workflow("cont-after-misuse", &cont_after_misuse_wf);
+  eng.register_workflow("all-near-limit", &all_near_limit_wf);
   eng.register_workflow("crash-poller", &crash_poller_wf);
   eng.register_workflow("counter", &test::counter_wf);
   eng.register_workflow("quarter", &quarter_wf);
@@ -1388,6 +1444,174 @@ TEST_CASE("continue_as_new inside a join or with arguments of the wrong type par
                         std::string("w-%"));
     CHECK(generations == "0,0");  // nothing continued
   });
+}
+
+TEST_CASE("a keyed send retried after a continue sends nothing and is not received", "[messages]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("keyedcont");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    const std::string id = "w-inbox", topic = "pay", key = "pay-1";
+    auto h = co_await eng.start("keyed-inbox", id, 1500);
+    // An error an earlier generation's run left (workflows.last_error) must not outlive it.
+    auto c = co_await eng.pool().acquire();
+    const std::string note = "UPDATE " + q(schema) + ".workflows SET last_error = $2 WHERE id = $1";
+    const std::string old_error = "an error of generation 0";
+    (void)co_await c->exec(note, id, old_error);
+    const bool first = co_await eng.send(id, topic, 7, key);
+    CHECK(first);
+    std::string generation;
+    for (int i = 0; i < 500 && generation != "1"; ++i) {
+      generation = co_await scalar(
+          eng, "SELECT generation::text FROM " + q(schema) + ".workflows WHERE id = $1", id);
+      if (generation != "1") co_await test::sleep_ms(10);
+    }
+    REQUIRE(generation == "1");
+    const auto last_error = co_await scalar(
+        eng, "SELECT coalesce(last_error, '(none)') FROM " + q(schema) + ".workflows WHERE id = $1",
+        id);
+    CHECK(last_error == "(none)");
+    // The sender retries (it did not see the first reply): the key was used, nothing is sent.
+    const bool again = co_await eng.send(id, topic, 7, key);
+    CHECK_FALSE(again);
+    const int got = co_await h.result<int>();
+    CHECK(got == -1);  // generation 1 received nothing
+    const auto kept = co_await scalar(eng,
+                                      "SELECT count(*)::text FROM " + q(schema) +
+                                          ".messages WHERE workflow_id = $1 AND consumed_at IS NOT "
+                                          "NULL",
+                                      id);
+    CHECK(kept == "1");  // the consumed keyed message stays, with its key
+  });
+  REQUIRE(probe.seen.size() == 1);
+  CHECK(probe.seen[0] == "7");
+}
+
+TEST_CASE("a fork of a continued workflow replays under its generation and finishes", "[fork]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("forkgen");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("by-generation", "w-gen", 5);
+    const int v = co_await h.result<int>();
+    CHECK(v == 61);  // generation 1: round 6
+    for (const int from : {2, 1}) {
+      const std::string fork_id = "w-gen-fork-" + std::to_string(from);
+      auto f = co_await eng.fork("w-gen", from, fork_id);
+      std::string parked;
+      int again = 0;
+      try {
+        again = co_await f.result<int>();
+      } catch (const workflow_parked& e) {
+        parked = e.what();
+      }
+      INFO(parked);
+      CHECK(parked.empty());
+      CHECK(again == 61);
+      const auto generation = co_await scalar(
+          eng, "SELECT generation::text FROM " + q(schema) + ".workflows WHERE id = $1", fork_id);
+      CHECK(generation == "1");
+    }
+  });
+  CHECK(probe.calls["wrong-key"] == 0);  // the fork's keys carry the generation too
+}
+
+TEST_CASE("a misuse caught before continue_as_new still parks the workflow", "[continue-as-new]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("contmisuse");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("cont-after-misuse", "w-cam", 0);
+    std::string parked;
+    try {
+      (void)co_await h.result<int>();
+    } catch (const workflow_parked& e) {
+      parked = e.what();
+    }
+    CHECK(parked.find("which do not decode as the workflow's parameters") != std::string::npos);
+    const auto row = co_await scalar(
+        eng, "SELECT status || ':' || generation FROM " + q(schema) + ".workflows WHERE id = $1",
+        std::string("w-cam"));
+    CHECK(row == "parked:0");  // nothing continued
+  });
+  CHECK(probe.calls["misuse-caught"] == 1);
+}
+
+TEST_CASE("ctx.all near the journal limit runs no step function beyond it", "[journal-limit]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("jlimitall");
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto h = co_await eng.start("all-near-limit", "w-near", 2);
+        std::string parked;
+        try {
+          (void)co_await h.result<int>();
+        } catch (const workflow_parked& e) {
+          parked = e.what();
+        }
+        INFO(parked);
+        CHECK(parked.find("step 4 'c' would be row 5 of its journal, beyond the limit of 4 rows") !=
+              std::string::npos);
+      },
+      [](engine_options& o) { o.journal_limit = 4; });
+  CHECK(probe.calls["near"] == 2);  // a and b ran (and were cut off); c and d did not start
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        const std::string id = "w-near";
+        const bool resumed = co_await eng.resume(id);
+        CHECK(resumed);
+        const int sum = co_await eng.handle(id).result<int>();
+        CHECK(sum == 10);
+      },
+      [](engine_options& o) { o.journal_limit = 6; });
+  CHECK(probe.calls["near"] == 6);
+}
+
+TEST_CASE("the journal warning gives the journal's actual share of the limit", "[journal-limit]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("jwarnshare");
+  // 17 steps and a sleep row under the default limit; the engine stops during the sleep.
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    (void)co_await eng.start("long", "w-share", 17, 1500, 1);
+    for (int i = 0; i < 500; ++i) {
+      const auto n = co_await scalar(
+          eng, "SELECT count(*)::text FROM " + q(schema) + ".steps WHERE workflow_id = $1",
+          std::string("w-share"));
+      if (n == "18") break;
+      co_await test::sleep_ms(10);
+    }
+  });
+  // Under a limit of 20 the next row is row 19: 95 % of it, past the 80 % configured.
+  std::vector<std::string> warnings;
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        const int sum = co_await eng.handle("w-share").result<int>();
+        CHECK(sum == 136 + 1000);
+      },
+      [&](engine_options& o) {
+        o.journal_limit = 20;
+        o.on_event = [&](const event& e) {
+          if (e.message.find("of its limit") != std::string::npos) warnings.emplace_back(e.message);
+        };
+      });
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("its journal holds 19 rows, 95 % of its limit of 20 rows") !=
+        std::string::npos);
+  // A warning fraction outside (0, 1] is refused when the engine is made.
+  asio::io_context io;
+  for (const double bad : {0.0, -0.5, 1.5, std::nan("")}) {
+    auto o = test::options(schema);
+    o.journal_warning = bad;
+    CHECK_THROWS_WITH(engine(io.get_executor(), o), Catch::Contains("journal_warning"));
+  }
+  auto o = test::options(schema);
+  o.journal_warning = 1.0;
+  CHECK_NOTHROW(engine(io.get_executor(), o));
 }
 
 TEST_CASE("killed just before and after continue_as_new, a poller resumes the right generation",

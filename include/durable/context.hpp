@@ -1101,6 +1101,9 @@ private:
     } else {
       detail::require_live(s, seq, name);
     }
+    // The winner's row is counted now, before the branches run (the journal limit).
+    std::optional<detail::row_hold> hold;
+    if (!journaled) hold.emplace(s, seq, name);
     const double started = detail::unix_seconds();
     auto ex = co_await asio::this_coro::executor;
     auto j = std::make_shared<detail::join_state>(ex);
@@ -1179,6 +1182,9 @@ private:
                              "its function cannot be cancelled: a timeout needs a step function "
                              "that returns an asio::awaitable (a synchronous function blocks the "
                              "event loop until it returns)");
+    // Its row is counted from now on (the journal limit): a concurrent branch issued while
+    // its function runs sees it, and nothing runs beyond the limit.
+    detail::row_hold hold(s, seq, name);
     // From here until its row is committed the step is in progress: its function, the pauses
     // between attempts, and the journal write. A step issued meanwhile is refused (I4).
     detail::step_function_scope scope(s, name);
@@ -1286,6 +1292,7 @@ private:
       detail::refuse_timeout(s, seq, name,
                              "a transactional step cannot be abandoned (use SET LOCAL "
                              "statement_timeout in the transaction instead)");
+    detail::row_hold hold(s, seq, name);         // its row counted from now on (journal limit)
     detail::step_function_scope scope(s, name);  // in progress until its row commits (I4)
     if (history && history->next_attempt_at) co_await detail::wait_until_due(s, seq, name, history);
 
@@ -1337,8 +1344,8 @@ private:
         if (value) {
           std::optional<std::string> output;
           if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
-          // Counted before the commit (the limit holds for concurrent branches too); given
-          // back below if the transaction does not commit.
+          // Counted since the step was issued (the hold); held again below if the
+          // transaction does not commit.
           detail::reserve_row(s, seq, name);
           try {
             // The journal row rides in the same round trip as COMMIT, inside the transaction:
@@ -1389,7 +1396,7 @@ private:
             else
               co_return;
           }
-          detail::release_row(s);
+          hold.again();
         }
         tx.reset();  // rolls back with the connection's next statement
       }

@@ -218,9 +218,9 @@ public:
   }
 
   /// Creates a new workflow (`new_id`, or "<id>:fork:<random>" when empty) with the same
-  /// name and inputs, whose journal holds copies of `workflow_id`'s rows before step
-  /// `from_step`, and runs the rest with this code ("re-run from step 3 after the fix"). The
-  /// original is not touched. Returns the new workflow's handle.
+  /// name, inputs and generation (ctx.continue_as_new), whose journal holds copies of
+  /// `workflow_id`'s rows before step `from_step`, and runs the rest with this code ("re-run from
+  /// step 3 after the fix"). The original is not touched. Returns the new workflow's handle.
   [[nodiscard]] asio::awaitable<workflow_handle> fork(std::string workflow_id, int from_step,
                                                       std::string new_id = {}) {
     return fork_impl(std::move(workflow_id), from_step, std::move(new_id));

@@ -236,14 +236,17 @@ inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
       // An orphan is claimed only if the previous tick saw it too: one whose start or
       // dispatch has committed but whose launch here is a moment away (the reply not read
       // yet) is not an orphan, and claiming it would run it twice.
+      // Ours, and running nowhere here: counted as recovered once the claim starts them.
+      std::set<std::string, std::less<>> recovering;
       for (const auto& id : orphans)
         if (suspected.contains(id) && ids.size() < s->room() && !s->busy(id)) {
           ids.push_back(id);
-          ++s->counters.workflows_recovered;  // ours, and running nowhere here
+          recovering.insert(id);
         }
       suspected = std::move(orphans);
       std::erase_if(ids, [&](const std::string& id) { return s->busy(id); });
-      if (!ids.empty() && !s->stopping) (void)co_await claim_runs(s, std::move(ids), "maintenance");
+      if (!ids.empty() && !s->stopping)
+        (void)co_await claim_runs(s, std::move(ids), "maintenance", &recovering);
       problems.ok(*s);
     } catch (const std::exception& e) {
       problems.failed(*s, "takeover and orphan check failed: " + describe_io_failure(e) +

@@ -135,9 +135,9 @@ struct histogram_cell {
 inline constexpr std::array<std::string_view, 2> started_via = {"start", "queue"};
 inline constexpr std::array<std::string_view, 3> finished_statuses = {"succeeded", "failed",
                                                                       "cancelled"};
-inline constexpr std::array<std::string_view, 8> park_reasons = {
-    "nondeterminism", "requested",     "misuse",      "journal_refused",
-    "codec",          "journal_error", "no_progress", "other"};
+inline constexpr std::array<std::string_view, 9> park_reasons = {
+    "nondeterminism", "requested",     "misuse", "journal_refused", "codec", "journal_error",
+    "no_progress",    "journal_limit", "other"};
 inline constexpr std::array<std::string_view, 7> failing_components = {
     "lease", "maintenance", "dispatcher", "listener", "committer", "metrics", "other"};
 inline constexpr std::array<double, 16> latency_buckets = {
@@ -154,6 +154,7 @@ inline constexpr std::array<double, 11> batch_buckets = {1,  2,   4,   8,   16, 
   if (type == "durable::journal_refused") return "journal_refused";
   if (type == "durable::codec_error") return "codec";
   if (type == "durable::journal_error") return "journal_error";
+  if (type == "durable::journal_limit_exceeded") return "journal_limit";
   return "other";
 }
 
@@ -170,7 +171,7 @@ struct engine_counters {
   labelled_counter<2> workflows_started{"durable_workflows_started_total", "via", started_via};
   labelled_counter<3> workflows_finished{"durable_workflows_finished_total", "status",
                                          finished_statuses};
-  labelled_counter<8> workflows_parked{"durable_workflows_parked_total", "reason", park_reasons};
+  labelled_counter<9> workflows_parked{"durable_workflows_parked_total", "reason", park_reasons};
   labelled_counter<7> background_failures{"durable_background_failures_total", "component",
                                           failing_components};
   histogram_cell<16> journal_write_seconds{"durable_journal_write_seconds", latency_buckets};

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <typeinfo>
@@ -161,8 +162,12 @@ struct run_state {
   std::int64_t generation = 0;
   std::vector<std::optional<journal_entry>> journal;  // indexed by seq
   // Journal rows: those loaded, plus those this run journaled or is journaling (counted
-  // before the write, so that concurrent branches cannot pass the limit together).
+  // when the step is issued, before its function runs, so that concurrent branches cannot
+  // pass the limit together nor run a step whose row would be refused).
   std::size_t journal_rows = 0;
+  // Steps counted in journal_rows since they were issued whose rows are not written yet
+  // (row_hold): their write uses the count, and a step that ends without a row gives it back.
+  std::set<int> held_rows;
   std::size_t journal_limit = 0;  // engine_options::journal_limit (0: none)
   double journal_warning = 0.8;   // engine_options::journal_warning
   bool journal_warned = false;    // once per run
@@ -328,11 +333,36 @@ DURABLE_DECL void check_journal_room(run_state& s, int seq, const std::string& n
 
 /// Counts the row of step `seq` before it is written (check_journal_room first), and reports
 /// once per run when the journal reaches journal_warning of its limit. A write that turns out
-/// to journal nothing gives the row back (release_row).
+/// to journal nothing gives the row back (release_row). A step held since it was issued
+/// (row_hold) was counted then: its write uses that count.
 DURABLE_DECL void reserve_row(run_state& s, int seq, const std::string& name);
 inline void release_row(run_state& s) noexcept {
   if (s.journal_rows > 0) --s.journal_rows;
 }
+
+/// Counts the row of step `seq` from the moment it is issued until it is written (its write
+/// takes the count over) or, if it ends without a row, until the hold goes out of scope (the
+/// count is given back). For steps whose function runs before the write (ctx.step,
+/// ctx.transaction, ctx.any): a concurrent branch issued meanwhile sees the row counted, and a
+/// step beyond the limit is refused before its function runs.
+class row_hold {
+public:
+  row_hold(run_state& s, int seq, const std::string& name) : s_(s), seq_(seq) {
+    reserve_row(s, seq, name);
+    s.held_rows.insert(seq);
+  }
+  row_hold(const row_hold&) = delete;
+  row_hold& operator=(const row_hold&) = delete;
+  ~row_hold() {
+    if (s_.held_rows.erase(seq_) > 0) release_row(s_);
+  }
+  /// The write of the row failed (nothing journaled) and the step goes on: held again.
+  void again() { s_.held_rows.insert(seq_); }
+
+private:
+  run_state& s_;
+  int seq_;
+};
 
 /// Journals one step (I2: one round trip, fenced by the epoch in the same statement, I3).
 /// Through the group committer the round trip and its commit are shared with other runs;

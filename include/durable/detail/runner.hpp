@@ -16,6 +16,7 @@
 #include <exception>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -291,10 +292,11 @@ inline constexpr std::size_t claim_batch = 100;
 /// Claims the workflows `ids` for this executor (epoch bumped, I3) and loads their journals,
 /// in one round trip per `claim_batch` ids (I1: one query loads every journal), then starts
 /// their runs. A workflow the claim parks (I9) or whose journal cannot be used is parked
-/// and reported. Returns the number of runs started.
-inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
-                                               std::vector<std::string> ids,
-                                               std::string_view component) {
+/// and reported. Returns the number of runs started. A run started for `open`, `recover` or
+/// one of `orphans` (this executor's own, found running nowhere here) counts as recovered.
+inline asio::awaitable<std::size_t> claim_runs(
+    std::shared_ptr<engine_state> s, std::vector<std::string> ids, std::string_view component,
+    const std::set<std::string, std::less<>>* orphans = nullptr) {
   std::size_t started = 0;
   for (std::size_t from = 0; from < ids.size(); from += claim_batch) {
     const std::vector<std::string> chunk(
@@ -373,7 +375,8 @@ inline asio::awaitable<std::size_t> claim_runs(std::shared_ptr<engine_state> s,
                   "claimed under epoch " + std::to_string(run->epoch) + " and resumed by replay");
       launch(s, run, nlohmann::json::parse(c.inputs));
       ++started;
-      if (component == "open" || component == "recover") ++s->counters.workflows_recovered;
+      if (component == "open" || component == "recover" || (orphans && orphans->contains(id)))
+        ++s->counters.workflows_recovered;
     }
   }
   co_return started;
@@ -452,6 +455,13 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
   run->finishing = true;
   co_await asio::this_coro::reset_cancellation_state();
   // What the run learned overrides what the workflow's code did with the exception.
+  if (run->continued && run->misuse) {
+    // A misuse recorded after the next generation committed (continue_run refuses one
+    // recorded before): the workflow is parked, under the epoch the continue set, so that
+    // the record is not lost; resume runs the new generation.
+    run->epoch = run->continued->epoch;
+    run->continued.reset();
+  }
   if (run->continued) {
     // The next generation is committed, whatever the code did with the signal: it runs now,
     // here (no claim, no journal to load: it is empty), under the epoch the statement set.
@@ -470,7 +480,8 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
     launch(s, std::move(next), std::move(inputs));
     co_return;
   }
-  if (kind == outcome::continued) kind = outcome::failed;  // cannot happen: continued is set
+  // Continued but not taken above: a misuse overrides it below.
+  if (kind == outcome::continued) kind = outcome::failed;
   if (kind != outcome::lost) {
     if (run->cancelled && run->cancelled_elsewhere) {
       kind = outcome::lost;  // cancel() wrote the status and fenced this run out

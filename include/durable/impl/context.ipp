@@ -62,6 +62,9 @@ DURABLE_DECL asio::awaitable<void> continue_run(run_state& s, const std::string&
   const std::string name = "continue_as_new";
   const int seq = s.next_seq;
   refuse_continue_in_join(s);
+  // A misuse the workflow caught still parks it: continuing would start a new generation and
+  // erase the record of it.
+  if (s.misuse) throw error(*s.misuse);
   if (s.check_inputs) {
     try {
       (*s.check_inputs)(nlohmann::json::parse(inputs));

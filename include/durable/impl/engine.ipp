@@ -39,6 +39,9 @@ DURABLE_DECL engine::engine(asio::any_io_executor ex, engine_options options) {
         "in this process at once)");
   if (options.max_claims_without_progress < 1)
     throw error("engine_options::max_claims_without_progress must be at least 1");
+  if (!(options.journal_warning > 0.0 && options.journal_warning <= 1.0))
+    throw error("engine_options::journal_warning is " + std::to_string(options.journal_warning) +
+                "; it must be a fraction of journal_limit in (0, 1] (0.8: warn at 80 %)");
   s_ = std::make_shared<detail::engine_state>(asio::make_strand(ex), std::move(options),
                                               detail::random_hex(16));
   s_->versions = detail::text_array(s_->options.run_versions);

@@ -473,9 +473,12 @@ SELECT q.queue, b.bucket,
            // Ends generation n of workflow p_id and makes generation n + 1 with inputs p_inputs,
            // in one transaction: fenced by the epoch (I3, DU001; the row is locked, so a claim
            // waits for it and then sees the new epoch), the journal, the recorded attempts and
-           // the consumed messages of the old generation are deleted (unconsumed messages stay
-           // for the new one), waits and the count of claims without progress (I9) are reset,
-           // and the epoch moves on so that nothing the old run still holds can be written.
+           // the consumed messages without an idempotency key of the old generation are deleted
+           // (unconsumed messages stay for the new one; a consumed message with a key stays,
+           // until retention deletes the workflow, so that a retried send with that key still
+           // sends nothing), waits, the last error and the count of claims without progress
+           // (I9) are reset, and the epoch moves on so that nothing the old run still holds can
+           // be written.
            // The workflow stays running, owned by the same executor. Children of the old
            // generation are left as they are; events published stay.
            R"(CREATE FUNCTION {s}.continue_as_new(p_id text, p_epoch bigint, p_inputs jsonb)
@@ -488,13 +491,14 @@ BEGIN
   END IF;
   DELETE FROM {s}.steps WHERE workflow_id = p_id;
   DELETE FROM {s}.step_attempts WHERE workflow_id = p_id;
-  DELETE FROM {s}.messages WHERE workflow_id = p_id AND consumed_at IS NOT NULL;
+  DELETE FROM {s}.messages
+   WHERE workflow_id = p_id AND consumed_at IS NOT NULL AND idempotency_key IS NULL;
   RETURN QUERY
   UPDATE {s}.workflows w
      SET inputs = p_inputs, generation = w.generation + 1, epoch = w.epoch + 1,
          status = 'running', status_reason = NULL, output = NULL, error = NULL, wake_at = NULL,
          wait_for = NULL, woken = false, stalled_claims = 0, progress_mark = 0,
-         updated_at = now()
+         last_error = NULL, updated_at = now()
    WHERE w.id = p_id
   RETURNING w.epoch, w.generation;
 END
@@ -894,16 +898,17 @@ RETURNING 1)
 SELECT w.status, (SELECT count(*) FROM reset)::integer, (SELECT count(*) FROM due)::integer
   FROM w)"},
       // $1 source id, $2 new id, $3 first step not copied, $4 app_version. A new workflow
-      // (due at once) with the source's name and inputs and a copy of its journal rows and
-      // recorded attempts before step $3 (a step failure the workflow handled replays as
-      // such); the source is not touched. One row: (source found, created, rows
+      // (due at once) with the source's name, inputs and generation (the journal is that
+      // generation's, and ctx.generation() and the keys must replay alike) and a copy of its
+      // journal rows and recorded attempts before step $3 (a step failure the workflow handled
+      // replays as such); the source is not touched. One row: (source found, created, rows
       // copied).
       {"workflow_fork", R"(WITH src AS (
-SELECT id, name, inputs, queue, priority FROM {s}.workflows WHERE id = $1),
+SELECT id, name, inputs, queue, priority, generation FROM {s}.workflows WHERE id = $1),
 ins AS (
 INSERT INTO {s}.workflows (id, name, status, inputs, queue, priority, wake_at, app_version,
-                           forked_from)
-SELECT $2, name, 'sleeping', inputs, queue, priority, now(), $4, id FROM src
+                           forked_from, generation)
+SELECT $2, name, 'sleeping', inputs, queue, priority, now(), $4, id, generation FROM src
 ON CONFLICT (id) DO NOTHING
 RETURNING id),
 copied AS (

@@ -97,6 +97,7 @@ DURABLE_DECL std::string journal_fenced_message(const run_state& s, int seq,
 
 DURABLE_DECL void check_journal_room(run_state& s, int seq, const std::string& name) {
   if (s.journal_full) throw journal_limit_exceeded(s.id, *s.journal_full);
+  if (s.held_rows.contains(seq)) return;  // counted when it was issued (a retry, say)
   if (s.journal_limit == 0 || s.journal_rows < s.journal_limit) return;
   s.journal_full =
       "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) + " '" + name +
@@ -110,6 +111,7 @@ DURABLE_DECL void check_journal_room(run_state& s, int seq, const std::string& n
 }
 
 DURABLE_DECL void reserve_row(run_state& s, int seq, const std::string& name) {
+  if (s.held_rows.erase(seq) > 0) return;  // counted when the step was issued (row_hold)
   check_journal_room(s, seq, name);
   ++s.journal_rows;
   if (s.journal_warned || s.journal_limit == 0 || !s.report_warning) return;
@@ -117,8 +119,8 @@ DURABLE_DECL void reserve_row(run_state& s, int seq, const std::string& name) {
   s.journal_warned = true;
   s.report_warning("workflow '" + s.id + "' (" + s.name + "): its journal holds " +
                    std::to_string(s.journal_rows) + " rows, " +
-                   std::to_string(int(s.journal_warning * 100.0 + 0.5)) + " % of its limit of " +
-                   std::to_string(s.journal_limit) +
+                   std::to_string(int(100.0 * double(s.journal_rows) / double(s.journal_limit))) +
+                   " % of its limit of " + std::to_string(s.journal_limit) +
                    " rows (engine_options::journal_limit). At the limit its next step is not run "
                    "and it is parked. A workflow that runs for ever (a poller, a scheduler) "
                    "should call ctx.continue_as_new(...) to start again with an empty journal; "
