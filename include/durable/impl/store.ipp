@@ -529,7 +529,12 @@ $fn$)",
            // scanning every workflow (only failing ones are in the index).
            R"(CREATE INDEX workflows_failures ON {s}.workflows (updated_at)
   WHERE status IN ('failed', 'dead_letter'))",
-           R"(CREATE FUNCTION {s}.record_status() RETURNS trigger LANGUAGE plpgsql AS $fn$
+           // SECURITY DEFINER: the history is the library's own bookkeeping, written with the
+           // schema owner's rights, so that a role allowed to update workflows (parks above
+           // all) needs no grant on the history table or its sequence (search_path pinned, as
+           // such functions should have).
+           R"(CREATE FUNCTION {s}.record_status() RETURNS trigger LANGUAGE plpgsql
+  SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   INSERT INTO {s}.workflow_history (workflow_id, status, previous, reason, executor_id,
                                      previous_executor, epoch)
