@@ -122,22 +122,17 @@ std::string cut(const std::string& s, std::size_t max) {
   return out + "…";
 }
 
-/// One line: control characters shown as \n, \t, \xNN.
+/// One line: newlines and tabs shown as \n and \t, other control characters as \xNN (as the
+/// library shows names in its messages).
 std::string one_line(const std::string& s) {
-  static constexpr char hex[] = "0123456789abcdef";
   std::string out;
-  for (unsigned char c : s) {
-    if (c == '\n') {
+  for (const char& c : s) {
+    if (c == '\n')
       out += "\\n";
-    } else if (c == '\t') {
+    else if (c == '\t')
       out += "\\t";
-    } else if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += char(c);
-    }
+    else
+      out += durable::detail::printable_name(std::string_view(&c, 1));
   }
   return out;
 }
@@ -575,17 +570,22 @@ int cmd_send(session& s, const settings& g, const std::string& id, const std::st
   return done;
 }
 
+/// Rows as --json, a table, or `none` when there are none.
+int print_rows(const settings& g, const std::vector<ojson>& rows, const char* none,
+               const std::vector<column>& columns) {
+  if (g.json)
+    print_json(ojson(rows));
+  else if (rows.empty())
+    std::puts(none);
+  else
+    print_table(rows, columns);
+  return done;
+}
+
 int cmd_queues(session& s, const settings& g) {
   const auto rows = s.rows(s.eng.schema().admin_queues());
-  if (g.json) {
-    print_json(ojson(rows));
-    return done;
-  }
-  if (rows.empty()) {
-    std::puts("no queues (no queued workflows, no configured limits)");
-    return done;
-  }
-  print_table(rows, {{"queue", 24},
+  return print_rows(g, rows, "no queues (no queued workflows, no configured limits)",
+                    {{"queue", 24},
                      {"queued", 8},
                      {"delayed", 8},
                      {"running", 8},
@@ -595,20 +595,12 @@ int cmd_queues(session& s, const settings& g) {
                      {"worker_concurrency", 18},
                      {"rate_limit", 10},
                      {"rate_period_ms", 14}});
-  return done;
 }
 
 int cmd_executors(session& s, const settings& g, double lease_s) {
   const auto rows = s.rows(s.eng.schema().admin_executors(lease_s));
-  if (g.json) {
-    print_json(ojson(rows));
-    return done;
-  }
-  if (rows.empty()) {
-    std::puts("no executors have registered");
-    return done;
-  }
-  print_table(rows, {{"id", 40},
+  return print_rows(g, rows, "no executors have registered",
+                    {{"id", 40},
                      {"state", 8},
                      {"host", 24},
                      {"pid", 8},
@@ -616,7 +608,6 @@ int cmd_executors(session& s, const settings& g, double lease_s) {
                      {"owned", 8},
                      {"app_version", 16},
                      {"started_at", 19}});
-  return done;
 }
 
 int cmd_stats(session& s, const settings& g, double lease_s) {
