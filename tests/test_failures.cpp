@@ -1012,3 +1012,129 @@ TEST_CASE("a workflow that catches the shutdown's refusal still ends without a f
     CHECK(v == 2);
   });
 }
+
+// ---- shutdown during every kind of wait -----------------------------------------------------
+
+namespace {
+
+/// What waiter_wf waits in after its first step, and how the second engine lets it finish.
+enum class wait_kind { sleep, recv, event, child, all_sleep, all_recv, all_child, any_sleep, map };
+
+const char* to_string(wait_kind k) {
+  static constexpr const char* names[] = {
+      "sleep", "recv", "event", "child", "all_sleep", "all_recv", "all_child", "any_sleep", "map"};
+  return names[int(k)];
+}
+
+asio::awaitable<int> slow_item(int v) {
+  co_await test::sleep_ms(400);
+  co_return v;
+}
+
+/// A child that waits for a message "go" and returns it plus one.
+asio::awaitable<int> go_child_wf(context& ctx) {
+  const auto v = co_await ctx.recv<int>("go", 60s);
+  co_return v.value_or(-100) + 1;
+}
+
+/// Publishes the event "k" = 5.
+asio::awaitable<int> publisher_wf(context& ctx) {
+  co_await ctx.set_event("k", 5);
+  co_return 0;
+}
+
+/// Journals a step, then waits in the way `kind` says; every kind returns 10 + 5 = 15 once it
+/// has what it waits for (a message "go" of 5, the event "k" of workflow "w-pub" = 5, a child
+/// sent "go" = 4 that returns 5, or a sleep of 1.5 s worth 5).
+asio::awaitable<int> waiter_wf(context& ctx, int kind) {
+  const int base = co_await ctx.step("begin", [] { return 10; });
+  switch (wait_kind(kind)) {
+    case wait_kind::sleep:
+      co_await ctx.sleep_for(1500ms);
+      co_return base + 5;
+    case wait_kind::recv:
+      co_return base + (co_await ctx.recv<int>("go", 60s)).value_or(-100);
+    case wait_kind::event:
+      co_return base + (co_await ctx.get_event<int>("w-pub", "k", 60s)).value_or(-100);
+    case wait_kind::child: {
+      auto child = co_await ctx.start_child("go_child");
+      co_return base + co_await child.result<int>();
+    }
+    case wait_kind::all_sleep: {
+      auto a = ctx.sleep_for(1500ms);
+      auto b = ctx.step("five", [] { return 5; });
+      auto [x, y] = co_await ctx.all(std::move(a), std::move(b));
+      co_return base + y;
+    }
+    case wait_kind::all_recv: {
+      auto a = ctx.recv<int>("go", 60s);
+      auto b = ctx.sleep_for(200ms);
+      auto [x, y] = co_await ctx.all(std::move(a), std::move(b));
+      co_return base + x.value_or(-100);
+    }
+    case wait_kind::all_child: {
+      auto child = co_await ctx.start_child("go_child");
+      auto a = child.result<int>();
+      auto b = ctx.sleep_for(200ms);
+      auto [x, y] = co_await ctx.all(std::move(a), std::move(b));
+      co_return base + x;
+    }
+    case wait_kind::any_sleep: {
+      auto a = ctx.sleep_for(1500ms);
+      auto b = ctx.get_event<int>("w-none", "never", 60s);
+      const auto w = co_await ctx.any(std::move(a), std::move(b));
+      co_return base + (w.index() == 0 ? 5 : -100);
+    }
+    case wait_kind::map: {
+      std::vector<int> items{2, 3};
+      const auto r = co_await ctx.map("slow", std::move(items), 2, &slow_item);
+      co_return base + r[0] + r[1];
+    }
+  }
+  co_return -1;
+}
+
+void register_waiters(engine& e) {
+  e.register_workflow("waiter", &waiter_wf);
+  e.register_workflow("go_child", &go_child_wf);
+  e.register_workflow("publisher", &publisher_wf);
+}
+
+}  // namespace
+
+TEST_CASE("shutdown during any join or wait leaves the workflow resumable, never failed",
+          "[failure][shutdown]") {
+  const auto k = GENERATE(wait_kind::sleep, wait_kind::recv, wait_kind::event, wait_kind::child,
+                          wait_kind::all_sleep, wait_kind::all_recv, wait_kind::all_child,
+                          wait_kind::any_sleep, wait_kind::map);
+  INFO("wait kind: " << to_string(k));
+  const auto schema = test::fresh_schema(std::string("sd_") + to_string(k));
+  auto o = options(schema, "exec-sd-a");
+  o.unload_after = std::chrono::hours(1);  // every wait stays in its run
+  const std::string id = std::string("w-sd-") + to_string(k);
+  test::with_open_engine(o, &register_waiters, [&](engine& eng) -> asio::awaitable<void> {
+    (void)co_await eng.start("waiter", id, int(k));
+    co_await test::wait_rows(eng, id, 1);
+    co_await test::sleep_ms(150);  // inside its wait now (a map's items inside their steps)
+    co_await eng.shutdown(0ms);    // no grace: the waits receive cancellation
+    auto row = co_await row_of(eng, id);
+    INFO("status " << row.status << ": " << row.reason << " " << row.error);
+    CHECK(row.status == "running");  // released, neither failed nor written
+  });
+  // Another executor takes it over and finishes it.
+  auto o2 = options(schema, "exec-sd-b");
+  o2.unload_after = std::chrono::hours(1);
+  o2.heartbeat_interval = 100ms;  // its maintenance finds exec-sd-a's workflows released
+  o2.poll_interval = 50ms;
+  test::with_open_engine(o2, &register_waiters, [&](engine& eng) -> asio::awaitable<void> {
+    if (k == wait_kind::recv || k == wait_kind::all_recv) (void)co_await eng.send(id, "go", 5);
+    if (k == wait_kind::event) (void)co_await eng.start("publisher", "w-pub");
+    if (k == wait_kind::child || k == wait_kind::all_child) {
+      const std::string child = id + "/1";
+      co_await test::wait_rows(eng, id, 2);  // the child's start is journaled
+      (void)co_await eng.send(child, "go", 4);
+    }
+    auto h = eng.handle(id);
+    CHECK(co_await h.result<int>() == 15);
+  });
+}

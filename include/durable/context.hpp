@@ -140,12 +140,14 @@ T decode_text(run_state& s, int seq, const journal_entry& e, const std::string& 
     try {
       return durable::decode<T>(nlohmann::json::parse(text));
     } catch (const std::exception& x) {
-      s.park_reason = "workflow '" + s.id + "' (" + s.name + "): the journaled output of step " +
-                      std::to_string(seq) + " '" + e.name + "' no longer decodes as " +
-                      std::string(type_name<T>()) + ": " + x.what() +
-                      ". The step's result type changed while the workflow was in flight; it is "
-                      "parked until code that reads the old value is deployed";
-      throw codec_error(std::string(type_name<T>()), *s.park_reason);
+      throw codec_error(
+          std::string(type_name<T>()),
+          note_park(s, park_cause::codec,
+                    "workflow '" + s.id + "' (" + s.name + "): the journaled output of step " +
+                        std::to_string(seq) + " '" + e.name + "' no longer decodes as " +
+                        std::string(type_name<T>()) + ": " + x.what() +
+                        ". The step's result type changed while the workflow was in flight; it "
+                        "is parked until code that reads the old value is deployed"));
     }
   }
 }
@@ -454,10 +456,11 @@ std::optional<T> decode_arrival(run_state& s, int seq, const std::string& name,
   const journal_entry e{name, kind, false, text, {}};
   auto one = decode_text<std::vector<T>>(s, seq, e, text);
   if (one.size() != 1) {
-    s.park_reason = "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) + " '" +
-                    name + "' journaled " + text +
-                    ", not a one-element array; it is parked: repair the row, then resume it";
-    throw error(*s.park_reason);
+    throw error(note_park(s, park_cause::codec,
+                          "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +
+                              " '" + name + "' journaled " + text +
+                              ", not a one-element array; it is parked: repair the row, then "
+                              "resume it"));
   }
   return std::optional<T>(std::move(one.front()));
 }
@@ -1092,11 +1095,12 @@ private:
       journaled = detail::decode_journaled<std::size_t>(s, seq, *e);
       if (s.counters) ++s.counters->steps_replayed;
       if (*journaled >= sizeof...(T)) {
-        s.park_reason = "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +
-                        " journaled branch " + std::to_string(*journaled) + " of ctx.any as the " +
-                        "winner, but the code has " + std::to_string(sizeof...(T)) +
-                        " branches there. It is parked until code that matches it is deployed";
-        throw error(*s.park_reason);
+        throw error(detail::note_park(
+            s, detail::park_cause::codec,
+            "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +
+                " journaled branch " + std::to_string(*journaled) + " of ctx.any as the " +
+                "winner, but the code has " + std::to_string(sizeof...(T)) +
+                " branches there. It is parked until code that matches it is deployed"));
       }
     } else {
       detail::require_live(s, seq, name);
@@ -1324,8 +1328,7 @@ private:
           } else if (detail::classify(e) == detail::io_verdict::transient) {
             // A timeout, a cancel, a lost server is the database's, not the step's: the run
             // is retried (the function runs again in a fresh transaction).
-            s.io_failed = true;
-            s.io_error = detail::describe_io_failure(e);
+            s.outcome.note(detail::verdict::retry(detail::describe_io_failure(e)));
             throw;
           } else {
             failure = detail::capture(std::current_exception());
@@ -1333,8 +1336,7 @@ private:
           }
         } catch (const pg::connection_error& e) {
           // The database, not the step, failed: retry the workflow instead of recording it.
-          s.io_failed = true;
-          s.io_error = detail::describe_io_failure(e);
+          s.outcome.note(detail::verdict::retry(detail::describe_io_failure(e)));
           throw;
         } catch (...) {
           failure = detail::capture(std::current_exception());
@@ -1379,8 +1381,7 @@ private:
             }
             value.reset();
           } catch (const pg::connection_error& e) {
-            s.io_failed = true;
-            s.io_error = detail::describe_io_failure(e);
+            s.outcome.note(detail::verdict::retry(detail::describe_io_failure(e)));
             throw;
           } catch (const durable::error&) {
             // The function left the transaction failed (it caught a failing statement and
@@ -1404,8 +1405,7 @@ private:
         // Lost a race with another transaction: the database's doing, not the step's. Run
         // the function again in a fresh transaction after a short, growing, jittered pause.
         if (++contended_in_a_row >= std::max(policy.contention_attempts, 1)) {
-          s.io_failed = true;
-          s.io_error = contention;
+          s.outcome.note(detail::verdict::retry(contention));
           throw error("workflow '" + s.id + "': transaction step " + std::to_string(seq) + " '" +
                       name + "' lost " + std::to_string(contended_in_a_row) + " races in a row (" +
                       contention + "); the workflow is retried");

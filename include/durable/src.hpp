@@ -23,6 +23,7 @@
 
 #include "durable/detail/impl/group_commit.ipp"
 #include "durable/detail/impl/run_state.ipp"
+#include "durable/detail/replay/impl/cursor.ipp"
 #include "durable/impl/context.ipp"
 #include "durable/impl/engine.ipp"
 #include "durable/impl/metrics_server.ipp"

@@ -142,13 +142,23 @@ struct engine_state {
   bool cancel_local(std::string_view id, const std::string& reason, bool elsewhere,
                     std::int64_t epoch = INT64_MAX) {
     const auto it = running.find(id);
-    if (it == running.end() || it->second.run->cancelled || it->second.run->finishing ||
-        it->second.run->epoch >= epoch)
+    if (it == running.end() || it->second.run->outcome.is(verdict::kind::cancelled) ||
+        it->second.run->finishing || it->second.run->epoch >= epoch)
       return false;
-    it->second.run->cancelled = reason;
-    it->second.run->cancelled_elsewhere = elsewhere;
+    it->second.run->outcome.note(verdict::cancelled(reason, elsewhere));
     it->second.cancel->emit(asio::cancellation_type::terminal);
     return true;
+  }
+
+  /// Shutdown: every run of this process stops now. The verdict (released: another executor
+  /// resumes the workflow) is noted before the cancellation reaches the run, so that whatever
+  /// the cancellation raises inside it (a join's or a timer's operation_aborted, a step's
+  /// error) is never taken for the workflow's own failure.
+  void release_runs(const std::string& why) {
+    for (const auto& [id, run] : running) {
+      run.run->outcome.note(verdict::released(why));
+      run.cancel->emit(asio::cancellation_type::terminal);
+    }
   }
 
   [[nodiscard]] std::size_t room() const noexcept {

@@ -259,7 +259,8 @@ inline void launch(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> r
     // The deadline is stored with the workflow (it survives restarts); this timer enforces
     // it while the workflow runs here. One already past stops the run at its first step.
     const double left = *run->deadline - unix_seconds();
-    if (left <= 0) run->cancelled = "its deadline passed before it finished";
+    if (left <= 0)
+      run->outcome.note(verdict::cancelled("its deadline passed before it finished", false));
     deadline = std::make_shared<asio::steady_timer>(
         s->ex, std::chrono::milliseconds(std::int64_t(std::max(left, 0.0) * 1000) + 1));
     std::weak_ptr<engine_state> weak = s;
@@ -384,195 +385,176 @@ inline asio::awaitable<std::size_t> claim_runs(
 
 // ---- a run ----------------------------------------------------------------------------------
 
+/// The verdict of what the workflow's code did with exception `e` escaping it: the lowest
+/// precedence of all (see verdict), so whatever the run learned meanwhile overrides it.
+inline verdict escaped(engine_state& s, run_state& run, std::exception_ptr e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const continued_as_new&) {
+    return {};  // noted when the next generation committed
+  } catch (const ownership_lost& x) {
+    ++s.counters.ownership_lost;
+    return verdict::released(x.what());
+  } catch (const run_released& x) {
+    return verdict::released(x.what());
+  } catch (const nondeterminism_error&) {
+    return {};  // noted by the cursor, with its details, when it was raised (I5)
+  } catch (const workflow_parked& x) {
+    return verdict::parked(park_cause::requested, valid_utf8(x.what()));
+  } catch (const step_failed& x) {
+    if (!run.dead_step || *run.dead_step != x.seq())
+      return verdict::failed(capture(std::current_exception()).to_json());
+    // The step failed for good and the workflow let it escape: a person decides.
+    const int attempts = run.dead_step_attempts;
+    return verdict::dead_lettered(
+        valid_utf8("step " + std::to_string(x.seq()) + " '" + x.step_name() + "' failed " +
+                   (attempts > 1 ? "after " + std::to_string(attempts) + " attempts"
+                                 : std::string("permanently")) +
+                   ": " + x.error_type() + ": " + x.error_message() +
+                   ". Fix the cause, then retry the workflow, which runs the step again "
+                   "('durable retry <id>' or engine::retry), or cancel it"),
+        nlohmann::json{{"type", valid_utf8(x.error_type())},
+                       {"message", valid_utf8(x.error_message())},
+                       {"seq", x.seq()},
+                       {"step", valid_utf8(x.step_name())},
+                       {"attempts", attempts}}
+            .dump());
+  } catch (...) {
+    return verdict::failed(capture(std::current_exception()).to_json());
+  }
+}
+
+/// The status, output, error and reason the final write of verdict `v` records.
+struct final_state {
+  std::string status;
+  std::optional<std::string> output, error, reason;
+};
+inline final_state final_state_of(const verdict& v) {
+  switch (v.what) {
+    case verdict::kind::succeeded:
+      return {"succeeded", v.output.value_or("null"), {}, {}};
+    case verdict::kind::failed:
+      return {"failed", {}, v.error, {}};
+    case verdict::kind::dead_lettered:
+      return {"dead_letter", {}, v.error, v.reason};
+    case verdict::kind::cancelled: {
+      const std::string why = valid_utf8(v.reason);
+      return {"cancelled", {}, error_json("durable::deadline_exceeded", why), why};
+    }
+    default: {  // parked
+      const std::string why = valid_utf8(v.reason);
+      return {"parked", {}, v.error.empty() ? error_json(error_type(v.cause), why) : v.error, why};
+    }
+  }
+}
+
+/// The next generation a continue_as_new committed runs now, here (no claim, no journal to
+/// load: it is empty), under the epoch the statement set.
+inline void run_next_generation(const std::shared_ptr<engine_state>& s, const run_state& run,
+                                const next_generation& next) {
+  end_run(*s, run.id, run.launch_token);
+  if (s->stopping) return;  // owned here still: shutdown hands it over with the lease
+  auto n = std::make_shared<run_state>();
+  n->id = run.id;
+  n->name = run.name;
+  n->epoch = next.epoch;
+  n->generation = next.generation;
+  n->deadline = run.deadline;
+  auto inputs = nlohmann::json::parse(next.inputs);
+  s->report(severity::debug, "runner", run.id,
+            "continued as new: generation " + std::to_string(n->generation) +
+                " starts under epoch " + std::to_string(n->epoch));
+  launch(s, std::move(n), std::move(inputs));
+}
+
+/// Counts and reports how a run ended.
+inline void account(engine_state& s, const std::string& id, const verdict& v) {
+  auto& m = s.counters;
+  switch (v.what) {
+    case verdict::kind::succeeded:
+      m.workflows_finished.add(0);
+      break;
+    case verdict::kind::failed:
+      m.workflows_finished.add(1);
+      s.report(severity::info, "runner", id, "failed: " + v.error);
+      break;
+    case verdict::kind::cancelled:
+      m.workflows_finished.add(2);
+      s.report(severity::info, "runner", id, "cancelled: " + v.reason);
+      break;
+    case verdict::kind::parked:
+      m.workflows_parked.add(m.workflows_parked.index(park_reason(error_type(v.cause))));
+      s.report(severity::warning, "runner", id, "parked: " + valid_utf8(v.reason));
+      break;
+    case verdict::kind::dead_lettered:
+      ++m.workflows_dead_lettered;
+      s.report(severity::warning, "runner", id, "dead-lettered: " + v.reason);
+      break;
+    case verdict::kind::retry:
+      ++m.io_retries;
+      break;
+    default:
+      break;  // released, continued: another run goes on
+  }
+}
+
+// ---- a run ----------------------------------------------------------------------------------
+
 inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
                                      std::shared_ptr<run_state> run, nlohmann::json inputs) {
-  // lost: someone else continues (ownership moved on, or this engine stopped the run).
-  // continued: ctx.continue_as_new committed the next generation, which starts now.
-  enum class outcome { succeeded, failed, parked, dead_letter, cancelled, lost, retry, continued };
-  outcome kind = outcome::failed;
-  std::optional<std::string> output, err, reason;
-  std::string_view park_type;  // the error type a park records
-  auto park_nondeterminism = [&](const nondeterminism_error& e) {
-    kind = outcome::parked;
-    park_type = "durable::nondeterminism_error";
-    reason = valid_utf8(e.what());
-    err = nlohmann::json{{"type", "durable::nondeterminism_error"},
-                         {"message", *reason},
-                         {"seq", e.seq()},
-                         {"journaled", valid_utf8(e.journaled())},
-                         {"requested", valid_utf8(e.requested())}}
-              .dump();
-  };
-  auto park_with = [&](std::string_view type, const std::string& why) {
-    kind = outcome::parked;
-    park_type = type;
-    reason = valid_utf8(why);
-    err = error_json(type, *reason);
-  };
   try {
     context ctx(*run);
-    output = co_await s->registry.at(run->name).invoke(ctx, inputs);
+    std::optional<std::string> output = co_await s->registry.at(run->name).invoke(ctx, inputs);
     check_fully_replayed(*run);
-    kind = outcome::succeeded;
-  } catch (const continued_as_new&) {
-    kind = outcome::continued;
-  } catch (const ownership_lost&) {
-    kind = outcome::lost;
-    ++s->counters.ownership_lost;
-  } catch (const run_released&) {
-    kind = outcome::lost;
-  } catch (const nondeterminism_error& e) {
-    park_nondeterminism(e);
-  } catch (const workflow_parked& e) {
-    park_with("durable::workflow_parked", e.what());
-  } catch (const step_failed& e) {
-    if (run->dead_step && *run->dead_step == e.seq()) {
-      // The step failed for good and the workflow let it escape: a person decides.
-      kind = outcome::dead_letter;
-      const int attempts = run->dead_step_attempts;
-      reason = valid_utf8(
-          "step " + std::to_string(e.seq()) + " '" + e.step_name() + "' failed " +
-          (attempts > 1 ? "after " + std::to_string(attempts) + " attempts" : "permanently") +
-          ": " + e.error_type() + ": " + e.error_message() +
-          ". Fix the cause, then retry the workflow, which runs the step again ('durable retry "
-          "<id>' or engine::retry), or cancel it");
-      err = nlohmann::json{{"type", valid_utf8(e.error_type())},
-                           {"message", valid_utf8(e.error_message())},
-                           {"seq", e.seq()},
-                           {"step", valid_utf8(e.step_name())},
-                           {"attempts", attempts}}
-                .dump();
-    } else {
-      kind = outcome::failed;
-      err = capture(std::current_exception()).to_json();
-    }
+    run->outcome.note(verdict::succeeded(output.value_or("null")));
   } catch (...) {
-    kind = outcome::failed;
-    err = capture(std::current_exception()).to_json();
+    run->outcome.note(escaped(*s, *run, std::current_exception()));
   }
   // A cancel() or the deadline cancelled the run's coroutine; what follows (the final state)
-  // must still reach the database.
+  // must still reach the database. The verdict is taken now: nothing noted later changes it.
   run->finishing = true;
   co_await asio::this_coro::reset_cancellation_state();
-  // What the run learned overrides what the workflow's code did with the exception.
-  if (run->continued && run->misuse) {
-    // A misuse recorded after the next generation committed (continue_run refuses one
-    // recorded before): the workflow is parked, under the epoch the continue set, so that
-    // the record is not lost; resume runs the new generation.
-    run->epoch = run->continued->epoch;
-    run->continued.reset();
-  }
-  if (run->continued) {
-    // The next generation is committed, whatever the code did with the signal: it runs now,
-    // here (no claim, no journal to load: it is empty), under the epoch the statement set.
-    end_run(*s, run->id, run->launch_token);
-    if (s->stopping) co_return;  // owned here still: shutdown hands it over with the lease
-    auto next = std::make_shared<run_state>();
-    next->id = run->id;
-    next->name = run->name;
-    next->epoch = run->continued->epoch;
-    next->generation = run->continued->generation;
-    next->deadline = run->deadline;
-    auto inputs = nlohmann::json::parse(run->continued->inputs);
-    s->report(severity::debug, "runner", run->id,
-              "continued as new: generation " + std::to_string(next->generation) +
-                  " starts under epoch " + std::to_string(next->epoch));
-    launch(s, std::move(next), std::move(inputs));
+  verdict v = run->outcome.get();
+  if (v.what == verdict::kind::continued) {
+    run_next_generation(s, *run, v.next);
     co_return;
   }
-  // Continued but not taken above: a misuse overrides it below.
-  if (kind == outcome::continued) kind = outcome::failed;
-  if (kind != outcome::lost) {
-    if (run->cancelled && run->cancelled_elsewhere) {
-      kind = outcome::lost;  // cancel() wrote the status and fenced this run out
-    } else if (run->cancelled) {
-      kind = outcome::cancelled;
-      reason = valid_utf8(*run->cancelled);
-      err = error_json("durable::deadline_exceeded", *reason);
-    } else if (run->released) {
-      kind = outcome::lost;
-    } else if (run->misuse) {
-      park_with("durable::misuse", *run->misuse);
-    } else if (run->journal_full) {
-      park_with("durable::journal_limit_exceeded", *run->journal_full);
-    } else if (run->io_refused) {
-      park_with("durable::journal_refused", *run->io_refused);
-    } else if (run->io_failed) {
-      kind = outcome::retry;
-    } else if (run->nondeterminism) {
-      park_nondeterminism(*run->nondeterminism);
-    } else if (run->park_reason) {
-      park_with("durable::codec_error", *run->park_reason);
-    }
-  }
-  bool refused = false;
-  if (kind != outcome::lost && kind != outcome::retry) {
-    static constexpr const char* names[] = {"succeeded", "failed", "parked", "dead_letter",
-                                            "cancelled"};
+  if (v.writes_final_state()) {
+    const final_state f = final_state_of(v);
+    if (v.epoch) run->epoch = *v.epoch;  // a misuse after a continue parks the new generation
+    const std::int64_t epoch = run->epoch;
+    bool refused = false;
     try {
-      std::optional<std::string> final_output;
-      if (kind == outcome::succeeded) final_output = output.value_or("null");
-      const std::string status = names[int(kind)];
       const fence_verdict written =
-          co_await write_final(s, run->id, run->epoch, status, final_output, err, reason);
+          co_await write_final(s, run->id, epoch, f.status, f.output, f.error, f.reason);
       if (written.fenced_out()) {  // I3: a newer epoch owns it now
-        kind = outcome::lost;
+        v = verdict::released("a newer epoch owns the workflow");
         ++s->counters.ownership_lost;
       }
     } catch (const std::exception& e) {
-      run->io_error = describe_io_failure(e);
-      refused = classify(e) == io_verdict::permanent && kind != outcome::parked;
-      kind = outcome::retry;
+      refused = classify(e) == io_verdict::permanent && v.what != verdict::kind::parked;
+      v = verdict::retry(describe_io_failure(e));
     }
-  }
-  if (refused) {
-    // The server refuses this final state (an output it cannot store, say): park with the
-    // reason instead, which carries no output.
-    const std::string why = "workflow '" + run->id + "' (" + run->name +
-                            "): its final state could not be written (" + run->io_error +
-                            "); it is parked instead";
-    try {
-      const std::string type = "durable::journal_refused";
-      co_await park(s, run->id, run->epoch, type, why);
-      kind = outcome::parked;
-      park_type = "durable::journal_refused";
-      reason = why;
-    } catch (const std::exception& again) {
-      run->io_error = describe_io_failure(again);
+    if (refused) {
+      // The server refuses this final state (an output it cannot store, say): park with the
+      // reason instead, which carries no output.
+      const std::string why = "workflow '" + run->id + "' (" + run->name +
+                              "): its final state could not be written (" + v.io_error +
+                              "); it is parked instead";
+      try {
+        const std::string type = "durable::journal_refused";
+        co_await park(s, run->id, epoch, type, why);
+        v = verdict::parked(park_cause::journal_refused, why);
+      } catch (const std::exception& again) {
+        v.io_error = describe_io_failure(again);
+      }
     }
   }
   end_run(*s, run->id, run->launch_token);
   s->wake_dispatcher();  // a slot in some queue may have come free
   if (run->unloaded_until) schedule_wake(s, *run->unloaded_until);
-  auto& m = s->counters;
-  switch (kind) {
-    case outcome::succeeded:
-    case outcome::failed:
-    case outcome::cancelled:
-      m.workflows_finished.add(kind == outcome::succeeded ? 0 : kind == outcome::failed ? 1 : 2);
-      break;
-    case outcome::parked:
-      m.workflows_parked.add(m.workflows_parked.index(park_reason(park_type)));
-      break;
-    case outcome::dead_letter:
-      ++m.workflows_dead_lettered;
-      break;
-    case outcome::retry:
-      ++m.io_retries;
-      break;
-    case outcome::lost:
-    case outcome::continued:  // the next generation runs on (see above)
-      break;
-  }
-  if (kind == outcome::parked)
-    s->report(severity::warning, "runner", run->id, "parked: " + reason.value_or(""));
-  else if (kind == outcome::dead_letter)
-    s->report(severity::warning, "runner", run->id, "dead-lettered: " + reason.value_or(""));
-  else if (kind == outcome::cancelled)
-    s->report(severity::info, "runner", run->id, "cancelled: " + reason.value_or(""));
-  else if (kind == outcome::failed)
-    s->report(severity::info, "runner", run->id, "failed: " + err.value_or(""));
-  if (kind != outcome::retry) co_return;
+  account(*s, run->id, v);
+  if (v.what != verdict::kind::retry) co_return;
 
   // The outcome of the last write is unknown, or the database failed transiently: claim the
   // workflow again (new epoch) after a growing pause, and replay. I9 bounds how often.
@@ -584,13 +566,13 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
     ~unmark() { s->retrying.erase(id); }
   } guard{s, id};
   try {  // best effort: shown when I9 parks the workflow
-    fenced_write note = s->st.workflow_note_error(id, run->epoch, run->io_error);
+    fenced_write note = s->st.workflow_note_error(id, run->epoch, v.io_error);
     (void)co_await s->committer.run(std::move(note.st));
   } catch (const std::exception& e) {
     s->report(severity::debug, "runner", id,
               "could not record the last error: " + describe_io_failure(e));
   }
-  std::string last = run->io_error;
+  std::string last = v.io_error;
   auto delay = s->options.io_retry_delay;
   for (int attempt = 1; !s->stopping; ++attempt) {
     // Jitter (±25 %) keeps many runs that failed together from retrying together.

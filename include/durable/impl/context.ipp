@@ -10,52 +10,63 @@ DURABLE_DECL void require_live(run_state& s, int seq, const std::string& name) {
 }
 
 DURABLE_DECL void require_running(run_state& s, int seq, const std::string& name) {
-  if (s.continued)  // the workflow caught continue_as_new's signal and went on
-    throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                       "' not started: this run continued as new (generation " +
-                       std::to_string(s.continued->generation) + " runs from the top)");
-  if (s.released)  // unloaded or released already: the workflow caught that and went on
-    throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                       "' not started: this run was released (" +
-                       (s.unloaded_until ? "the workflow is unloaded until its next attempt"
-                                         : "the engine stops or lost its lease") +
-                       "); the workflow continues in a later run");
-  // After a journal write of unknown outcome, nothing more may be journaled in this run:
-  // a later row could be built on a step result that never committed.
+  const verdict& v = s.outcome.get();
+  const std::string step = "workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name;
+  switch (v.what) {
+    case verdict::kind::continued:  // the workflow caught continue_as_new's signal, went on
+      throw run_released(step + "' not started: this run continued as new (generation " +
+                         std::to_string(v.next.generation) + " runs from the top)");
+    case verdict::kind::released:  // unloaded or released already: the workflow went on
+      throw run_released(step + "' not started: this run was released (" +
+                         (s.unloaded_until ? "the workflow is unloaded until its next attempt"
+                                           : "the engine stops or lost its lease") +
+                         "); the workflow continues in a later run");
+    default:
+      break;
+  }
   // A released run ends without a verdict, whatever the workflow does with the exception.
   if (s.stopping && *s.stopping) {
-    s.released = true;
-    throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                       "' not started because the engine is shutting down; another executor "
-                       "resumes the workflow");
+    const std::string why = step +
+                            "' not started because the engine is shutting down; another "
+                            "executor resumes the workflow";
+    s.outcome.note(verdict::released(why));
+    throw run_released(why);
   }
-  if (s.cancelled)
-    throw run_cancelled("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                        "' not started: " + *s.cancelled);
+  if (v.what == verdict::kind::cancelled) throw run_cancelled(step + "' not started: " + v.reason);
   if (s.lease_expired && *s.lease_expired) {
-    s.released = true;
-    throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                       "' not started because this executor could not renew its lease in time; "
-                       "the workflow is resumed by replay once an executor reaches the database");
+    const std::string why = step +
+                            "' not started because this executor could not renew its lease in "
+                            "time; the workflow is resumed by replay once an executor reaches "
+                            "the database";
+    s.outcome.note(verdict::released(why));
+    throw run_released(why);
   }
-  if (s.io_refused) throw error(*s.io_refused);
-  if (s.io_failed)
-    throw error("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                "' not run because an earlier journal write failed; the workflow is retried");
+  if (const std::string* refused = s.outcome.parked_for(park_cause::journal_refused))
+    throw error(*refused);
+  // After a journal write of unknown outcome, nothing more may be journaled in this run:
+  // a later row could be built on a step result that never committed.
+  if (v.what == verdict::kind::retry)
+    throw error(step +
+                "' not run because an earlier journal write failed; the workflow is "
+                "retried");
   if (!s.pool)
-    throw error("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                "' has no journal row, and this replay has no database to run it against");
+    throw error(step + "' has no journal row, and this replay has no database to run it against");
+}
+
+/// Notes a misuse of the API (the workflow parks; the first misuse noted is the reason it
+/// records) and returns the exception to throw, which says what this call did wrong.
+inline error misuse(run_state& s, const std::string& reason) {
+  s.outcome.note(verdict::parked(park_cause::misuse, reason));
+  return error(reason);
 }
 
 DURABLE_DECL void refuse_continue_in_join(run_state& s) {
   if (s.joins_running == 0) return;
-  if (!s.misuse)
-    s.misuse = "workflow '" + s.id + "' (" + s.name +
-               "): ctx.continue_as_new() was called inside a branch of ctx.all, ctx.any or "
-               "ctx.map. It ends the run, and the other branches' steps would be cut off "
-               "mid-flight; call it after the join, from the workflow itself. The workflow is "
-               "parked: fix the code, then resume it";
-  throw error(*s.misuse);
+  throw misuse(s, "workflow '" + s.id + "' (" + s.name +
+                      "): ctx.continue_as_new() was called inside a branch of ctx.all, ctx.any "
+                      "or ctx.map. It ends the run, and the other branches' steps would be cut "
+                      "off mid-flight; call it after the join, from the workflow itself. The "
+                      "workflow is parked: fix the code, then resume it");
 }
 
 DURABLE_DECL asio::awaitable<void> continue_run(run_state& s, const std::string& inputs) {
@@ -64,17 +75,18 @@ DURABLE_DECL asio::awaitable<void> continue_run(run_state& s, const std::string&
   refuse_continue_in_join(s);
   // A misuse the workflow caught still parks it: continuing would start a new generation and
   // erase the record of it.
-  if (s.misuse) throw error(*s.misuse);
+  if (const std::string* m = s.outcome.parked_for(park_cause::misuse)) throw error(*m);
   if (s.check_inputs) {
     try {
       (*s.check_inputs)(nlohmann::json::parse(inputs));
     } catch (const std::exception& e) {
-      s.misuse = valid_utf8(
-          "workflow '" + s.id + "' (" + s.name + "): ctx.continue_as_new() got the arguments " +
-          inputs + ", which do not decode as the workflow's parameters " +
-          (s.signature ? *s.signature : std::string("(unknown)")) + ": " + e.what() +
-          ". Nothing was written; the workflow is parked: fix the code, then resume it");
-      throw error(*s.misuse);
+      throw misuse(
+          s, valid_utf8("workflow '" + s.id + "' (" + s.name +
+                        "): ctx.continue_as_new() got the arguments " + inputs +
+                        ", which do not decode as the workflow's parameters " +
+                        (s.signature ? *s.signature : std::string("(unknown)")) + ": " + e.what() +
+                        ". Nothing was written; the workflow is parked: fix the code, "
+                        "then resume it"));
     }
   }
   check_fully_replayed(s);        // a journaled step beyond this point: the code changed (I5)
@@ -84,36 +96,37 @@ DURABLE_DECL asio::awaitable<void> continue_run(run_state& s, const std::string&
   const auto next = store::first<store::continued_workflow>(r);
   if (!next)
     throw error("workflow '" + s.id + "': continue_as_new returned no row");  // cannot happen
-  s.continued = next_generation{next->epoch, next->generation, inputs};
+  s.outcome.note(verdict::continued(next_generation{next->epoch, next->generation, inputs}));
   throw continued_as_new{};
 }
 
 DURABLE_DECL void check_not_nested(run_state& s, const std::string& name) {
   if (s.step_functions_running == 0) return;
-  s.misuse = "workflow '" + s.id + "' (" + s.name + "): step '" + name +
-             "' was issued while the function of step '" +
-             (s.running_step ? *s.running_step : std::string("(another step)")) +
-             "' is running. A step cannot be issued from inside another step's function (step "
-             "functions do plain work; issue the steps one after the other in the workflow), "
-             "nor from a concurrent branch once another branch's step has begun (issue "
-             "concurrent steps up front, then await them together, see I4 in "
-             "docs/concepts.md). The workflow is parked: fix the code, then resume it";
-  throw error(*s.misuse);
+  throw misuse(s, "workflow '" + s.id + "' (" + s.name + "): step '" + name +
+                      "' was issued while the function of step '" +
+                      (s.running_step ? *s.running_step : std::string("(another step)")) +
+                      "' is running. A step cannot be issued from inside another step's "
+                      "function (step functions do plain work; issue the steps one after the "
+                      "other in the workflow), nor from a concurrent branch once another "
+                      "branch's step has begun (issue concurrent steps up front, then await them "
+                      "together, see I4 in docs/concepts.md). The workflow is parked: fix the "
+                      "code, then resume it");
 }
 
 DURABLE_DECL void check_failure_is_the_steps(run_state& s, int seq, const std::string& name) {
-  if (s.misuse) throw error(*s.misuse);
-  if (s.released)
-    throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                       "' ended after its run was released; its outcome is not recorded");
-  if (s.cancelled)
-    throw run_cancelled("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                        "' was interrupted: " + *s.cancelled);
+  if (const std::string* m = s.outcome.parked_for(park_cause::misuse)) throw error(*m);
+  const verdict& v = s.outcome.get();
+  const std::string step = "workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name;
+  if (v.what == verdict::kind::released || v.what == verdict::kind::continued)
+    throw run_released(step + "' ended after its run was released; its outcome is not recorded");
+  if (v.what == verdict::kind::cancelled)
+    throw run_cancelled(step + "' was interrupted: " + v.reason);
   if (s.stopping && *s.stopping) {
-    s.released = true;
-    throw run_released("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
-                       "' ended while the engine shut down; its outcome is not journaled and "
-                       "another executor runs it again");
+    const std::string why = step +
+                            "' ended while the engine shut down; its outcome is not journaled "
+                            "and another executor runs it again";
+    s.outcome.note(verdict::released(why));
+    throw run_released(why);
   }
 }
 
@@ -152,10 +165,9 @@ DURABLE_DECL const attempt_history* attempt_state(run_state& s, int seq, const s
 }
 
 DURABLE_DECL void refuse_timeout(run_state& s, int seq, const std::string& name, const char* why) {
-  s.misuse = "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) + " '" + name +
-             "' has a timeout, but " + why +
-             ". The workflow is parked: fix the code, then resume it";
-  throw error(*s.misuse);
+  throw misuse(s, "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) + " '" +
+                      name + "' has a timeout, but " + why +
+                      ". The workflow is parked: fix the code, then resume it");
 }
 
 DURABLE_DECL asio::awaitable<void> wait_until_due(run_state& s, int seq, const std::string& name,
@@ -208,8 +220,8 @@ DURABLE_DECL asio::awaitable<void> write_fenced(run_state& s, int seq, const std
 }
 
 DURABLE_DECL void unload(run_state& s, std::chrono::milliseconds pause, const std::string& why) {
-  s.released = true;
   s.unloaded_until = unix_seconds() + double(pause.count()) / 1000.0;
+  s.outcome.note(verdict::released(why));
   throw run_released(why);
 }
 
@@ -401,12 +413,11 @@ DURABLE_DECL asio::awaitable<std::string> receive(run_state& s, int seq, const s
   }
   require_live(s, seq + 1, topic);
   if (s.anys_running > 0) {
-    s.misuse = "workflow '" + s.id + "' (" + s.name + "): ctx.recv('" + topic +
-               "') is a branch of ctx.any. A losing recv may already have consumed its message "
-               "when the winner is known, and the message would be lost. Wait for one topic "
-               "with a timeout (ctx.recv(topic, timeout)) instead. The workflow is parked: fix "
-               "the code, then resume it";
-    throw error(*s.misuse);
+    throw misuse(s, "workflow '" + s.id + "' (" + s.name + "): ctx.recv('" + topic +
+                        "') is a branch of ctx.any. A losing recv may already have consumed its "
+                        "message when the winner is known, and the message would be lost. Wait "
+                        "for one topic with a timeout (ctx.recv(topic, timeout)) instead. The "
+                        "workflow is parked: fix the code, then resume it");
   }
   const double started = unix_seconds();
   std::optional<std::string> got;
@@ -601,24 +612,24 @@ DURABLE_DECL asio::awaitable<std::string> start_child_workflow(run_state& s, int
   reserve_row(s, seq, name);
   const pg::result r = co_await run_journaling(s, seq, name, std::move(q.st));
   if (!store::first<store::written_row>(r)) {
-    s.misuse = "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +
-               " starts child workflow '" + name + "' under the id '" + child +
-               "', which another workflow already holds (another name or parent). The "
-               "workflow is parked: rename or delete that workflow, then resume this one";
-    throw error(*s.misuse);
+    throw misuse(s, "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +
+                        " starts child workflow '" + name + "' under the id '" + child +
+                        "', which another workflow already holds (another name or parent). The "
+                        "workflow is parked: rename or delete that workflow, then resume this "
+                        "one");
   }
   if (s.counters) ++s.counters->steps_executed;
   co_return child;
 }
 
 DURABLE_DECL void check_join(run_state& s, int issued_before, const char* what) {
-  if (s.next_seq == issued_before || s.misuse) return;
-  s.misuse = "workflow '" + s.id + "' (" + s.name + "): a branch of ctx." + what +
-             "() issued step " + std::to_string(issued_before) +
-             " while the branches ran. Branches must be issued before they are joined (a "
-             "ctx.step, ctx.recv, a child's result...), so that step numbers follow program "
-             "order, not timing (I4). The workflow is parked: fix the code, then resume it";
-  throw error(*s.misuse);
+  if (s.next_seq == issued_before || s.outcome.parked_for(park_cause::misuse)) return;
+  throw misuse(s, "workflow '" + s.id + "' (" + s.name + "): a branch of ctx." + what +
+                      "() issued step " + std::to_string(issued_before) +
+                      " while the branches ran. Branches must be issued before they are joined "
+                      "(a ctx.step, ctx.recv, a child's result...), so that step numbers follow "
+                      "program order, not timing (I4). The workflow is parked: fix the code, "
+                      "then resume it");
 }
 
 DURABLE_DECL asio::awaitable<void> join_branches(join_state& j) {

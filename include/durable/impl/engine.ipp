@@ -169,7 +169,7 @@ DURABLE_DECL asio::awaitable<void> engine::shutdown_impl(std::chrono::millisecon
               std::to_string(s->running.size()) +
                   " runs were still inside a step when the grace period ended; their steps "
                   "receive cancellation and their outcome is not journaled");
-    for (const auto& [id, run] : s->running) run.cancel->emit(asio::cancellation_type::terminal);
+    s->release_runs("the engine shut down while the run was inside a step or a wait");
   }
   // Ending the lease (others take over at once) and a notification that ends this engine's
   // LISTEN loop: bounded, so that a database that is down cannot hold shutdown up.
@@ -199,7 +199,7 @@ DURABLE_DECL asio::awaitable<void> engine::shutdown_impl(std::chrono::millisecon
   // journal batches in flight.
   for (const auto& t : s->tasks) t->emit(asio::cancellation_type::terminal);
   for (const auto& t : s->sleepers) t->cancel();
-  for (const auto& [id, run] : s->running) run.cancel->emit(asio::cancellation_type::terminal);
+  s->release_runs("the engine shut down");
   s->committer.cancel_all();
   if (s->dispatch_timer) s->dispatch_timer->cancel();
   s->report(severity::info, "shutdown", "", "shut down");

@@ -1,0 +1,60 @@
+# The layers, checked on the includes (cmake -DSOURCE_DIR=<repo> -P include_rules.cmake):
+#   * the replay core (include/durable/detail/replay/) includes only itself, the config and
+#     UTF-8 helpers and the public error header: nothing of the runtime, the store, durable/pg
+#     or Asio;
+#   * durable/pg/ includes only itself and durable/detail/config.hpp: it is a standalone
+#     PostgreSQL layer;
+#   * the tools (src/) include public headers only: nothing under durable/detail/ or impl/.
+# Every broken rule is listed with its file and line; the test fails if there is one.
+cmake_minimum_required(VERSION 3.20)
+
+set(_broken "")
+
+# check(<glob root> <allowed-regex> <rule name>): every `#include "..."` of a file under the
+# root must match the regex; `#include <...>` of the standard library and of third-party
+# headers is checked separately by `forbid_system`.
+function(check_quoted root allowed rule)
+  file(GLOB_RECURSE _files "${SOURCE_DIR}/${root}/*.hpp" "${SOURCE_DIR}/${root}/*.ipp"
+       "${SOURCE_DIR}/${root}/*.cpp")
+  foreach(_file IN LISTS _files)
+    file(STRINGS "${_file}" _lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+    foreach(_line IN LISTS _lines)
+      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\".*" "\\1" _inc "${_line}")
+      if(NOT _inc MATCHES "${allowed}")
+        file(RELATIVE_PATH _rel "${SOURCE_DIR}" "${_file}")
+        set(_broken "${_broken}\n  ${_rel}: includes \"${_inc}\" (${rule})" PARENT_SCOPE)
+        set(_broken "${_broken}\n  ${_rel}: includes \"${_inc}\" (${rule})")
+      endif()
+    endforeach()
+  endforeach()
+endfunction()
+
+function(forbid_system root forbidden rule)
+  file(GLOB_RECURSE _files "${SOURCE_DIR}/${root}/*.hpp" "${SOURCE_DIR}/${root}/*.ipp")
+  foreach(_file IN LISTS _files)
+    file(STRINGS "${_file}" _lines REGEX "^[ \t]*#[ \t]*include[ \t]*<")
+    foreach(_line IN LISTS _lines)
+      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*<([^>]+)>.*" "\\1" _inc "${_line}")
+      if(_inc MATCHES "${forbidden}")
+        file(RELATIVE_PATH _rel "${SOURCE_DIR}" "${_file}")
+        set(_broken "${_broken}\n  ${_rel}: includes <${_inc}> (${rule})" PARENT_SCOPE)
+        set(_broken "${_broken}\n  ${_rel}: includes <${_inc}> (${rule})")
+      endif()
+    endforeach()
+  endforeach()
+endfunction()
+
+check_quoted("include/durable/detail/replay"
+  "^durable/(detail/replay/.*|detail/config\\.hpp|detail/utf8\\.hpp|error\\.hpp)$"
+  "the replay core includes no runtime, store or pg header")
+forbid_system("include/durable/detail/replay" "^(asio|libpq|postgresql|pg_)"
+  "the replay core does no I/O")
+check_quoted("include/durable/pg" "^durable/(pg/.*|detail/config\\.hpp)$"
+  "durable/pg includes nothing outside itself and the config header")
+check_quoted("src" "^durable(\\.hpp|/[a-z_]+\\.hpp)$"
+  "the tools use public headers only")
+
+if(_broken)
+  message(FATAL_ERROR "include rules broken:${_broken}")
+endif()
+message(STATUS "include rules hold")
