@@ -2,7 +2,7 @@
 // durable/src.hpp otherwise.
 #pragma once
 
-#include "durable/detail/background.hpp"
+#include "durable/detail/runtime/parts.ipp"
 
 namespace durable {
 namespace detail {

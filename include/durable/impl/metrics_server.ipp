@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "durable/detail/background.hpp"
+#include "durable/detail/runtime/parts.ipp"
 
 namespace durable {
 namespace detail {

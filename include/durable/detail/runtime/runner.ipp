@@ -1,7 +1,8 @@
 // The runner: claims workflows (many per statement), loads their journals (one query, I1),
-// runs them by replay, and maps each run's outcome to the workflow's status: succeeded,
-// failed, parked (with its reason), or retried after a transient failure of the library's
-// own I/O (bounded by I9). The supervisor watches every coroutine the engine starts.
+// runs them by replay, and dispatches on each run's verdict (detail/replay/verdict.hpp): the
+// final state written (succeeded, failed, dead-lettered, parked, cancelled), nothing written
+// (released), the next generation started (continued), or the workflow claimed again after a
+// transient failure of the library's own I/O (retry, bounded by I9).
 #pragma once
 
 #include <signal.h>
@@ -22,123 +23,9 @@
 #include <vector>
 
 #include "durable/detail/engine_state.hpp"
+#include "durable/detail/runtime/supervisor.ipp"
 
 namespace durable::detail {
-
-// ---- identities -----------------------------------------------------------------------------
-
-inline std::string host_name() {
-  char host[256] = {};
-  if (::gethostname(host, sizeof host - 1) != 0 || !*host) return "localhost";
-  return host;
-}
-
-/// Random hex digits straight from the system's source: a generator's state would be
-/// shared by processes forked from one parent, and so would their "unique" tokens.
-inline std::string random_hex(int digits) {
-  std::random_device rd;
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  for (int i = 0; i < digits; ++i) out += hex[rd() % 16];
-  return out;
-}
-
-/// $DURABLE_EXECUTOR_ID, else "<host>:<pid>:<random>": unique per process, so that two
-/// processes on one host never share an id by accident.
-inline std::string default_executor_id() {
-  if (const char* e = std::getenv("DURABLE_EXECUTOR_ID"); e && *e) return e;
-  return host_name() + ":" + std::to_string(::getpid()) + ":" + random_hex(6);
-}
-
-/// True if process `pid` on this host is known to be gone.
-inline bool process_gone(int pid) {
-  if (pid <= 0) return false;
-  if (pid == ::getpid()) return true;  // this process: the engine that held it is gone
-  return ::kill(pid, 0) != 0 && errno == ESRCH;
-}
-
-inline std::string describe(std::exception_ptr e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return valid_utf8(x.what());
-  } catch (...) {
-    return "an exception not derived from std::exception";
-  }
-}
-
-// ---- sleeping that shutdown can cut short ---------------------------------------------------
-
-/// Waits `d` unless the engine stops first (shutdown cancels every such timer).
-inline asio::awaitable<void> pause(std::shared_ptr<engine_state> s, std::chrono::milliseconds d) {
-  if (s->stopping) co_return;
-  auto t = std::make_shared<asio::steady_timer>(s->ex, d);
-  s->sleepers.insert(t);
-  asio::error_code ec;
-  co_await t->async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  s->sleepers.erase(t);
-}
-
-// ---- the supervisor -------------------------------------------------------------------------
-
-using part_fn = asio::awaitable<void> (*)(std::shared_ptr<engine_state>);
-
-/// Runs a background part of the engine. If it ends with an exception, the supervisor
-/// reports it and starts it again after a pause that grows with each restart (up to 30 s);
-/// shutdown cancels it.
-inline void supervise(std::shared_ptr<engine_state> s, std::string_view component, part_fn body,
-                      int restarts = 0) {
-  auto sig = std::make_shared<asio::cancellation_signal>();
-  s->tasks.insert(sig);
-  asio::co_spawn(
-      s->ex, body(s),
-      asio::bind_cancellation_slot(
-          sig->slot(), [s, sig, component, body, restarts](std::exception_ptr e) {
-            s->tasks.erase(sig);
-            if (!e) return;
-            if (s->stopping) {
-              s->report(severity::debug, component, "", "ended at shutdown: " + describe(e));
-              return;
-            }
-            s->counters.background_failures.add(s->counters.background_failures.index(component));
-            const auto delay = std::chrono::milliseconds(
-                std::min<std::int64_t>(30000, 1000LL << std::min(restarts, 5)));
-            s->report(severity::error, "supervisor", "",
-                      std::string(component) + " stopped with an error: " + describe(e) +
-                          "; restarting it in " + std::to_string(delay.count()) + " ms");
-            auto t = std::make_shared<asio::steady_timer>(s->ex, delay);
-            s->sleepers.insert(t);
-            t->async_wait([s, t, component, body, restarts](const asio::error_code&) {
-              s->sleepers.erase(t);
-              if (!s->stopping) supervise(s, component, body, restarts + 1);
-            });
-          }));
-}
-
-/// Reports a part's repeated failures once when they start (and again at most every
-/// minute), and once when the part works again.
-class failure_reporter {
-public:
-  explicit failure_reporter(std::string_view component) : component_(component) {}
-  void failed(engine_state& s, const std::string& what) {
-    s.counters.background_failures.add(s.counters.background_failures.index(component_));
-    const auto now = std::chrono::steady_clock::now();
-    if (!failing_ || now - last_ > std::chrono::minutes(1)) {
-      s.report(severity::warning, component_, "", what);
-      last_ = now;
-    }
-    failing_ = true;
-  }
-  void ok(engine_state& s) {
-    if (failing_) s.report(severity::info, component_, "", "works again");
-    failing_ = false;
-  }
-
-private:
-  std::string_view component_;
-  bool failing_ = false;
-  std::chrono::steady_clock::time_point last_{};
-};
 
 // ---- outcomes -------------------------------------------------------------------------------
 

@@ -1,0 +1,142 @@
+// The lease keeper: registers this executor, then heartbeats on a connection of its own (never
+// behind claims); when the lease could not be renewed in time, runs stop at their next step.
+#pragma once
+
+#include <asio/experimental/awaitable_operators.hpp>
+#include <chrono>
+#include <memory>
+#include <set>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "durable/detail/runtime/runner.ipp"
+#include "durable/detail/runtime/within.ipp"
+
+namespace durable::detail {
+
+// ---- registration ---------------------------------------------------------------------------
+
+/// Registers this process under its executor id. If another live process holds the id, waits
+/// (up to the lease timeout, plus a heartbeat) for its lease to run out, then refuses with a
+/// clear error. A holder on this host whose process is gone is replaced at once.
+inline asio::awaitable<void> register_executor(std::shared_ptr<engine_state> s) {
+  const auto& o = s->options;
+  const auto give_up = std::chrono::steady_clock::now() + o.lease_timeout + o.heartbeat_interval;
+  const std::string host = host_name();
+  const int pid = int(::getpid());
+  bool force = false;
+  for (;;) {
+    {
+      auto reg = s->st.executor_register(o.executor_id, host, pid, o.app_version, s->versions,
+                                         s->instance, std::int64_t(o.lease_timeout.count()), force);
+      auto c = co_await s->pool.acquire();
+      const auto registered = co_await store::fetch_one(*c, std::move(reg));
+      if (registered) co_return;
+    }
+    auto get = s->st.executor_get(o.executor_id);
+    std::optional<store::executor_holder> holder;
+    {
+      auto c = co_await s->pool.acquire();
+      holder = co_await store::fetch_one(*c, std::move(get));
+    }
+    if (!holder) continue;  // released meanwhile: try again
+    const std::string their_host = holder->host;
+    const int their_pid = holder->pid;
+    const double age_ms = holder->heartbeat_age_ms;
+    if (their_host == host && process_gone(their_pid)) {
+      force = true;
+      continue;
+    }
+    const std::string who = "executor id '" + o.executor_id + "' is held by a live process (host " +
+                            their_host + ", pid " + std::to_string(their_pid) +
+                            ", last heartbeat " + std::to_string(std::int64_t(age_ms)) + " ms ago)";
+    if (std::chrono::steady_clock::now() >= give_up)
+      throw error("open(): " + who +
+                  ". Two processes must not share an executor id: give each process its own "
+                  "engine_options::executor_id (or leave it unset for a unique default), or stop "
+                  "the other process first");
+    s->report(severity::warning, "lease", "",
+              who + "; waiting for its lease (" + std::to_string(o.lease_timeout.count()) +
+                  " ms) to run out");
+    co_await sleep_for(std::min(o.heartbeat_interval, std::chrono::milliseconds(250)));
+  }
+}
+
+// ---- lease keeper ---------------------------------------------------------------------------
+
+inline asio::awaitable<void> lease_keeper(std::shared_ptr<engine_state> s) {
+  const auto& o = s->options;
+  using clock = std::chrono::steady_clock;
+  auto renewed = clock::now();  // open() registered the executor just now
+  failure_reporter problems("lease");
+  std::unique_ptr<pg::connection> conn;
+  // Each statement may take at most half the lease: a heartbeat that is late is no use.
+  const auto limit = std::max(o.lease_timeout / 2, std::chrono::milliseconds(1));
+  while (!s->stopping) {
+    co_await pause(s, o.heartbeat_interval);
+    if (s->stopping) break;
+    std::string trouble;
+    const auto oldest = s->committer.oldest_in_flight();
+    if (oldest && clock::now() - *oldest > o.lease_timeout) {
+      // Journal writes hang (a lock, a stuck server): a fresh heartbeat would keep every
+      // other executor away from workflows this one cannot advance.
+      trouble = "journal writes have been waiting for " +
+                std::to_string(
+                    std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - *oldest)
+                        .count()) +
+                " ms; the heartbeat is withheld so that the lease can run out";
+    } else {
+      try {
+        if (!conn || !conn->is_open()) {
+          conn.reset();
+          // The heartbeat statement's deadline is the connection's own (and a late answer
+          // cancels it on the server); only connecting needs a race, connect_timeout counts
+          // in whole seconds.
+          pg::connection_options deadline;
+          deadline.statement_timeout = limit;
+          deadline.cancel_grace = limit;
+          auto connected = co_await within(
+              pg::connection::connect(o.conninfo, s->st.catalog(), deadline), limit);
+          if (!connected)
+            throw error("connecting took longer than " + std::to_string(limit.count()) + " ms");
+          conn = std::move(*connected);
+        }
+        fenced_write beat = s->st.executor_heartbeat(o.executor_id, s->instance);
+        pg::statement beat_st = std::move(beat.st);
+        const pg::result r = co_await conn->run(std::move(beat_st));
+        if (s->stopping) break;  // shutdown released the lease meanwhile
+        if (beat.verdict(r).fenced_out()) {
+          s->id_taken = true;
+          s->lease_expired = true;
+          s->counters.lease_expired.store(true, std::memory_order_relaxed);
+          s->report(severity::error, "lease", "",
+                    "another process registered under executor id '" + o.executor_id +
+                        "': this engine stops its runs at their next step and takes no more work");
+          co_return;
+        }
+        renewed = clock::now();
+        if (s->lease_expired)
+          s->report(severity::info, "lease", "", "lease renewed; this executor takes work again");
+        s->lease_expired = false;
+        s->counters.lease_expired.store(false, std::memory_order_relaxed);
+        problems.ok(*s);
+        continue;
+      } catch (const std::exception& e) {
+        trouble = "heartbeat failed: " + describe_io_failure(e);
+      }
+    }
+    problems.failed(*s, trouble);
+    if (!s->lease_expired && clock::now() - renewed > o.lease_timeout) {
+      s->lease_expired = true;
+      s->counters.lease_expired.store(true, std::memory_order_relaxed);
+      s->report(severity::warning, "lease", "",
+                "the lease could not be renewed for longer than lease_timeout (" +
+                    std::to_string(o.lease_timeout.count()) +
+                    " ms): runs stop at their next step, and another executor may take "
+                    "their workflows over");
+    }
+  }
+}
+
+}  // namespace durable::detail
