@@ -247,7 +247,7 @@ TEST_CASE("transactions commit, roll back, and roll back when abandoned", "[pg][
       co_await tx.exec("INSERT INTO " + table + " VALUES ($1)", 4);
       auto division = co_await test::error_of<pg::sql_error>(tx.exec("SELECT 1/0"));
       CHECK(division);
-      auto commit = co_await test::error_of<durable::error>(tx.commit());
+      auto commit = co_await test::error_of<pg::error>(tx.commit());
       REQUIRE(commit);
       CHECK_THAT(*commit, Catch::Contains("rolled back"));
     }
@@ -336,7 +336,7 @@ TEST_CASE("prepared statements from the catalog cost no extra round trip", "[pg]
     r = co_await c->run(pg::prepared("add", 4, 3));
     CHECK(r[0].get<int>(0) == 7);
     CHECK(c->stats().round_trips == 2);
-    auto missing = co_await test::error_of<durable::error>(c->run(pg::prepared("missing")));
+    auto missing = co_await test::error_of<pg::error>(c->run(pg::prepared("missing")));
     REQUIRE(missing);
     CHECK_THAT(*missing, Catch::Contains("not prepared"));
   }());
