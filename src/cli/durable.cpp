@@ -857,10 +857,9 @@ int report(int status, std::string message) {
 
 // An undefined table, schema or function (42P01, 3F000, 42883): the schema is not there yet.
 int schema_missing(const settings& g, const durable::pg::sql_error& e) {
-  return report(database_trouble, "schema '" + one_line(g.schema) +
-                                      "' is missing or older than this program (" +
-                                      e.server_message() +
-                                      "); run 'durable migrate', or pass the right --schema");
+  return report(database_trouble,
+                "schema '" + one_line(g.schema) + "' is missing or older than this program (" +
+                    e.server_message() + "); run 'durable migrate', or pass the right --schema");
 }
 
 int explain(const settings& g) {

@@ -38,8 +38,7 @@ enum class failure_kind {
 /// that was cancelled).
 [[nodiscard]] inline failure_kind classify(const std::exception& e) noexcept {
   if (const auto* s = dynamic_cast<const sql_error*>(&e))
-    return is_transient_sqlstate(s->sqlstate()) ? failure_kind::transient
-                                                : failure_kind::permanent;
+    return is_transient_sqlstate(s->sqlstate()) ? failure_kind::transient : failure_kind::permanent;
   return failure_kind::transient;
 }
 

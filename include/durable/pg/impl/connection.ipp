@@ -492,8 +492,7 @@ DURABLE_DECL transaction connection::begin() {
 
 DURABLE_DECL std::string connection::quote_identifier(std::string_view id) const {
   char* q = PQescapeIdentifier(conn_, id.data(), id.size());
-  if (!q)
-    throw error("invalid identifier: " + detail::trim_message(PQerrorMessage(conn_)));
+  if (!q) throw error("invalid identifier: " + detail::trim_message(PQerrorMessage(conn_)));
   std::string s(q);
   PQfreemem(q);
   return s;
@@ -704,7 +703,7 @@ DURABLE_DECL asio::awaitable<std::vector<result>> connection::run_internal(
       if (!text) {
         broken_ = !ops.empty();  // statements already queued cannot be taken back
         throw error("statement '" + s.text +
-                             "' is not prepared on this connection and not in its catalog");
+                    "' is not prepared on this connection and not in its catalog");
       }
       send_prepare(s.text, *text);
       prepared_.push_back(s.text);
@@ -761,9 +760,8 @@ DURABLE_DECL asio::awaitable<std::vector<result>> connection::run_internal(
           const char* detail = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
           // BEGIN/ROLLBACK/prepares count as the caller's next statement.
           first_error.emplace(server_error{
-              state ? state : "",
-              detail::trim_message(primary ? primary : PQresultErrorMessage(r)), op.label,
-              detail ? detail : "", int(out.size())});
+              state ? state : "", detail::trim_message(primary ? primary : PQresultErrorMessage(r)),
+              op.label, detail ? detail : "", int(out.size())});
         }
         PQclear(r);
       } else if (st == PGRES_PIPELINE_ABORTED) {
@@ -809,8 +807,7 @@ DURABLE_DECL asio::awaitable<std::vector<result>> transaction::commit_impl(
     co_return std::vector<result>{};
   }
   if (!c.begin_pending_ && PQtransactionStatus(c.conn_) == PQTRANS_INERROR)
-    throw error(
-        "cannot commit: a statement in this transaction failed, so it is rolled back");
+    throw error("cannot commit: a statement in this transaction failed, so it is rolled back");
   last.push_back(statement{"COMMIT", {}, false});
   auto results = co_await c.run_batch(std::move(last));
   const char* status = PQcmdStatus(results.back().native_handle());
@@ -834,8 +831,7 @@ DURABLE_DECL asio::awaitable<void> transaction::rollback() {
 
 DURABLE_DECL result exec_blocking(PGconn* conn, const statement& s) {
   if (s.prepared)
-    throw error("exec_blocking needs SQL text, not the prepared statement '" + s.text +
-                         "'");
+    throw error("exec_blocking needs SQL text, not the prepared statement '" + s.text + "'");
   std::vector<const char*> values;
   for (const auto& p : s.params) values.push_back(p ? p->c_str() : nullptr);
   result r(PQexecParams(conn, s.text.c_str(), int(values.size()), nullptr, values.data(), nullptr,
