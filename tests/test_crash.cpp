@@ -332,6 +332,7 @@ asio::awaitable<int> await_slow(engine& eng, std::string id) {
     } catch (const workflow_failed&) {
       co_return 4;
     } catch (const durable::error&) {
+    } catch (const pg::error&) {  // the database errors are not durable::error
     }
     co_await test::sleep_ms(10);
   }

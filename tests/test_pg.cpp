@@ -12,11 +12,15 @@
 #include <asio/steady_timer.hpp>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <durable/detail/failure.hpp>
 #include <durable/detail/group_commit.hpp>
 #include <durable/pg.hpp>
 #include <durable/store.hpp>
 #include <limits>
 #include <set>
+#include <stdexcept>
+#include <type_traits>
+#include <typeinfo>
 
 #include "support/conninfo.hpp"
 #include "support/db.hpp"
@@ -161,6 +165,363 @@ TEST_CASE("server errors carry SQLSTATE, message and statement", "[pg][errors]")
   }());
 }
 
+namespace {
+
+// What `text` raises when run alone on `c` (null if it succeeds).
+asio::awaitable<std::exception_ptr> raised_by(pg::connection& c, std::string text) {
+  co_return co_await test::exception_of(c.exec(std::move(text)));
+}
+
+// The exception `e` holds; it lives as long as `e` does.
+const std::exception& thrown(const std::exception_ptr& e) {
+  static const std::logic_error none("nothing was thrown");
+  static const std::logic_error other("an exception not derived from std::exception");
+  if (!e) return none;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x;
+  } catch (...) {
+  }
+  return other;
+}
+
+std::string sqlstate_of(const std::exception_ptr& e) {
+  try {
+    if (e) std::rethrow_exception(e);
+  } catch (const pg::sql_error& s) {
+    return s.sqlstate();
+  } catch (...) {
+  }
+  return "";
+}
+
+}  // namespace
+
+static_assert(std::is_base_of_v<std::runtime_error, pg::error>);
+static_assert(!std::is_base_of_v<durable::error, pg::error>, "pg/ stands alone");
+static_assert(std::is_base_of_v<pg::error, pg::sql_error>);
+static_assert(std::is_base_of_v<pg::error, pg::connection_error>);
+static_assert(std::is_base_of_v<pg::connection_error, pg::connection_lost>);
+static_assert(std::is_base_of_v<pg::connection_error, pg::statement_timeout>);
+static_assert(std::is_base_of_v<pg::error, pg::conversion_error>);
+
+TEST_CASE("server errors are raised as the exception class of their SQLSTATE",
+          "[pg][errors][classes]") {
+  test::run([]() -> asio::awaitable<void> {
+    auto c = co_await connect();
+    co_await c->exec("CREATE TEMP TABLE parent (k int PRIMARY KEY)");
+    co_await c->exec(
+        "CREATE TEMP TABLE child (k int PRIMARY KEY, p int REFERENCES parent, "
+        "v int NOT NULL CHECK (v >= 0), r int4range, EXCLUDE USING gist (r WITH &&))");
+    co_await c->exec("INSERT INTO parent VALUES (1)");
+    co_await c->exec("INSERT INTO child VALUES (1, 1, 0, '[0,10)')");
+
+    // A duplicate key: catchable as itself, its class, sql_error, pg::error; not durable::error.
+    auto dup = co_await raised_by(*c, "INSERT INTO child VALUES (1, 1, 0, '[20,30)')");
+    CHECK(test::holds<pg::unique_violation>(dup));
+    CHECK(test::holds<pg::integrity_constraint_violation>(dup));
+    CHECK(test::holds<pg::sql_error>(dup));
+    CHECK(test::holds<pg::error>(dup));
+    CHECK(test::holds<std::runtime_error>(dup));
+    CHECK_FALSE(test::holds<durable::error>(dup));
+    CHECK_FALSE(test::holds<pg::check_violation>(dup));
+    CHECK(sqlstate_of(dup) == "23505");
+    try {
+      std::rethrow_exception(dup);
+    } catch (const pg::unique_violation& e) {  // the accessors are sql_error's
+      CHECK_THAT(e.server_message(), Catch::Contains("duplicate key"));
+      CHECK_THAT(e.detail(), Catch::Contains("(k)=(1)"));
+      CHECK(e.statement() == "INSERT INTO child VALUES (1, 1, 0, '[20,30)')");
+      CHECK(e.batch_index() == 0);
+    }
+
+    auto check = co_await raised_by(*c, "INSERT INTO child VALUES (2, 1, -1, '[20,30)')");
+    CHECK(test::holds<pg::check_violation>(check));
+    CHECK(test::holds<pg::integrity_constraint_violation>(check));
+    CHECK_FALSE(test::holds<pg::unique_violation>(check));
+    auto not_null = co_await raised_by(*c, "INSERT INTO child VALUES (2, 1, NULL, '[20,30)')");
+    CHECK(test::holds<pg::not_null_violation>(not_null));
+    auto fk = co_await raised_by(*c, "INSERT INTO child VALUES (2, 99, 0, '[20,30)')");
+    CHECK(test::holds<pg::foreign_key_violation>(fk));
+    auto overlap = co_await raised_by(*c, "INSERT INTO child VALUES (2, 1, 0, '[5,15)')");
+    CHECK(test::holds<pg::exclusion_violation>(overlap));
+    CHECK(sqlstate_of(overlap) == "23P01");
+
+    // A SQLSTATE without a class of its own here falls back to its class...
+    auto other23 = co_await raised_by(
+        *c, "DO $$ BEGIN RAISE EXCEPTION 'made up' USING ERRCODE = '23999'; END $$");
+    CHECK(test::holds<pg::integrity_constraint_violation>(other23));
+    CHECK_FALSE(test::holds<pg::unique_violation>(other23));
+    CHECK(sqlstate_of(other23) == "23999");
+    // ... and one of an unknown class is a plain sql_error.
+    auto custom = co_await raised_by(
+        *c, "DO $$ BEGIN RAISE EXCEPTION 'custom' USING ERRCODE = 'DU999'; END $$");
+    REQUIRE(test::holds<pg::sql_error>(custom));
+    try {
+      std::rethrow_exception(custom);
+    } catch (const pg::sql_error& e) {
+      CHECK(typeid(e) == typeid(pg::sql_error));
+      CHECK(e.server_message() == "custom");
+    }
+    auto raised = co_await raised_by(*c, "DO $$ BEGIN RAISE EXCEPTION 'plain'; END $$");
+    CHECK(test::holds<pg::raise_exception>(raised));
+    CHECK(test::holds<pg::plpgsql_error>(raised));
+
+    // Class 42.
+    auto table = co_await raised_by(*c, "SELECT * FROM no_such_table");
+    CHECK(test::holds<pg::undefined_table>(table));
+    CHECK(test::holds<pg::syntax_error_or_access_rule_violation>(table));
+    auto column = co_await raised_by(*c, "SELECT no_such_column FROM parent");
+    CHECK(test::holds<pg::undefined_column>(column));
+    auto function = co_await raised_by(*c, "SELECT no_such_function(1)");
+    CHECK(test::holds<pg::undefined_function>(function));
+    auto syntax = co_await raised_by(*c, "SELEKT 1");
+    CHECK(test::holds<pg::syntax_error>(syntax));
+    auto schema = co_await raised_by(*c, "CREATE TABLE no_such_schema.t (i int)");
+    CHECK(test::holds<pg::invalid_schema_name>(schema));
+
+    // Class 22.
+    auto zero = co_await raised_by(*c, "SELECT 1/0");
+    CHECK(test::holds<pg::division_by_zero>(zero));
+    CHECK(test::holds<pg::data_exception>(zero));
+    auto text = co_await raised_by(*c, "SELECT 'x'::int");
+    CHECK(test::holds<pg::invalid_text_representation>(text));
+    auto range = co_await raised_by(*c, "SELECT 40000::smallint");
+    CHECK(test::holds<pg::numeric_value_out_of_range>(range));
+    auto date = co_await raised_by(*c, "SELECT 'not a date'::timestamptz");
+    CHECK(test::holds<pg::invalid_datetime_format>(date));
+
+    // Classes 25, 54, 55.
+    {
+      auto tx = c->begin();
+      co_await tx.exec("SET TRANSACTION READ ONLY");
+      // (A READ ONLY transaction may still write temporary tables.)
+      auto ro = co_await test::exception_of(tx.exec("CREATE TABLE read_only_refused (i int)"));
+      CHECK(test::holds<pg::read_only_sql_transaction>(ro));
+      CHECK(test::holds<pg::invalid_transaction_state>(ro));
+      co_await tx.rollback();
+    }
+    auto limit = co_await raised_by(*c, "SELECT repeat('xx', 1073741823)");
+    CHECK(test::holds<pg::program_limit_exceeded>(limit));
+    co_await c->exec("CREATE TEMP SEQUENCE never_used");
+    auto state = co_await raised_by(*c, "SELECT currval('never_used')");
+    CHECK(test::holds<pg::object_not_in_prerequisite_state>(state));
+    CHECK_FALSE(test::holds<pg::lock_not_available>(state));
+
+    // The server's own statement_timeout cancels the query: 57014.
+    co_await c->exec("SET statement_timeout = 50");
+    auto cancelled = co_await raised_by(*c, "SELECT pg_sleep(10)");
+    CHECK(test::holds<pg::query_canceled>(cancelled));
+    CHECK(test::holds<pg::operator_intervention>(cancelled));
+    co_await c->exec("SET statement_timeout = 0");
+
+    // The connection stays usable after all of these.
+    auto r = co_await c->exec("SELECT count(*) FROM child");
+    CHECK(r[0].get<int>(0) == 1);
+  }());
+}
+
+TEST_CASE("a permission refused is insufficient_privilege", "[pg][errors][classes]") {
+  test::run([]() -> asio::awaitable<void> {
+    auto c = co_await connect();
+    const std::string role = test::fresh_schema("noperm");
+    co_await c->exec("CREATE TEMP TABLE secret (k int)");
+    co_await c->exec("CREATE ROLE " + role + " NOLOGIN");
+    co_await c->exec("SET ROLE " + role);
+    auto refused = co_await raised_by(*c, "SELECT * FROM secret");
+    co_await c->exec("RESET ROLE");
+    co_await c->exec("DROP ROLE " + role);
+    CHECK(test::holds<pg::insufficient_privilege>(refused));
+    CHECK(test::holds<pg::syntax_error_or_access_rule_violation>(refused));
+    CHECK(sqlstate_of(refused) == "42501");
+  }());
+}
+
+TEST_CASE("races between two connections: lock_not_available, serialization_failure, deadlock",
+          "[pg][errors][classes]") {
+  test::run([]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    const std::string table = test::fresh_schema("race");
+    auto a = co_await connect();
+    auto b = co_await connect();
+    co_await a->exec("CREATE TABLE " + table + " (k int PRIMARY KEY, v int)");
+    co_await a->exec("INSERT INTO " + table + " VALUES (1, 0), (2, 0)");
+
+    {  // NOWAIT on a row another transaction holds.
+      auto tx = a->begin();
+      co_await tx.exec("SELECT v FROM " + table + " WHERE k = 1 FOR UPDATE");
+      auto busy =
+          co_await raised_by(*b, "SELECT v FROM " + table + " WHERE k = 1 FOR UPDATE NOWAIT");
+      CHECK(test::holds<pg::lock_not_available>(busy));
+      CHECK(test::holds<pg::object_not_in_prerequisite_state>(busy));
+      CHECK(pg::classify(thrown(busy)) == pg::failure_kind::transient);
+      co_await tx.commit();
+    }
+
+    {  // REPEATABLE READ: the row changed after the snapshot was taken.
+      auto tx = a->begin();
+      co_await tx.exec("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ");
+      co_await tx.exec("SELECT v FROM " + table + " WHERE k = 1");  // takes the snapshot
+      co_await b->exec("UPDATE " + table + " SET v = v + 1 WHERE k = 1");
+      auto lost =
+          co_await test::exception_of(tx.exec("UPDATE " + table + " SET v = v + 1 WHERE k = 1"));
+      CHECK(test::holds<pg::serialization_failure>(lost));
+      CHECK(test::holds<pg::transaction_rollback>(lost));
+      CHECK(pg::is_contention(thrown(lost)));
+      CHECK(pg::classify(thrown(lost)) == pg::failure_kind::transient);
+      co_await tx.rollback();
+    }
+
+    {  // Each transaction holds the row the other wants: one of them is chosen to fail.
+      auto ta = a->begin();
+      auto tb = b->begin();
+      co_await ta.exec("UPDATE " + table + " SET v = 10 WHERE k = 1");
+      co_await tb.exec("UPDATE " + table + " SET v = 20 WHERE k = 2");
+      std::exception_ptr outcome[2];
+      pg::transaction* txs[2] = {&ta, &tb};
+      auto both = test::spawn_all(ex, 2, [&](int i) -> asio::awaitable<void> {
+        const int other = i == 0 ? 2 : 1;
+        outcome[i] = co_await test::exception_of(
+            txs[i]->exec("UPDATE " + table + " SET v = " + std::to_string(30 + i) +
+                         " WHERE k = " + std::to_string(other)));
+        if (outcome[i]) co_await txs[i]->rollback();  // frees the other
+      });
+      co_await test::wait_all(both);
+      const bool a_failed = test::holds<pg::deadlock_detected>(outcome[0]);
+      const bool b_failed = test::holds<pg::deadlock_detected>(outcome[1]);
+      CHECK(a_failed != b_failed);
+      CHECK((outcome[0] == nullptr) == b_failed);
+      CHECK((outcome[1] == nullptr) == a_failed);
+      const auto& dead = a_failed ? outcome[0] : outcome[1];
+      CHECK(test::holds<pg::transaction_rollback>(dead));
+      CHECK(pg::is_contention(thrown(dead)));
+      if (!a_failed) co_await ta.commit();
+      if (!b_failed) co_await tb.commit();
+    }
+    co_await a->exec("DROP TABLE " + table);
+  }());
+}
+
+TEST_CASE("an error in a batch or at commit keeps its class and its index in the batch",
+          "[pg][errors][classes][pipeline]") {
+  test::run([]() -> asio::awaitable<void> {
+    auto c = co_await connect();
+    co_await c->exec("CREATE TEMP TABLE b (k int PRIMARY KEY CHECK (k < 100))");
+    std::vector<pg::statement> batch;
+    batch.push_back(pg::sql("INSERT INTO b VALUES ($1)", 1));
+    batch.push_back(pg::sql("INSERT INTO b VALUES ($1)", 2));
+    batch.push_back(pg::sql("INSERT INTO b VALUES ($1)", 1));
+    batch.push_back(pg::sql("INSERT INTO b VALUES ($1)", 3));
+    auto dup = co_await test::exception_of(c->run_batch(std::move(batch)));
+    REQUIRE(test::holds<pg::unique_violation>(dup));
+    CHECK(dynamic_cast<const pg::sql_error&>(thrown(dup)).batch_index() == 2);
+
+    {  // Through a transaction: the statements given to commit() count from 0.
+      auto tx = c->begin();
+      co_await tx.exec("INSERT INTO b VALUES ($1)", 10);
+      std::vector<pg::statement> last;
+      last.push_back(pg::sql("INSERT INTO b VALUES ($1)", 11));
+      last.push_back(pg::sql("INSERT INTO b VALUES ($1)", 500));
+      auto check = co_await test::exception_of(tx.commit(std::move(last)));
+      REQUIRE(test::holds<pg::check_violation>(check));
+      CHECK(dynamic_cast<const pg::sql_error&>(thrown(check)).batch_index() == 1);
+    }  // the failed transaction is rolled back when it goes
+    auto r = co_await c->exec("SELECT count(*) FROM b");
+    CHECK(r[0].get<int>(0) == 0);
+  }());
+}
+
+TEST_CASE("an error through the group committer keeps its class", "[pg][errors][group-commit]") {
+  test::run([]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    const std::string table = test::fresh_schema("gcclass");
+    auto setup = co_await connect();
+    co_await setup->exec("CREATE TABLE " + table + " (k int PRIMARY KEY, v int NOT NULL)");
+    co_await setup->exec("INSERT INTO " + table + " VALUES (1, 0)");
+    pg::pool pool(ex, test::conninfo(), 2);
+    detail::group_committer committer(ex, pool, {.max_batch = 512, .max_in_flight = 1});
+    // Submitted in the same turn of the event loop: one batch, in which two statements fail
+    // for different reasons; each submitter gets its own statement's error, as its own class.
+    std::exception_ptr outcome[4];
+    auto all = test::spawn_all(ex, 4, [&](int i) -> asio::awaitable<void> {
+      const std::string values[4] = {"(2, 0)", "(1, 0)", "(3, NULL)", "(4, 0)"};
+      outcome[i] = co_await test::exception_of(
+          committer.run(pg::sql("INSERT INTO " + table + " VALUES " + values[i])));
+    });
+    co_await test::wait_all(all);
+    CHECK(outcome[0] == nullptr);
+    CHECK(test::holds<pg::unique_violation>(outcome[1]));
+    CHECK(test::holds<pg::not_null_violation>(outcome[2]));
+    CHECK(outcome[3] == nullptr);
+    CHECK(committer.stats().batches >= 2);  // the failures took their batches down with them
+    auto r = co_await setup->exec("SELECT count(*) FROM " + table);
+    CHECK(r[0].get<int>(0) == 3);
+    co_await setup->exec("DROP TABLE " + table);
+  }());
+}
+
+TEST_CASE("SQLSTATEs map to their classes, and classify() follows the failure model",
+          "[pg][errors][classify]") {
+  // Exact codes, then the class fallback, then a plain sql_error.
+  CHECK(test::holds<pg::unique_violation>(pg::make_sql_error("23505", "m", "s")));
+  CHECK(test::holds<pg::foreign_key_violation>(pg::make_sql_error("23503", "m", "s")));
+  CHECK(test::holds<pg::serialization_failure>(pg::make_sql_error("40001", "m", "s")));
+  CHECK(test::holds<pg::deadlock_detected>(pg::make_sql_error("40P01", "m", "s")));
+  CHECK(test::holds<pg::query_canceled>(pg::make_sql_error("57014", "m", "s")));
+  CHECK(test::holds<pg::admin_shutdown>(pg::make_sql_error("57P01", "m", "s")));
+  CHECK(test::holds<pg::too_many_connections>(pg::make_sql_error("53300", "m", "s")));
+  CHECK(test::holds<pg::lock_not_available>(pg::make_sql_error("55P03", "m", "s")));
+  CHECK(test::holds<pg::connection_exception>(pg::make_sql_error("08P01", "m", "s")));
+  CHECK(test::holds<pg::program_limit_exceeded>(pg::make_sql_error("54000", "m", "s")));
+  CHECK(test::holds<pg::transaction_rollback>(pg::make_sql_error("40002", "m", "s")));
+  CHECK_FALSE(test::holds<pg::serialization_failure>(pg::make_sql_error("40002", "m", "s")));
+  for (const char* plain : {"DU001", "", "2350", "235050", "ZZ000"}) {
+    const auto e = pg::make_sql_error(plain, "m", "s");
+    REQUIRE(test::holds<pg::sql_error>(e));
+    CHECK(typeid(thrown(e)) == typeid(pg::sql_error));
+    CHECK(dynamic_cast<const pg::sql_error&>(thrown(e)).sqlstate() == plain);
+  }
+  const auto indexed = pg::make_sql_error("23514", "msg", "stmt", "detail", 3);
+  const auto& fields = dynamic_cast<const pg::sql_error&>(thrown(indexed));
+  CHECK(fields.server_message() == "msg");
+  CHECK(fields.statement() == "stmt");
+  CHECK(fields.detail() == "detail");
+  CHECK(fields.batch_index() == 3);
+  CHECK_THROWS_AS(pg::throw_sql_error("42P01", "m", "s"), pg::undefined_table);
+
+  // docs/architecture.md#failure-model: transient ...
+  for (const char* code :
+       {"08000", "08006", "08P01", "40001", "40P01", "40003", "57014", "55P03", "53000", "53100",
+        "53200", "53300", "57P01", "57P02", "57P03", "57P04", "57P05", "58000", "58030", "25P03"}) {
+    INFO(code);
+    CHECK(pg::is_transient_sqlstate(code));
+    CHECK(pg::classify(thrown(pg::make_sql_error(code, "m", "s"))) == pg::failure_kind::transient);
+  }
+  // ... and permanent: invalid encoding, value too large, permission denied, undefined table or
+  // function, constraint violations, and whatever the server raises that is not listed above.
+  for (const char* code : {"22021", "22P05", "22012", "22P02", "54000", "42501", "42883",
+                           "42P01", "42703", "42601", "23505", "23514", "23503", "23502",
+                           "25006", "55000", "40002", "P0001", "XX000", "DU001", ""}) {
+    INFO(code);
+    CHECK_FALSE(pg::is_transient_sqlstate(code));
+    CHECK(pg::classify(thrown(pg::make_sql_error(code, "m", "s"))) == pg::failure_kind::permanent);
+  }
+  // What is not a server error is transient: the server did not refuse the statement.
+  CHECK(pg::classify(pg::connection_error("x")) == pg::failure_kind::transient);
+  CHECK(pg::classify(pg::connection_lost("x")) == pg::failure_kind::transient);
+  CHECK(pg::classify(pg::statement_timeout("s", 10ms, false)) == pg::failure_kind::transient);
+  CHECK(pg::classify(std::runtime_error("x")) == pg::failure_kind::transient);
+  // Contention: a transaction that may simply be run again.
+  CHECK(pg::is_contention(thrown(pg::make_sql_error("40001", "m", "s"))));
+  CHECK(pg::is_contention(thrown(pg::make_sql_error("40P01", "m", "s"))));
+  CHECK_FALSE(pg::is_contention(thrown(pg::make_sql_error("40003", "m", "s"))));
+  CHECK_FALSE(pg::is_contention(thrown(pg::make_sql_error("23505", "m", "s"))));
+  // The engine's names for the same thing.
+  CHECK(detail::classify(thrown(pg::make_sql_error("42P01", "m", "s"))) ==
+        detail::io_verdict::permanent);
+}
+
 TEST_CASE("a pipeline of 1000 statements is one round trip", "[pg][pipeline]") {
   test::run([]() -> asio::awaitable<void> {
     auto c = co_await connect();
@@ -247,7 +608,7 @@ TEST_CASE("transactions commit, roll back, and roll back when abandoned", "[pg][
       co_await tx.exec("INSERT INTO " + table + " VALUES ($1)", 4);
       auto division = co_await test::error_of<pg::sql_error>(tx.exec("SELECT 1/0"));
       CHECK(division);
-      auto commit = co_await test::error_of<durable::error>(tx.commit());
+      auto commit = co_await test::error_of<pg::error>(tx.commit());
       REQUIRE(commit);
       CHECK_THAT(*commit, Catch::Contains("rolled back"));
     }
@@ -336,7 +697,7 @@ TEST_CASE("prepared statements from the catalog cost no extra round trip", "[pg]
     r = co_await c->run(pg::prepared("add", 4, 3));
     CHECK(r[0].get<int>(0) == 7);
     CHECK(c->stats().round_trips == 2);
-    auto missing = co_await test::error_of<durable::error>(c->run(pg::prepared("missing")));
+    auto missing = co_await test::error_of<pg::error>(c->run(pg::prepared("missing")));
     REQUIRE(missing);
     CHECK_THAT(*missing, Catch::Contains("not prepared"));
   }());

@@ -266,7 +266,7 @@ DURABLE_DECL asio::awaitable<pg::result> run_statement(run_state& s, pg::stateme
 
 /// A serialization failure or a deadlock: the transaction lost a race, run it again.
 [[nodiscard]] inline bool is_contention(const pg::sql_error& e) noexcept {
-  return e.sqlstate() == "40001" || e.sqlstate() == "40P01";
+  return pg::is_contention(e);
 }
 
 /// The attempts of one step that were abandoned at their timeout and still run. The step does
@@ -1383,7 +1383,7 @@ private:
           } catch (const pg::connection_error& e) {
             s.outcome.note(detail::verdict::retry(detail::describe_io_failure(e)));
             throw;
-          } catch (const durable::error&) {
+          } catch (const pg::error&) {
             // The function left the transaction failed (it caught a failing statement and
             // returned): it rolls back, and that is the step's failure.
             failure = detail::capture(std::current_exception());

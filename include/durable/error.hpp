@@ -1,5 +1,7 @@
-// The exception hierarchy. Every error the library raises derives from durable::error and
-// says what happened, to which workflow and step, and what to do about it.
+// The exception hierarchy of the engine. Every error the engine and the workflow API raise
+// derives from durable::error and says what happened, to which workflow and step, and what to
+// do about it. The PostgreSQL layer has its own root, durable::pg::error (durable/pg/error.hpp,
+// a std::runtime_error too): a database error is not a durable::error. See docs/errors.md.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +10,7 @@
 
 namespace durable {
 
-/// Base of every exception the library throws.
+/// Base of every exception the engine throws (the PostgreSQL layer's derive from pg::error).
 class error : public std::runtime_error {
 public:
   using std::runtime_error::runtime_error;

@@ -30,6 +30,7 @@
 #include "durable/impl/prometheus.ipp"
 #include "durable/impl/store.ipp"
 #include "durable/pg/impl/connection.ipp"
+#include "durable/pg/impl/error.ipp"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

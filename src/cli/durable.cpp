@@ -290,6 +290,14 @@ void time_bound(const std::string& text, std::optional<double>& ago,
     at = text;
 }
 
+// A date or time the server cannot read (22007, 22008), from --since, --until or --after.
+[[noreturn]] void bad_time(const durable::pg::data_exception& e) {
+  throw failure(bad_usage,
+                "--since/--until take a duration (90s, 15m, 2h, 7d) or a timestamp "
+                "('2026-11-30 17:00', '2026-11-30T17:00:00Z'), --after a cursor: " +
+                    e.server_message());
+}
+
 int cmd_list(session& s, const settings& g, const list_args& a) {
   durable::store::list_filter f;
   f.statuses = a.statuses;
@@ -312,14 +320,10 @@ int cmd_list(session& s, const settings& g, const list_args& a) {
   std::vector<ojson> rows;
   try {
     rows = s.rows(s.eng.schema().admin_list(f));
-  } catch (const durable::pg::sql_error& e) {
-    // 22007, 22008: a date or time the server cannot read, from --since, --until or --after.
-    if (e.sqlstate() == "22007" || e.sqlstate() == "22008")
-      throw failure(bad_usage,
-                    "--since/--until take a duration (90s, 15m, 2h, 7d) or a timestamp "
-                    "('2026-11-30 17:00', '2026-11-30T17:00:00Z'), --after a cursor: " +
-                        e.server_message());
-    throw;
+  } catch (const durable::pg::invalid_datetime_format& e) {  // from --since, --until or --after
+    bad_time(e);
+  } catch (const durable::pg::datetime_field_overflow& e) {
+    bad_time(e);
   }
   const bool more = std::int64_t(rows.size()) > a.limit;
   if (more) rows.pop_back();
@@ -851,6 +855,13 @@ int report(int status, std::string message) {
   return status;
 }
 
+// An undefined table, schema or function (42P01, 3F000, 42883): the schema is not there yet.
+int schema_missing(const settings& g, const durable::pg::sql_error& e) {
+  return report(database_trouble,
+                "schema '" + one_line(g.schema) + "' is missing or older than this program (" +
+                    e.server_message() + "); run 'durable migrate', or pass the right --schema");
+}
+
 int explain(const settings& g) {
   try {
     throw;
@@ -858,15 +869,15 @@ int explain(const settings& g) {
     return report(f.status, f.what());
   } catch (const durable::schema_too_new& e) {
     return report(database_trouble, e.what());
+  } catch (const durable::pg::undefined_table& e) {
+    return schema_missing(g, e);
+  } catch (const durable::pg::invalid_schema_name& e) {
+    return schema_missing(g, e);
+  } catch (const durable::pg::undefined_function& e) {
+    return schema_missing(g, e);
+  } catch (const durable::pg::data_exception& e) {
+    return report(bad_usage, "the database cannot use a value given: " + e.server_message());
   } catch (const durable::pg::sql_error& e) {
-    const std::string& state = e.sqlstate();
-    if (state == "42P01" || state == "3F000" || state == "42883")
-      return report(database_trouble, "schema '" + one_line(g.schema) +
-                                          "' is missing or older than this program (" +
-                                          e.server_message() +
-                                          "); run 'durable migrate', or pass the right --schema");
-    if (state.rfind("22", 0) == 0)
-      return report(bad_usage, "the database cannot use a value given: " + e.server_message());
     return report(database_trouble, "the database refused: " + std::string(e.what()));
   } catch (const durable::pg::statement_timeout& e) {
     return report(database_trouble,
@@ -877,6 +888,8 @@ int explain(const settings& g) {
                   "cannot use the database: " + std::string(e.what()) +
                       " (set --database, DURABLE_DATABASE_URL or the PG* variables)");
   } catch (const durable::error& e) {
+    return report(not_done, e.what());
+  } catch (const durable::pg::error& e) {  // not derived from durable::error
     return report(not_done, e.what());
   } catch (const std::exception& e) {
     return report(not_done, std::string("unexpected error: ") + e.what());

@@ -108,4 +108,34 @@ asio::awaitable<std::optional<std::string>> error_of(asio::awaitable<T> a) {
   return error_of_impl<E>(std::move(a));
 }
 
+/// What awaiting `a` throws (null if it completes), with its dynamic type: test it with
+/// holds<E>(). A plain function for the reason given at error_of().
+template <class T>
+asio::awaitable<std::exception_ptr> exception_of_impl(asio::awaitable<T> a) {
+  try {
+    co_await std::move(a);
+  } catch (...) {
+    co_return std::current_exception();
+  }
+  co_return nullptr;
+}
+
+template <class T>
+asio::awaitable<std::exception_ptr> exception_of(asio::awaitable<T> a) {
+  return exception_of_impl(std::move(a));
+}
+
+/// True when `e` is an E (or derived from it).
+template <class E>
+bool holds(const std::exception_ptr& e) {
+  if (!e) return false;
+  try {
+    std::rethrow_exception(e);
+  } catch (const E&) {
+    return true;
+  } catch (...) {
+  }
+  return false;
+}
+
 }  // namespace test

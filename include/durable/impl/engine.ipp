@@ -297,8 +297,7 @@ DURABLE_DECL asio::awaitable<bool> engine::resume_on_strand(std::string id, bool
     auto c = co_await s->pool.acquire();
     auto tx = c->begin();
     r = co_await tx.commit(std::move(batch));
-  } catch (const pg::sql_error& e) {
-    if (e.sqlstate() != "23505") throw;
+  } catch (const pg::unique_violation&) {
     dedup_taken = true;  // workflows_queue_dedup: its key is held by another live workflow
   }
   if (dedup_taken)

@@ -244,7 +244,7 @@ public:
 private:
   DURABLE_DECL asio::awaitable<std::vector<result>> commit_impl(std::vector<statement> last);
   connection& active() {
-    if (!conn_) throw durable::error("transaction already committed or rolled back");
+    if (!conn_) throw error("transaction already committed or rolled back");
     return *conn_;
   }
   void abandon() noexcept {

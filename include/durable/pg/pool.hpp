@@ -80,7 +80,7 @@ public:
   /// (e.g. the statement deadline).
   pool(asio::any_io_executor ex, std::string conninfo, std::size_t size,
        std::shared_ptr<const statement_catalog> catalog = {}, connection_options options = {}) {
-    if (size == 0) throw durable::error("a connection pool needs at least one connection");
+    if (size == 0) throw error("a connection pool needs at least one connection");
     state_ = std::make_shared<detail::pool_state>(ex, std::move(conninfo), size, std::move(catalog),
                                                   options);
     // The channel counts free connections (its values are unused); `idle` says which.

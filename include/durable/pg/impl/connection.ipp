@@ -486,14 +486,13 @@ DURABLE_DECL asio::awaitable<void> connection::prepare_impl(std::string name, st
 
 DURABLE_DECL transaction connection::begin() {
   if (begin_pending_ || (!rollback_pending_ && PQtransactionStatus(conn_) != PQTRANS_IDLE))
-    throw durable::error("a transaction is already open on this connection; finish it first");
+    throw error("a transaction is already open on this connection; finish it first");
   return transaction(*this);
 }
 
 DURABLE_DECL std::string connection::quote_identifier(std::string_view id) const {
   char* q = PQescapeIdentifier(conn_, id.data(), id.size());
-  if (!q)
-    throw durable::error("invalid identifier: " + detail::trim_message(PQerrorMessage(conn_)));
+  if (!q) throw error("invalid identifier: " + detail::trim_message(PQerrorMessage(conn_)));
   std::string s(q);
   PQfreemem(q);
   return s;
@@ -517,7 +516,7 @@ DURABLE_DECL asio::awaitable<notification> connection::wait_notification() {
       PQfreemem(n);
       co_return out;
     }
-    if (in_flight_) throw durable::error("wait_notification() while a statement is in flight");
+    if (in_flight_) throw error("wait_notification() while a statement is in flight");
     co_await wait_readable();
     if (!PQconsumeInput(conn_)) fail_lost("waiting for notifications");
   }
@@ -703,8 +702,8 @@ DURABLE_DECL asio::awaitable<std::vector<result>> connection::run_internal(
         if (auto it = catalog_->find(s.text); it != catalog_->end()) text = &it->second;
       if (!text) {
         broken_ = !ops.empty();  // statements already queued cannot be taken back
-        throw durable::error("statement '" + s.text +
-                             "' is not prepared on this connection and not in its catalog");
+        throw error("statement '" + s.text +
+                    "' is not prepared on this connection and not in its catalog");
       }
       send_prepare(s.text, *text);
       prepared_.push_back(s.text);
@@ -734,7 +733,13 @@ DURABLE_DECL asio::awaitable<std::vector<result>> connection::run_internal(
 
   std::vector<result> out;
   out.reserve(batch.size());
-  std::optional<sql_error> first_error;
+  // The first error's fields; raised, as the class its SQLSTATE names, once the pipeline has
+  // been read to its end.
+  struct server_error {
+    std::string sqlstate, message, statement, detail;
+    int batch_index;
+  };
+  std::optional<server_error> first_error;
   for (const sent& op : ops) {
     awaiting_ = &op.label;
     std::optional<result> kept;
@@ -753,11 +758,10 @@ DURABLE_DECL asio::awaitable<std::vector<result>> connection::run_internal(
           const char* state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
           const char* primary = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
           const char* detail = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL);
-          first_error.emplace(state ? state : "",
-                              detail::trim_message(primary ? primary : PQresultErrorMessage(r)),
-                              op.label, detail ? detail : "");
           // BEGIN/ROLLBACK/prepares count as the caller's next statement.
-          first_error->set_batch_index(int(out.size()));
+          first_error.emplace(server_error{
+              state ? state : "", detail::trim_message(primary ? primary : PQresultErrorMessage(r)),
+              op.label, detail ? detail : "", int(out.size())});
         }
         PQclear(r);
       } else if (st == PGRES_PIPELINE_ABORTED) {
@@ -783,11 +787,14 @@ DURABLE_DECL asio::awaitable<std::vector<result>> connection::run_internal(
     // (57014), it has been used up. Otherwise the batch finished on its own before the
     // cancel arrived, which may still interrupt whatever this connection runs next: the
     // connection is retired, and the batch's own outcome is reported.
-    if (first_error && first_error->sqlstate() == "57014")
-      throw statement_timeout(first_error->statement(), options_.statement_timeout, false);
+    if (first_error && first_error->sqlstate == "57014")
+      throw statement_timeout(first_error->statement, options_.statement_timeout, false);
     broken_ = true;
   }
-  if (first_error) throw std::move(*first_error);
+  if (first_error)
+    throw_sql_error(std::move(first_error->sqlstate), std::move(first_error->message),
+                    std::move(first_error->statement), std::move(first_error->detail),
+                    first_error->batch_index);
   co_return out;
 }
 
@@ -800,13 +807,12 @@ DURABLE_DECL asio::awaitable<std::vector<result>> transaction::commit_impl(
     co_return std::vector<result>{};
   }
   if (!c.begin_pending_ && PQtransactionStatus(c.conn_) == PQTRANS_INERROR)
-    throw durable::error(
-        "cannot commit: a statement in this transaction failed, so it is rolled back");
+    throw error("cannot commit: a statement in this transaction failed, so it is rolled back");
   last.push_back(statement{"COMMIT", {}, false});
   auto results = co_await c.run_batch(std::move(last));
   const char* status = PQcmdStatus(results.back().native_handle());
   if (!status || std::strcmp(status, "COMMIT") != 0)
-    throw durable::error("the transaction was rolled back instead of committed");
+    throw error("the transaction was rolled back instead of committed");
   conn_ = nullptr;
   results.pop_back();
   co_return results;
@@ -825,8 +831,7 @@ DURABLE_DECL asio::awaitable<void> transaction::rollback() {
 
 DURABLE_DECL result exec_blocking(PGconn* conn, const statement& s) {
   if (s.prepared)
-    throw durable::error("exec_blocking needs SQL text, not the prepared statement '" + s.text +
-                         "'");
+    throw error("exec_blocking needs SQL text, not the prepared statement '" + s.text + "'");
   std::vector<const char*> values;
   for (const auto& p : s.params) values.push_back(p ? p->c_str() : nullptr);
   result r(PQexecParams(conn, s.text.c_str(), int(values.size()), nullptr, values.data(), nullptr,
@@ -837,7 +842,7 @@ DURABLE_DECL result exec_blocking(PGconn* conn, const statement& s) {
     const char* primary = PQresultErrorField(r.native_handle(), PG_DIAG_MESSAGE_PRIMARY);
     if (!state)
       throw connection_lost("exec_blocking: " + detail::trim_message(PQerrorMessage(conn)));
-    throw sql_error(state, primary ? primary : "", s.text.substr(0, 60));
+    throw_sql_error(state, primary ? primary : "", s.text.substr(0, 60));
   }
   return r;
 }
