@@ -1,0 +1,262 @@
+// The bodies of ctx.step and ctx.transaction: replay or run, retries with their recorded
+// attempts, timeouts, and the one journal row (I2, fenced by the epoch, I3).
+#pragma once
+
+#include "durable/detail/step.hpp"
+
+namespace durable::detail {
+
+/// 64 random bits (jitter of transaction retries, ctx.random).
+inline std::uint64_t random_u64() {
+  thread_local std::mt19937_64 gen{std::random_device{}()};
+  return gen();
+}
+
+template <class T, class F>
+asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string kind, F fn,
+                            retry policy) {
+  if (const detail::journal_entry* e = detail::replay_entry(s, seq, name, kind))
+    co_return detail::replay_value<T>(s, seq, *e);
+  const detail::attempt_history* history = detail::attempt_state(s, seq, name, kind);
+  detail::require_live(s, seq, name);
+  constexpr bool is_awaitable = detail::awaitable_value<detail::step_return_t<F>>::is_awaitable;
+  if (!is_awaitable && policy.timeout.count() > 0)
+    detail::refuse_timeout(s, seq, name,
+                           "its function cannot be cancelled: a timeout needs a step function "
+                           "that returns an asio::awaitable (a synchronous function blocks the "
+                           "event loop until it returns)");
+  // Its row is counted from now on (the journal limit): a concurrent branch issued while
+  // its function runs sees it, and nothing runs beyond the limit.
+  detail::row_hold hold(s, seq, name);
+  // From here until its row is committed the step is in progress: its function, the pauses
+  // between attempts, and the journal write. A step issued meanwhile is refused (I4).
+  detail::step_function_scope scope(s, name);
+  if (history && history->next_attempt_at) co_await detail::wait_until_due(s, seq, name, history);
+
+  const double first_started = detail::unix_seconds();
+  int attempt = history ? history->last_attempt : 0;
+  int failures = history ? history->failures : 0;
+  std::shared_ptr<detail::left_behind> abandoned;  // attempts left at their timeout
+  std::optional<detail::stored_t<T>> result;
+  std::exception_ptr stop;
+  try {
+    for (;;) {
+      if (attempt > (history ? history->last_attempt : 0))
+        detail::require_live(s, seq, name);  // the pause may have outlasted the lease
+      ++attempt;
+      ++failures;
+      s.current_seq = seq;
+      const double started = detail::unix_seconds();
+      const step_info info{seq, name, attempt, s.key(seq)};
+      std::optional<detail::stored_t<T>> value;
+      detail::captured_error failure;
+      std::exception_ptr thrown;
+      bool may_retry = false;
+      try {
+        if constexpr (is_awaitable) {
+          if (policy.timeout.count() > 0) {
+            // An attempt left behind at its timeout owns a copy of the function, and hands
+            // its value through asio::co_spawn, which needs a default-constructible result.
+            if constexpr (std::is_copy_constructible_v<F> &&
+                          (std::is_void_v<T> || std::is_default_constructible_v<T>)) {
+              auto ex = co_await asio::this_coro::executor;
+              if (!abandoned) abandoned = std::make_shared<detail::left_behind>(ex);
+              auto timed = detail::timed_call<T>(ex, fn, info, policy.timeout, abandoned, s.id);
+              value.emplace(co_await std::move(timed));
+            } else {
+              detail::refuse_timeout(s, seq, name,
+                                     "a step with a timeout needs a copyable function and a "
+                                     "default-constructible result (an attempt abandoned at "
+                                     "its timeout keeps a copy of the function)");
+            }
+          } else if constexpr (std::is_void_v<T>) {
+            co_await detail::call_step(fn, info);
+            value.emplace();
+          } else {
+            value.emplace(co_await detail::call_step(fn, info));
+          }
+        } else {
+          if constexpr (std::is_void_v<T>) {
+            detail::call_step(fn, info);
+            value.emplace();
+          } else {
+            value.emplace(detail::call_step(fn, info));
+          }
+        }
+      } catch (...) {
+        thrown = std::current_exception();
+        failure = detail::capture(thrown);
+        may_retry = detail::retryable(policy, thrown);
+      }
+      if (value) {
+        // Named, not temporaries: GCC 12 corrupts owning temporaries inside co_await.
+        std::optional<std::string> output;
+        const std::optional<std::string> no_error;
+        if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
+        co_await detail::append(s, seq, name, kind, output, no_error, attempt, first_started);
+        result = std::move(value);
+        break;
+      }
+      detail::check_failure_is_the_steps(s, seq, name);
+      {
+        // Cancelled from outside (ctx.all/any gave up on this branch): not the step's
+        // failure, nothing is recorded; the step runs again if the workflow gets here again.
+        const asio::cancellation_state outer = co_await asio::this_coro::cancellation_state;
+        if (outer.cancelled() != asio::cancellation_type::none) std::rethrow_exception(thrown);
+      }
+      const auto pause = co_await detail::record_failure(s, seq, name, kind, policy, attempt,
+                                                         failures, may_retry, failure, started);
+      co_await detail::sleep_for(pause);
+    }
+  } catch (...) {
+    stop = std::current_exception();
+  }
+  if (abandoned && abandoned->running > 0) {
+    // Waited for even when the run is being cancelled (a cancelled coroutine would throw at
+    // the co_await instead of entering it): the frame they may refer to must outlive them.
+    const bool throws = co_await asio::this_coro::throw_if_cancelled();
+    co_await asio::this_coro::throw_if_cancelled(false);
+    co_await detail::wait_for_abandoned(*abandoned);
+    co_await asio::this_coro::throw_if_cancelled(throws);
+  }
+  if (stop) std::rethrow_exception(stop);
+  if constexpr (!std::is_void_v<T>) co_return std::move(*result);
+}
+
+template <class T, class F>
+asio::awaitable<T> run_transaction(run_state& s, int seq, std::string name, F fn, retry policy) {
+  const std::string kind = "transaction";
+  if (const detail::journal_entry* e = detail::replay_entry(s, seq, name, kind))
+    co_return detail::replay_value<T>(s, seq, *e);
+  const detail::attempt_history* history = detail::attempt_state(s, seq, name, kind);
+  detail::require_live(s, seq, name);
+  if (policy.timeout.count() > 0)
+    detail::refuse_timeout(s, seq, name,
+                           "a transactional step cannot be abandoned (use SET LOCAL "
+                           "statement_timeout in the transaction instead)");
+  detail::row_hold hold(s, seq, name);         // its row counted from now on (journal limit)
+  detail::step_function_scope scope(s, name);  // in progress until its row commits (I4)
+  if (history && history->next_attempt_at) co_await detail::wait_until_due(s, seq, name, history);
+
+  const double first_started = detail::unix_seconds();
+  int attempt = history ? history->last_attempt : 0;
+  int failures = history ? history->failures : 0;
+  int contended_in_a_row = 0;
+  for (;;) {
+    s.current_seq = seq;
+    const double started = detail::unix_seconds();
+    std::optional<detail::stored_t<T>> value;
+    detail::captured_error failure;
+    bool may_retry = false;
+    std::string contention;  // the serialization failure or deadlock, if that was it
+    {                        // the connection goes back to the pool before a failure is recorded
+      auto conn = co_await detail::acquire(s);
+      std::optional<pg::transaction> tx;
+      tx.emplace(conn->begin());
+      try {
+        if constexpr (std::is_void_v<T>) {
+          co_await fn(*tx);
+          value.emplace();
+        } else {
+          value.emplace(co_await fn(*tx));
+        }
+      } catch (const pg::sql_error& e) {
+        if (detail::is_contention(e)) {
+          contention = detail::describe_io_failure(e);
+        } else if (detail::classify(e) == detail::io_verdict::transient) {
+          // A timeout, a cancel, a lost server is the database's, not the step's: the run
+          // is retried (the function runs again in a fresh transaction).
+          s.outcome.note(detail::verdict::retry(detail::describe_io_failure(e)));
+          throw;
+        } else {
+          failure = detail::capture(std::current_exception());
+          may_retry = detail::retryable(policy, std::current_exception());
+        }
+      } catch (const pg::connection_error& e) {
+        // The database, not the step, failed: retry the workflow instead of recording it.
+        s.outcome.note(detail::verdict::retry(detail::describe_io_failure(e)));
+        throw;
+      } catch (...) {
+        failure = detail::capture(std::current_exception());
+        may_retry = detail::retryable(policy, std::current_exception());
+      }
+      if (!value && contention.empty()) detail::check_failure_is_the_steps(s, seq, name);
+      if (value) {
+        std::optional<std::string> output;
+        if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
+        // Counted since the step was issued (the hold); held again below if the
+        // transaction does not commit.
+        detail::reserve_row(s, seq, name);
+        try {
+          // The journal row rides in the same round trip as COMMIT, inside the transaction:
+          // the user's writes and the row commit together or not at all.
+          const std::string succeeded = "succeeded";
+          fenced_write write = s.st->step_append(s.id, s.epoch, seq, name, kind, succeeded, output,
+                                                 std::nullopt, attempt + 1, first_started);
+          std::vector<pg::statement> row;
+          row.push_back(std::move(write.st));
+          co_await tx->commit(std::move(row));
+        } catch (const pg::sql_error& e) {
+          const fence_verdict verdict = store::verdict(e);
+          if (verdict.fenced_out())
+            throw ownership_lost(s.id, "workflow '" + s.id + "': transaction step " +
+                                           std::to_string(seq) + " '" + name +
+                                           "' rolled back because another executor took "
+                                           "the workflow over; this run stops");
+          if (e.batch_index() != 0 && detail::is_contention(e)) {
+            contention = detail::describe_io_failure(e);  // COMMIT lost a race (SERIALIZABLE)
+          } else if (e.batch_index() == 0 || detail::classify(e) == detail::io_verdict::transient) {
+            // The journal row (statement 0) refused, or any transient error: the
+            // library's failure, never recorded as the step's. COMMIT refused (a deferred
+            // constraint of the user's tables): the step's own failure.
+            detail::note_io_failure(s, seq, name, e);
+            throw;
+          } else {
+            failure = detail::capture(std::current_exception());
+            may_retry = detail::retryable(policy, std::current_exception());
+          }
+          value.reset();
+        } catch (const pg::connection_error& e) {
+          s.outcome.note(detail::verdict::retry(detail::describe_io_failure(e)));
+          throw;
+        } catch (const pg::error&) {
+          // The function left the transaction failed (it caught a failing statement and
+          // returned): it rolls back, and that is the step's failure.
+          failure = detail::capture(std::current_exception());
+          may_retry = detail::retryable(policy, std::current_exception());
+          value.reset();
+        }
+        if (value) {
+          if (s.counters) ++s.counters->steps_executed;
+          if constexpr (!std::is_void_v<T>)
+            co_return std::move(*value);
+          else
+            co_return;
+        }
+        hold.again();
+      }
+      tx.reset();  // rolls back with the connection's next statement
+    }
+    if (!contention.empty()) {
+      // Lost a race with another transaction: the database's doing, not the step's. Run
+      // the function again in a fresh transaction after a short, growing, jittered pause.
+      if (++contended_in_a_row >= std::max(policy.contention_attempts, 1)) {
+        s.outcome.note(detail::verdict::retry(contention));
+        throw error("workflow '" + s.id + "': transaction step " + std::to_string(seq) + " '" +
+                    name + "' lost " + std::to_string(contended_in_a_row) + " races in a row (" +
+                    contention + "); the workflow is retried");
+      }
+      co_await detail::sleep_for(std::chrono::milliseconds(
+          1 + random_u64() % std::uint64_t(5 << std::min(contended_in_a_row, 6))));
+      continue;
+    }
+    contended_in_a_row = 0;
+    ++attempt;
+    ++failures;
+    const auto pause = co_await detail::record_failure(s, seq, name, kind, policy, attempt,
+                                                       failures, may_retry, failure, started);
+    co_await detail::sleep_for(pause);
+  }
+}
+
+}  // namespace durable::detail
