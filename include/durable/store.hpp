@@ -174,8 +174,8 @@ public:
 
   // ---- rows -----------------------------------------------------------------------------
   // One struct per statement that returns rows, read from the columns in the order of the
-  // statement's SELECT or RETURNING list (sql/statements/<name>.sql). Nothing outside the store reads a
-  // column by index.
+  // statement's SELECT or RETURNING list (sql/statements/<name>.sql). Nothing outside the store
+  // reads a column by index.
 
   /// workflow_insert: `created`, or the workflow that already holds the id.
   struct start_outcome {
@@ -360,9 +360,8 @@ public:
     journal_step step;
     static loaded_step from(const pg::row& r) {
       return {r.get<std::string>(0),
-              {r.get<int>(1), r.get<std::string>(2), r.get<std::string>(3),
-               r.text(4) == "failed", r.get<std::optional<std::string>>(5),
-               r.get<std::optional<std::string>>(6)}};
+              {r.get<int>(1), r.get<std::string>(2), r.get<std::string>(3), r.text(4) == "failed",
+               r.get<std::optional<std::string>>(5), r.get<std::optional<std::string>>(6)}};
     }
   };
 
@@ -888,8 +887,8 @@ private:
 
   /// Bookkeeping text with the schema filled in and no parameters.
   pg::statement plain(std::string_view text) const {
-    return pg::statement{detail::sql_statements(text, {{"\"schema\"", schema_}}, false).at(0), {},
-                         false};
+    return pg::statement{
+        detail::sql_statements(text, {{"\"schema\"", schema_}}, false).at(0), {}, false};
   }
 
   template <class... A>

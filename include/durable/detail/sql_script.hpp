@@ -34,8 +34,8 @@ inline std::vector<std::string> sql_statements(std::string_view script, const sq
   std::string current;
   bool has_code = false;
   auto ident = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || static_cast<unsigned char>(c) >= 0x80;
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           static_cast<unsigned char>(c) >= 0x80;
   };
   auto finish = [&] {
     if (has_code) {
@@ -63,8 +63,10 @@ inline std::vector<std::string> sql_statements(std::string_view script, const sq
     if (c == '/' && i + 1 < n && script[i + 1] == '*') {
       std::size_t j = i + 2;
       for (int depth = 1; j < n && depth > 0; ++j) {
-        if (script.compare(j, 2, "/*") == 0) ++depth, ++j;
-        else if (script.compare(j, 2, "*/") == 0) --depth, ++j;
+        if (script.compare(j, 2, "/*") == 0)
+          ++depth, ++j;
+        else if (script.compare(j, 2, "*/") == 0)
+          --depth, ++j;
       }
       i = copy(i, std::min(j, n));
       continue;

@@ -34,7 +34,8 @@ DURABLE_DECL asio::awaitable<int> store::version(pg::connection& c) const {
                                  schema_ + ".schema_migrations");
   auto r = co_await c.run(std::move(exists));
   if (r[0].get<int>(0) == 0) co_return 0;
-  pg::statement max_version = plain("SELECT coalesce(max(version), 0) FROM :\"schema\".schema_migrations");
+  pg::statement max_version =
+      plain("SELECT coalesce(max(version), 0) FROM :\"schema\".schema_migrations");
   auto v = co_await c.run(std::move(max_version));
   co_return v[0].get<int>(0);
 }
