@@ -1,6 +1,6 @@
 -- admin_gc_count
 -- $1 age_s double precision
--- $2 statuses text
+-- $2 statuses text[] (a literal, built by detail::text_array)
 --
 -- $1 age (seconds), $2 statuses (text[]; only finished ones count). How many
 -- workflows `durable gc` would delete.

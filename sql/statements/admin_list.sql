@@ -1,16 +1,16 @@
 -- admin_list
--- $1 f.statuses text[]
--- $2 name ?
--- $3 queue ?
--- $4 executor ?
--- $5 since_s ?
--- $6 since_at ?
--- $7 until_s ?
--- $8 until_at ?
--- $9 limit ?
--- $10 offset ?
--- $11 after_created_at ?
--- $12 after_id ?
+-- $1 statuses text[]
+-- $2 name text, null = any
+-- $3 queue text, null = any
+-- $4 executor text, null = any
+-- $5 since_s double precision, null allowed
+-- $6 since_at timestamptz, null allowed
+-- $7 until_s double precision, null allowed
+-- $8 until_at timestamptz, null allowed
+-- $9 limit bigint
+-- $10 offset bigint
+-- $11 after_created_at timestamptz, null allowed
+-- $12 after_id text, null allowed
 --
 -- ---- operator queries (the `durable` command-line program) ----------------------------
 -- Each returns its rows as JSON objects (row_to_json), columns in order, so that the

@@ -6,7 +6,7 @@
 -- $5 name text
 -- $6 kind text
 -- $7 outcome text
--- $8 error text
+-- $8 error jsonb (sent as JSON text)
 -- $9 started_at double precision
 -- $10 pause_ms double precision, null allowed
 -- $11 unload boolean

@@ -1,7 +1,7 @@
 -- child_start
 -- $1 child_id text
 -- $2 name text
--- $3 inputs text
+-- $3 inputs jsonb (sent as JSON text)
 -- $4 parent text
 -- $5 epoch bigint
 -- $6 seq integer

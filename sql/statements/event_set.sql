@@ -3,7 +3,7 @@
 -- $2 epoch bigint
 -- $3 seq integer
 -- $4 key text
--- $5 value text
+-- $5 value jsonb (sent as JSON text)
 -- $6 started_at double precision
 -- $7 wait_channel text
 -- $8 channel text

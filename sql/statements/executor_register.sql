@@ -3,7 +3,7 @@
 -- $2 host text
 -- $3 pid integer
 -- $4 app_version text
--- $5 versions text
+-- $5 versions text[] (a literal, built by detail::text_array)
 -- $6 instance text
 -- $7 lease_ms bigint
 -- $8 force boolean

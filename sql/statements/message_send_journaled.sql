@@ -1,7 +1,7 @@
 -- message_send_journaled
 -- $1 to text
 -- $2 topic text
--- $3 payload text
+-- $3 payload jsonb (sent as JSON text)
 -- $4 key text
 -- $5 wait_channel text
 -- $6 channel text

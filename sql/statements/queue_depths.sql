@@ -1,5 +1,5 @@
 -- queue_depths
--- $1 queues text
+-- $1 queues text[] (a literal, built by detail::text_array)
 --
 -- $1 queue names (text[]). Each count is one scan of a partial index (workflows_queued,
 -- workflows_queue_running).

@@ -1,9 +1,9 @@
 -- queue_dispatch
 -- $1 executor_id text
 -- $2 queue text
--- $3 names text
+-- $3 names text[] (a literal, built by detail::text_array)
 -- $4 limit integer
--- $5 versions text
+-- $5 versions text[] (a literal, built by detail::text_array)
 --
 -- $1 executor, $2 queue, $3 workflow names it runs (text[]), $4 how many at most,
 -- $5 application versions it runs (text[], empty = all).

@@ -5,8 +5,8 @@
 -- $4 name text
 -- $5 kind text
 -- $6 status text
--- $7 output text, null allowed
--- $8 error text, null allowed
+-- $7 output jsonb (sent as JSON text), null allowed
+-- $8 error jsonb (sent as JSON text), null allowed
 -- $9 attempts integer
 -- $10 started_at double precision
 --

@@ -5,8 +5,8 @@
 -- $4 names text[]
 -- $5 kinds text[]
 -- $6 statuses text[]
--- $7 outputs text[] (elements may be null)
--- $8 errors text[] (elements may be null)
+-- $7 outputs jsonb[] (elements JSON text or null)
+-- $8 errors jsonb[] (elements JSON text or null)
 -- $9 attempts integer[]
 -- $10 started_at double precision[]
 --

@@ -1,7 +1,7 @@
 -- workflow_claim
 -- $1 id text
 -- $2 executor_id text
--- $3 names text
+-- $3 names text[] (a literal, built by detail::text_array)
 --
 -- $1 id, $2 executor_id, $3 workflow names this executor runs (text[]). A new epoch
 -- fences out any previous owner (I3).

@@ -1,7 +1,7 @@
 -- workflow_enqueue
 -- $1 id text
 -- $2 name text
--- $3 inputs text
+-- $3 inputs jsonb (sent as JSON text)
 -- $4 queue text
 -- $5 priority integer
 -- $6 dedup_key text, null allowed

@@ -2,8 +2,8 @@
 -- $1 id text
 -- $2 epoch bigint
 -- $3 status text
--- $4 output text, null allowed
--- $5 error text, null allowed
+-- $4 output jsonb (sent as JSON text), null allowed
+-- $5 error jsonb (sent as JSON text), null allowed
 -- $6 reason text, null allowed
 --
 -- $1 id, $2 epoch, $3 status, $4 output, $5 error, $6 status_reason

@@ -1,7 +1,7 @@
 -- workflow_insert
 -- $1 id text
 -- $2 name text
--- $3 inputs text
+-- $3 inputs jsonb (sent as JSON text)
 -- $4 executor_id text
 -- $5 app_version text
 -- $6 timeout_ms bigint

@@ -1,6 +1,6 @@
 -- workflow_resume
 -- $1 id text
--- $2 statuses text
+-- $2 statuses text[] (a literal, built by detail::text_array)
 --
 -- $1 id, $2 statuses it may have (text[]). A cancelled, parked or dead-lettered
 -- workflow becomes due at once (any executor claims it and replays its journal); its

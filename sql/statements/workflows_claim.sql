@@ -1,8 +1,8 @@
 -- workflows_claim
 -- $1 ids text[]
 -- $2 executor_id text
--- $3 names text
--- $4 versions text
+-- $3 names text[] (a literal, built by detail::text_array)
+-- $4 versions text[] (a literal, built by detail::text_array)
 -- $5 max_claims_without_progress integer
 --
 -- $1 ids (text[]), $2 executor_id, $3 workflow names it runs (text[]), $4 versions it

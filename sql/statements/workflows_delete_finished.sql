@@ -1,7 +1,7 @@
 -- workflows_delete_finished
 -- $1 age_ms bigint
 -- $2 limit bigint
--- $3 statuses text
+-- $3 statuses text[] (a literal, built by detail::text_array)
 --
 -- $1 age (ms), $2 how many at most, $3 statuses (text[]). Retention and `durable gc`:
 -- deletes finished workflows (succeeded, failed, cancelled; those of $3) that completed

@@ -1,6 +1,6 @@
 -- workflows_owned
 -- $1 executor_id text
--- $2 versions text
+-- $2 versions text[] (a literal, built by detail::text_array)
 --
 -- $1 executor_id, $2 versions it runs (text[], empty = all)
 SELECT id, name FROM :"schema".workflows

@@ -1,9 +1,9 @@
 -- workflows_take_over
 -- $1 executor_id text
 -- $2 lease_ms bigint
--- $3 names text
+-- $3 names text[] (a literal, built by detail::text_array)
 -- $4 limit bigint
--- $5 versions text
+-- $5 versions text[] (a literal, built by detail::text_array)
 --
 -- $1 this executor, $2 lease timeout (ms), $3 workflow names it runs (text[]),
 -- $4 how many at most, $5 versions it runs (text[], empty = all). SKIP LOCKED: two live

@@ -1,7 +1,7 @@
 -- workflows_wake
 -- $1 executor_id text
--- $2 names text
--- $3 versions text
+-- $2 names text[] (a literal, built by detail::text_array)
+-- $3 versions text[] (a literal, built by detail::text_array)
 -- $4 limit bigint
 -- $5 busy text[]
 --
