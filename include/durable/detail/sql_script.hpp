@@ -68,7 +68,7 @@ inline std::vector<std::string> sql_statements(std::string_view script, const sq
         else if (script.compare(j, 2, "*/") == 0)
           --depth, ++j;
       }
-      i = copy(i, std::min(j, n));
+      i = copy(i, j < n ? j : n);
       continue;
     }
     has_code = has_code || (c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != ';');
@@ -84,7 +84,7 @@ inline std::vector<std::string> sql_statements(std::string_view script, const sq
         }
         ++j;
       }
-      i = copy(i, std::min(j + 1, n));
+      i = copy(i, j < n ? j + 1 : n);
       continue;
     }
     if (c == '$' && (i == 0 || !ident(script[i - 1])) && i + 1 < n &&
