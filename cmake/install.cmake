@@ -1,7 +1,7 @@
 # Install rules and the CMake package for find_package(durable). Included from the top-level
 # CMakeLists.txt when DURABLE_INSTALL is ON.
 #
-#   <prefix>/include/durable.hpp, <prefix>/include/durable/...
+#   <prefix>/include/durable.hpp, <prefix>/include/durable/... (durable/detail/sql_text.hpp generated)
 #   <prefix>/<libdir>/libdurable.a                                (durable::compiled)
 #   <prefix>/<libdir>/cmake/durable/durable-config.cmake          (+ -version, -targets, FindAsio)
 include(CMakePackageConfigHelpers)
@@ -12,6 +12,10 @@ mark_as_advanced(DURABLE_INSTALL_CMAKEDIR)
 
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
+        COMPONENT durable_development)
+# The embedded SQL as this build generated it (it replaces the committed copy from include/).
+install(FILES "${DURABLE_SQL_HEADER}"
+        DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/durable/detail"
         COMPONENT durable_development)
 
 install(TARGETS durable durable_compiled EXPORT durable-targets

@@ -7,17 +7,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <asio/detached.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/steady_timer.hpp>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <durable/detail/failure.hpp>
 #include <durable/detail/group_commit.hpp>
+#include <durable/detail/sql_text.hpp>
 #include <durable/pg.hpp>
 #include <durable/store.hpp>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <type_traits>
 #include <typeinfo>
@@ -884,6 +891,132 @@ TEST_CASE("a schema newer than the library is refused with a clear error", "[pg]
                  Catch::Contains("version 999") && Catch::Contains("upgrade"));
     }
     co_await c->exec("DROP SCHEMA " + detail::quote_identifier(schema) + " CASCADE");
+  }());
+}
+
+// ---- the SQL files (sql/) --------------------------------------------------------------------
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::string migration_file(const detail::migration& m) {
+  char number[8];
+  std::snprintf(number, sizeof number, "%04d", m.version);
+  return std::string(DURABLE_SQL_DIR) + "/migrations/" + number + "_" + std::string(m.name) +
+         ".sql";
+}
+
+// What a DBA compares between two schemas: relations, columns (type, default, nullability),
+// constraints, indexes, views, functions and triggers, each as the server prints it, with the
+// schema's name replaced by <schema>; and the versions recorded.
+asio::awaitable<std::vector<std::string>> catalog_of(pg::connection& c, const std::string& schema) {
+  static const char* const queries[] = {
+      "SELECT 'relation ' || c.relkind::text || ' ' || c.relname FROM pg_class c"
+      " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1",
+      "SELECT 'column ' || c.relname || '.' || a.attname || ' #' || a.attnum || ' '"
+      " || format_type(a.atttypid, a.atttypmod) || CASE WHEN a.attnotnull THEN ' NOT NULL'"
+      " ELSE '' END || coalesce(' DEFAULT ' || pg_get_expr(d.adbin, d.adrelid), '')"
+      " FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid"
+      " JOIN pg_namespace n ON n.oid = c.relnamespace"
+      " LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"
+      " WHERE n.nspname = $1 AND a.attnum > 0 AND NOT a.attisdropped AND c.relkind IN ('r', 'v')",
+      "SELECT 'constraint ' || c.relname || ' ' || co.conname || ' ' || co.contype::text || ' '"
+      " || pg_get_constraintdef(co.oid) || CASE WHEN co.convalidated THEN '' ELSE ' (not valid)'"
+      " END FROM pg_constraint co JOIN pg_class c ON c.oid = co.conrelid"
+      " JOIN pg_namespace n ON n.oid = co.connamespace WHERE n.nspname = $1",
+      "SELECT 'index ' || pg_get_indexdef(i.indexrelid) FROM pg_index i"
+      " JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
+      " WHERE n.nspname = $1",
+      "SELECT 'view ' || c.relname || ' ' || pg_get_viewdef(c.oid) FROM pg_class c"
+      " JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relkind = 'v'",
+      "SELECT 'function ' || pg_get_functiondef(p.oid) FROM pg_proc p"
+      " JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = $1",
+      "SELECT 'trigger ' || pg_get_triggerdef(t.oid) FROM pg_trigger t"
+      " JOIN pg_class c ON c.oid = t.tgrelid JOIN pg_namespace n ON n.oid = c.relnamespace"
+      " WHERE n.nspname = $1 AND NOT t.tgisinternal",
+  };
+  std::vector<std::string> out;
+  auto add = [&](std::string line) {
+    for (auto at = line.find(schema); at != std::string::npos; at = line.find(schema, at))
+      line.replace(at, schema.size(), "<schema>");
+    out.push_back(std::move(line));
+  };
+  for (const char* q : queries) {
+    auto r = co_await c.exec(q, schema);
+    for (int i = 0; i < r.rows(); ++i) add(r[i].get<std::string>(0));
+  }
+  auto versions = co_await c.exec("SELECT 'version ' || version || ' ' || description FROM " +
+                                  detail::quote_identifier(schema) + ".schema_migrations");
+  for (int i = 0; i < versions.rows(); ++i) add(versions[i].get<std::string>(0));
+  std::sort(out.begin(), out.end());
+  co_return out;
+}
+
+}  // namespace
+
+TEST_CASE("the embedded SQL is the text of the files in sql/", "[pg][migrate][sql]") {
+  CHECK(read_file(std::string(DURABLE_SQL_DIR) + "/bootstrap.sql") == detail::sql::bootstrap);
+  for (const auto& m : detail::migrations()) {
+    INFO(migration_file(m));
+    CHECK(read_file(migration_file(m)) == m.text);
+  }
+  CHECK(detail::migrations().size() == std::size(detail::sql::migrations));
+}
+
+TEST_CASE("the migration files applied with psql -f give the schema that migrate() creates",
+          "[pg][migrate][sql]") {
+  const std::string by_psql = test::fresh_schema("psql");
+  const std::string by_migrate = test::fresh_schema("migrate");
+  const store psql_store(by_psql);
+  // As docs/architecture.md tells a DBA to apply them: the bootstrap, then each migration in a
+  // transaction of its own with its version row.
+  auto psql = [&](const std::string& file, const std::string& then) {
+    std::string cmd = std::string(DURABLE_PSQL) + " -X -q -v ON_ERROR_STOP=1 -1";
+    if (!test::conninfo().empty()) cmd += " -d '" + test::conninfo() + "'";
+    cmd += " -v schema=" + by_psql + " -v channel='" + psql_store.channel() +
+           "' -v wait_channel='" + psql_store.wait_channel() + "' -f '" + file + "'";
+    if (!then.empty()) cmd += " -c \"" + then + "\"";
+    INFO(cmd);
+    REQUIRE(std::system(cmd.c_str()) == 0);
+  };
+  psql(std::string(DURABLE_SQL_DIR) + "/bootstrap.sql", "");
+  for (const auto& m : detail::migrations())
+    psql(migration_file(m),
+         "INSERT INTO " + by_psql + ".schema_migrations (version, description) VALUES (" +
+             std::to_string(m.version) + ", '" + std::string(m.description) + "')");
+  test::run([&]() -> asio::awaitable<void> {
+    auto c = co_await connect();
+    store st(by_migrate);
+    const int applied = co_await st.migrate(*c);
+    CHECK(applied == store::latest_version());
+    const auto from_psql = co_await catalog_of(*c, by_psql);
+    const auto from_migrate = co_await catalog_of(*c, by_migrate);
+    CHECK(std::count_if(from_psql.begin(), from_psql.end(),
+                        [](const std::string& l) { return l.rfind("function ", 0) == 0; }) >= 8);
+    // Line by line, so that a difference names the object.
+    std::vector<std::string> only_psql, only_migrate;
+    std::set_difference(from_psql.begin(), from_psql.end(), from_migrate.begin(),
+                        from_migrate.end(), std::back_inserter(only_psql));
+    std::set_difference(from_migrate.begin(), from_migrate.end(), from_psql.begin(),
+                        from_psql.end(), std::back_inserter(only_migrate));
+    CHECK(only_psql == std::vector<std::string>{});
+    CHECK(only_migrate == std::vector<std::string>{});
+    CHECK(from_psql.size() == from_migrate.size());
+    // The status check of migration 6 ends validated (migration 11).
+    CHECK(std::find(from_psql.begin(), from_psql.end(),
+                    "constraint workflows workflows_status_check c CHECK ((status = ANY "
+                    "(ARRAY['pending'::text, 'running'::text, 'sleeping'::text, 'succeeded'::text, "
+                    "'failed'::text, 'parked'::text, 'cancelled'::text, 'dead_letter'::text])))") !=
+          from_psql.end());
+    co_await c->exec("DROP SCHEMA " + detail::quote_identifier(by_psql) + " CASCADE");
+    co_await c->exec("DROP SCHEMA " + detail::quote_identifier(by_migrate) + " CASCADE");
   }());
 }
 

@@ -1,7 +1,9 @@
 // The store: the schema, its migrations, and every SQL statement the library runs.
-// Nothing outside this file writes SQL text. Statements are named, prepared on each
-// connection on first use, and take every value as a bound parameter; the only text that
-// varies is the schema name, which is quoted as an identifier once, here.
+// Nothing outside the store writes SQL text. The SQL lives in sql/ (migrations/NNNN_*.sql,
+// statements/<name>.sql, each statement's parameters named in its header comment), embedded into
+// durable/detail/sql_text.hpp at build time. Statements are named, prepared on each connection
+// on first use, and take every value as a bound parameter; the only text that varies is the
+// schema name (the psql variable :"schema"), quoted as an identifier once, here.
 #pragma once
 
 #include <asio/awaitable.hpp>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "durable/detail/config.hpp"
+#include "durable/detail/sql_script.hpp"
 #include "durable/error.hpp"
 #include "durable/pg/connection.hpp"
 
@@ -66,38 +69,6 @@ inline std::string quote_identifier(std::string_view id) {
   return q + '"';
 }
 
-/// The dollar-quote tag for function bodies that contain `quoted_schema`: $fn$ unless that
-/// occurs in the schema name, else the first of $fn_1$, $fn_2$, ... that does not. (The
-/// quoted name starts and ends with a double quote, which no tag contains, so a tag can
-/// only occur inside it, never across its edges.)
-inline std::string dollar_tag(std::string_view quoted_schema) {
-  std::string tag = "$fn$";
-  for (int i = 1; quoted_schema.find(tag) != std::string_view::npos; ++i)
-    tag = "$fn_" + std::to_string(i) + "$";
-  return tag;
-}
-
-/// Replaces every "{s}" in a statement template with the quoted schema name, and every
-/// "$fn$" (the dollar quotes of function bodies in migrations) with a tag that does not
-/// occur in the schema name.
-inline std::string with_schema(std::string_view text, const std::string& schema) {
-  const std::string tag = dollar_tag(schema);
-  std::string out;
-  out.reserve(text.size() + 64);
-  for (std::size_t i = 0; i < text.size();) {
-    if (text.compare(i, 3, "{s}") == 0) {
-      out += schema;
-      i += 3;
-    } else if (text.compare(i, 4, "$fn$") == 0) {
-      out += tag;
-      i += 4;
-    } else {
-      out += text[i++];
-    }
-  }
-  return out;
-}
-
 /// A text[] literal ({"a","b"}) for binding a list of strings as one parameter.
 inline std::string text_array(const std::vector<std::string>& items) {
   return *pg::to_param(items);
@@ -110,13 +81,16 @@ inline std::int64_t fnv1a(std::string_view s) {
   return static_cast<std::int64_t>(h);
 }
 
+/// One migration: sql/migrations/NNNN_<name>.sql, its first line the description.
 struct migration {
   int version;
-  const char* description;
-  std::vector<const char*> statements;
+  std::string_view name, description;
+  std::string_view sha256;  ///< of the file, pinned in sql/migrations/SHA256SUMS
+  std::string_view text;    ///< the file, psql variables not filled in
 };
 
-// Versioned, append-only: a released migration is never edited, only followed by another.
+// Versioned, append-only: a released migration is never edited, only followed by another (the
+// lint test sql_checksums holds each file to its checksum).
 DURABLE_DECL const std::vector<migration>& migrations();
 
 }  // namespace detail
@@ -177,8 +151,9 @@ public:
   explicit store(std::string schema = "durable")
       : schema_name_(std::move(schema)), schema_(detail::quote_identifier(schema_name_)) {
     auto cat = std::make_shared<pg::statement_catalog>();
+    const detail::sql_variables vars{{"\"schema\"", schema_}};
     for (const auto& [name, text] : texts())
-      (*cat)[prefix() + name] = detail::with_schema(text, schema_);
+      (*cat)[prefix() + std::string(name)] = detail::sql_statements(text, vars, false).at(0);
     catalog_ = std::move(cat);
   }
 
@@ -188,7 +163,8 @@ public:
   [[nodiscard]] static int latest_version() { return detail::migrations().back().version; }
 
   /// Creates or upgrades the schema. Safe to run from many processes at once: an advisory
-  /// lock per schema serializes them, and each migration commits with its version row.
+  /// lock per schema serializes them, and each migration commits with its version row, in a
+  /// transaction of its own (a failed one leaves the schema at the version before it).
   /// Returns the number of migrations applied. Throws schema_too_new if the database is
   /// ahead of this library.
   [[nodiscard]] DURABLE_DECL asio::awaitable<int> migrate(pg::connection& c) const;
@@ -198,8 +174,8 @@ public:
 
   // ---- rows -----------------------------------------------------------------------------
   // One struct per statement that returns rows, read from the columns in the order of the
-  // statement's SELECT or RETURNING list (texts() below). Nothing outside the store reads a
-  // column by index.
+  // statement's SELECT or RETURNING list (sql/statements/<name>.sql). Nothing outside the store
+  // reads a column by index.
 
   /// workflow_insert: `created`, or the workflow that already holds the id.
   struct start_outcome {
@@ -255,13 +231,13 @@ public:
     std::string status;
     std::optional<std::string> reason;
     std::optional<double> deadline_in;  ///< seconds from the server's now() (< 0: passed)
-    std::int64_t generation = 0;        ///< see ctx.continue_as_new
+    int generation = 0;                 ///< see ctx.continue_as_new (integer in SQL)
     [[nodiscard]] bool parked() const noexcept { return status == "parked"; }
     static claimed_workflow from(const pg::row& r) {
       return {r.get<std::string>(0),           r.get<std::string>(1),
               r.get<std::string>(2),           r.get<std::int64_t>(3),
               r.get<std::string>(4),           r.get<std::optional<std::string>>(5),
-              r.get<std::optional<double>>(6), r.get<std::int64_t>(7)};
+              r.get<std::optional<double>>(6), r.get<int>(7)};
     }
   };
 
@@ -325,9 +301,10 @@ public:
 
   /// workflow_continue: the epoch and generation the workflow runs under from now on.
   struct continued_workflow {
-    std::int64_t epoch = 0, generation = 0;
+    std::int64_t epoch = 0;
+    int generation = 0;
     static continued_workflow from(const pg::row& r) {
-      return {r.get<std::int64_t>(0), r.get<std::int64_t>(1)};
+      return {r.get<std::int64_t>(0), r.get<int>(1)};
     }
   };
 
@@ -363,12 +340,12 @@ public:
 
   /// journal_load: one journal row. Output and error stay JSON text.
   struct journal_step {
-    std::int64_t seq = 0;
+    int seq = 0;  ///< steps.seq is integer
     std::string name, kind;
     bool failed = false;  ///< status 'failed' (else 'succeeded')
     std::optional<std::string> output, error;
     static journal_step from(const pg::row& r) {
-      return {r.get<std::int64_t>(0),
+      return {r.get<int>(0),
               r.get<std::string>(1),
               r.get<std::string>(2),
               r.text(3) == "failed",
@@ -383,9 +360,8 @@ public:
     journal_step step;
     static loaded_step from(const pg::row& r) {
       return {r.get<std::string>(0),
-              {r.get<std::int64_t>(1), r.get<std::string>(2), r.get<std::string>(3),
-               r.text(4) == "failed", r.get<std::optional<std::string>>(5),
-               r.get<std::optional<std::string>>(6)}};
+              {r.get<int>(1), r.get<std::string>(2), r.get<std::string>(3), r.text(4) == "failed",
+               r.get<std::optional<std::string>>(5), r.get<std::optional<std::string>>(6)}};
     }
   };
 
@@ -420,10 +396,10 @@ public:
     std::string id, name, inputs;
     std::int64_t epoch = 0;
     std::optional<double> deadline_in;  ///< seconds from the server's now() (< 0: passed)
-    std::int64_t generation = 0;        ///< see ctx.continue_as_new
+    int generation = 0;                 ///< see ctx.continue_as_new (integer in SQL)
     static dispatched_workflow from(const pg::row& r) {
       return {r.get<std::string>(0),  r.get<std::string>(1),           r.get<std::string>(2),
-              r.get<std::int64_t>(3), r.get<std::optional<double>>(4), r.get<std::int64_t>(5)};
+              r.get<std::int64_t>(3), r.get<std::optional<double>>(4), r.get<int>(5)};
     }
   };
 
@@ -488,7 +464,8 @@ public:
   }
 
   // ---- statements ---------------------------------------------------------------------
-  // Each binds its parameters, in the order of the SQL's $1, $2, ... (texts() below). Lists
+  // Each binds its parameters, in the order of the SQL's $1, $2, ... (named in the header of
+  // sql/statements/<name>.sql). Lists
   // of workflow names (`names`) and of application versions (`versions`, empty = all) are
   // text[] literals, built once by the engine (detail::text_array).
 
@@ -700,7 +677,7 @@ public:
   // ---- operator queries (the durable command-line program) ------------------------------
   // Rows as JSON objects (json_value), columns in the order of the statement's SELECT list.
 
-  /// Workflows, newest first, filtered (see texts(): admin_list).
+  /// Workflows, newest first, filtered (see sql/statements/admin_list.sql).
   struct list_filter {
     std::vector<std::string> statuses;  ///< empty: any
     std::optional<std::string> name, queue, executor;
@@ -908,9 +885,10 @@ public:
 private:
   static std::string prefix() { return "durable_"; }
 
-  /// DDL and bookkeeping text with the schema filled in and no parameters.
+  /// Bookkeeping text with the schema filled in and no parameters.
   pg::statement plain(std::string_view text) const {
-    return pg::statement{detail::with_schema(text, schema_), {}, false};
+    return pg::statement{
+        detail::sql_statements(text, {{"\"schema\"", schema_}}, false).at(0), {}, false};
   }
 
   template <class... A>
@@ -929,9 +907,9 @@ private:
     co_return first<Row>(r);
   }
 
-  /// Every statement the store runs: its name (without the prefix) and its text, {s} standing
-  /// for the quoted schema.
-  DURABLE_DECL static const std::vector<std::pair<const char*, const char*>>& texts();
+  /// Every statement the store runs (sql/statements/): its name (without the prefix) and its
+  /// text, :"schema" standing for the quoted schema.
+  DURABLE_DECL static const std::vector<std::pair<std::string_view, std::string_view>>& texts();
 
   std::string schema_name_;
   std::string schema_;

@@ -1,0 +1,56 @@
+-- admin_show
+-- $1 id text
+--
+-- $1 id. One JSON object: the workflow's row, its history (created, started, what
+-- workflow_history recorded, and its end), its steps (journal
+-- rows, and steps being retried or failed for good, which have none), its children, its
+-- unconsumed messages and its events. No row: no such workflow.
+SELECT json_build_object(
+  'workflow', row_to_json(w),
+  'history', (SELECT coalesce(json_agg(json_build_object(
+      'at', h.at, 'previous', h.previous, 'status', h.status, 'reason', h.reason,
+      'executor_id', h.executor_id, 'previous_executor', h.previous_executor, 'epoch', h.epoch)
+      ORDER BY h.at, h.ord, h.id), '[]') FROM (
+      SELECT 0 AS ord, 0::bigint AS id, w.created_at AS at, NULL AS previous,
+             'created' AS status, NULL AS reason, NULL AS executor_id,
+             NULL AS previous_executor, NULL::bigint AS epoch
+      UNION ALL
+      SELECT 1, 0, w.started_at, NULL, 'started', NULL, NULL, NULL, NULL
+       WHERE w.started_at IS NOT NULL
+      UNION ALL
+      SELECT 2, id, at, previous, status, reason, executor_id, previous_executor, epoch
+        FROM :"schema".workflow_history WHERE workflow_id = w.id
+      UNION ALL
+      SELECT 3, 0, w.completed_at, NULL, w.status, NULL, w.executor_id, NULL, w.epoch
+       WHERE w.completed_at IS NOT NULL
+         AND NOT EXISTS (SELECT 1 FROM :"schema".workflow_history x
+                          WHERE x.workflow_id = w.id AND x.status = w.status
+                            AND x.at >= w.completed_at)) h),
+  'steps', (SELECT coalesce(json_agg(x ORDER BY x.seq), '[]') FROM (
+      SELECT s.seq, s.name, s.kind, s.status, s.attempts,
+             round((extract(epoch FROM s.completed_at - s.started_at) * 1000)::numeric, 3)
+               AS duration_ms,
+             s.started_at, s.completed_at, NULL::timestamptz AS next_attempt_at,
+             coalesce(s.error->>'message',
+                      (SELECT a.error->>'message' FROM :"schema".step_attempts a
+                        WHERE a.workflow_id = s.workflow_id AND a.seq = s.seq
+                          AND a.outcome IN ('retrying', 'failed')
+                        ORDER BY a.id DESC LIMIT 1)) AS last_error,
+             s.output
+        FROM :"schema".steps s WHERE s.workflow_id = w.id
+      UNION ALL
+      SELECT r.seq, r.step, r.kind,
+             CASE r.outcome WHEN 'retrying' THEN 'retrying' WHEN 'failed' THEN 'failed'
+                            ELSE 'due' END,
+             r.failed_attempts::integer, NULL, NULL, r.last_attempt_at, r.next_attempt_at,
+             r.last_error, NULL
+        FROM :"schema".step_retries r WHERE r.workflow_id = w.id) x),
+  'children', (SELECT coalesce(json_agg(c ORDER BY c.created_at, c.id), '[]') FROM (
+      SELECT id, name, status, created_at, completed_at
+        FROM :"schema".workflows WHERE parent_id = w.id) c),
+  'inbox', (SELECT coalesce(json_agg(m ORDER BY m.id), '[]') FROM (
+      SELECT id, topic, payload, created_at FROM :"schema".messages
+       WHERE workflow_id = w.id AND consumed_at IS NULL) m),
+  'events', (SELECT coalesce(json_agg(e ORDER BY e.key), '[]') FROM (
+      SELECT key, value, updated_at FROM :"schema".events WHERE workflow_id = w.id) e)
+)::text FROM (SELECT * FROM :"schema".workflows WHERE id = $1) w

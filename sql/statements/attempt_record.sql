@@ -1,0 +1,35 @@
+-- attempt_record
+-- $1 id text
+-- $2 epoch bigint
+-- $3 seq integer
+-- $4 attempt integer
+-- $5 name text
+-- $6 kind text
+-- $7 outcome text
+-- $8 error jsonb (sent as JSON text)
+-- $9 started_at double precision
+-- $10 pause_ms double precision, null allowed
+-- $11 unload boolean
+--
+-- $1 id, $2 epoch, $3 seq, $4 attempt, $5 name, $6 kind, $7 outcome ('retrying' or
+-- 'failed'), $8 error (jsonb), $9 started_at (epoch seconds), $10 pause before the next
+-- attempt (ms, or null; the due time is the server's now() plus it, so clocks of
+-- application hosts do not matter), $11 unload: the workflow sleeps until the next
+-- attempt, owned by nobody, and its epoch moves on (nothing more of this run can be
+-- written, I3). Fenced: nothing is written unless the workflow is owned under $2.
+WITH w AS (
+UPDATE :"schema".workflows
+   SET last_error = $8::jsonb->>'message', updated_at = now(),
+       status = CASE WHEN $11::boolean THEN 'sleeping' ELSE status END,
+       wake_at = CASE WHEN $11::boolean
+                      THEN now() + make_interval(secs => $10::double precision / 1000)
+                      ELSE wake_at END,
+       executor_id = CASE WHEN $11::boolean THEN NULL ELSE executor_id END,
+       epoch = CASE WHEN $11::boolean THEN epoch + 1 ELSE epoch END
+ WHERE id = $1 AND epoch = $2
+RETURNING id)
+INSERT INTO :"schema".step_attempts (workflow_id, seq, attempt, name, kind, outcome, error, epoch,
+                               started_at, next_attempt_at)
+SELECT w.id, $3, $4, $5, $6, $7, $8::jsonb, $2, to_timestamp($9::double precision),
+       now() + make_interval(secs => $10::double precision / 1000)
+  FROM w

@@ -1,0 +1,23 @@
+-- executor_register
+-- $1 id text
+-- $2 host text
+-- $3 pid integer
+-- $4 app_version text
+-- $5 versions text[] (a literal, built by detail::text_array)
+-- $6 instance text
+-- $7 lease_ms bigint
+-- $8 force boolean
+--
+-- $1 id, $2 host, $3 pid, $4 app_version, $5 versions it runs (text[], empty = all),
+-- $6 instance, $7 lease timeout (ms), $8 take the id even if its holder looks alive.
+-- Registers this process under the id unless another live process holds it (its
+-- heartbeat is younger than the lease): then no row.
+INSERT INTO :"schema".executors AS e (id, host, pid, app_version, versions,
+                               instance)
+VALUES ($1, $2, $3, $4, $5::text[], $6)
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid,
+app_version = excluded.app_version, versions = excluded.versions, instance = excluded.instance,
+started_at = now(), heartbeat_at = now()
+WHERE e.instance = excluded.instance OR $8::boolean
+   OR e.heartbeat_at < now() - make_interval(secs => $7::double precision / 1000)
+RETURNING true
