@@ -117,7 +117,7 @@ public:
   [[nodiscard]] auto status(CompletionToken&& token = {}) const {
     return detail::launch<workflow_status>(
         executor(), std::forward<CompletionToken>(token), [&] { return status_hop(); },
-        [&] { return status_impl(); });
+        [&] { return status_of(*this); });
   }
 
   /// Waits for the workflow to end. Returns its output; throws workflow_failed (with the
@@ -129,10 +129,19 @@ public:
     return detail::launch<R>(
         executor(), std::forward<CompletionToken>(token),
         [&] { return decode_output<R>(wait_output()); },
-        [&] { return decode_output<R>(wait_output_impl()); });
+        [&] { return result_of<R>(*this); });
   }
 
 private:
+  // The bodies for tokens other than use_awaitable own a copy of the handle: a handle used
+  // with a future or a callback may be gone before the operation completes.
+  static asio::awaitable<workflow_status> status_of(workflow_handle self) {
+    co_return co_await self.status_impl();
+  }
+  template <class R>
+  static asio::awaitable<R> result_of(workflow_handle self) {
+    co_return co_await self.decode_output<R>(self.wait_output_impl());
+  }
   template <class R>
   asio::awaitable<R> decode_output(asio::awaitable<std::string> wait) const {
     std::string output = co_await std::move(wait);
