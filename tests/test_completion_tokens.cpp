@@ -77,10 +77,10 @@ TEST_CASE("use_future from plain code: open, start, result and shutdown", "[toke
       eng.start(durable::start_options{.timeout = -1ms}, "doubled", "d-3", 1, asio::use_future)
           .get(),
       Catch::Contains("the timeout must not be negative"));
-  CHECK_THROWS_WITH(eng.enqueue(durable::enqueue_options{.queue = ""}, "doubled", "d-4", 1,
-                                asio::use_future)
-                        .get(),
-                    Catch::Contains("the queue name must not be empty"));
+  CHECK_THROWS_WITH(
+      eng.enqueue(durable::enqueue_options{.queue = ""}, "doubled", "d-4", 1, asio::use_future)
+          .get(),
+      Catch::Contains("the queue name must not be empty"));
   CHECK_FALSE(eng.cancel("no such workflow", asio::use_future).get());
 
   eng.shutdown(asio::use_future).get();

@@ -128,8 +128,7 @@ public:
   [[nodiscard]] auto result(CompletionToken&& token = {}) const {
     return detail::launch<R>(
         executor(), std::forward<CompletionToken>(token),
-        [&] { return decode_output<R>(wait_output()); },
-        [&] { return result_of<R>(*this); });
+        [&] { return decode_output<R>(wait_output()); }, [&] { return result_of<R>(*this); });
   }
 
 private:
@@ -158,7 +157,9 @@ private:
     }
   }
   const asio::any_io_executor& executor() const {
-    if (!s_) throw error("workflow_handle: this handle refers to no workflow (it was default-constructed)");
+    if (!s_)
+      throw error(
+          "workflow_handle: this handle refers to no workflow (it was default-constructed)");
     return s_->ex;
   }
   DURABLE_DECL asio::awaitable<std::string> wait_output() const;
@@ -233,7 +234,8 @@ public:
     return shutdown(std::chrono::seconds(10), std::forward<CompletionToken>(token));
   }
 
-  /// Runs the schema migrations (see docs/operations.md); completes with the schema version.
+  /// Runs the schema migrations (open() does unless engine_options::migrate is false; see
+  /// docs/deployment.md); completes with the schema version.
   template <class CompletionToken = detail::default_token>
   [[nodiscard]] auto migrate(CompletionToken&& token = {}) {
     return detail::launch<int>(

@@ -67,8 +67,8 @@ inline asio::awaitable<long> journal_rows(durable::engine& eng, const std::strin
                                           const char* table = "steps") {
   auto c = co_await eng.pool().acquire();
   auto r = co_await c->exec("SELECT count(*) FROM " +
-                                durable::detail::quote_identifier(eng.schema_name()) + "." +
-                                table + " WHERE workflow_id = $1",
+                                durable::detail::quote_identifier(eng.schema_name()) + "." + table +
+                                " WHERE workflow_id = $1",
                             id);
   co_return r[0].get<long>(0);
 }

@@ -63,7 +63,9 @@ template <class R, class... Args>
 struct last_is_token : std::false_type {};
 template <class R, class A, class... Rest>
 struct last_is_token<R, A, Rest...>
-    : std::bool_constant<completion_token_for<std::tuple_element_t<sizeof...(Rest), std::tuple<A, Rest...>>, R>> {};
+    : std::bool_constant<
+          completion_token_for<std::tuple_element_t<sizeof...(Rest), std::tuple<A, Rest...>>, R>> {
+};
 
 /// Calls f(token, inputs...): the token is the last argument if it is one, else the default
 /// token and every argument is an input.
@@ -71,9 +73,10 @@ template <class R, class F, class... Args>
 decltype(auto) split_token(F&& f, Args&&... args) {
   if constexpr (last_is_token<R, Args...>::value) {
     auto all = std::forward_as_tuple(std::forward<Args>(args)...);
-    return [&]<std::size_t... I>(std::index_sequence<I...>) -> decltype(auto) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>)->decltype(auto) {
       return std::forward<F>(f)(std::get<sizeof...(Args) - 1>(std::move(all)), std::get<I>(all)...);
-    }(std::make_index_sequence<sizeof...(Args) - 1>{});
+    }
+    (std::make_index_sequence<sizeof...(Args) - 1>{});
   } else {
     return std::forward<F>(f)(default_token{}, args...);
   }

@@ -116,11 +116,9 @@ DURABLE_DECL void engine::check_enqueue(const enqueue_options& opts, const std::
     it->second.check_arguments("enqueue", id, inputs);
 }
 
-DURABLE_DECL asio::awaitable<workflow_handle> engine::enqueue_run_impl(pg::transaction* tx,
-                                                                       bool fail_on_duplicate,
-                                                                       std::string name,
-                                                                       std::string id,
-                                                                       detail::enqueue_request req) {
+DURABLE_DECL asio::awaitable<workflow_handle> engine::enqueue_run_impl(
+    pg::transaction* tx, bool fail_on_duplicate, std::string name, std::string id,
+    detail::enqueue_request req) {
   auto s = s_;
   std::optional<store::enqueue_outcome> r;
   for (int attempt = 0; attempt < 3 && !r; ++attempt) {
@@ -193,20 +191,19 @@ DURABLE_DECL pg::statement engine::enqueue_statement_encoded(const enqueue_optio
 
 DURABLE_DECL asio::awaitable<workflow_handle> engine::enqueue_body(pg::transaction* tx,
                                                                    const enqueue_options& opts,
-                                                                   std::string name,
-                                                                   std::string id,
+                                                                   std::string name, std::string id,
                                                                    nlohmann::json inputs) {
   auto req = make_enqueue(opts, name, id, inputs);  // throws before anything runs
-  return enqueue_run_impl(tx, opts.duplicate == on_duplicate::fail, std::move(name),
-                          std::move(id), std::move(req));
+  return enqueue_run_impl(tx, opts.duplicate == on_duplicate::fail, std::move(name), std::move(id),
+                          std::move(req));
 }
 
 DURABLE_DECL asio::awaitable<workflow_handle> engine::enqueue_hop(pg::transaction* tx,
                                                                   const enqueue_options& opts,
                                                                   std::string name, std::string id,
                                                                   nlohmann::json inputs) {
-  return detail::on_strand(s_,
-                           enqueue_body(tx, opts, std::move(name), std::move(id), std::move(inputs)));
+  return detail::on_strand(
+      s_, enqueue_body(tx, opts, std::move(name), std::move(id), std::move(inputs)));
 }
 
 DURABLE_DECL pg::statement engine::send_statement_encoded(
