@@ -102,7 +102,8 @@ using workflow_signature_of = workflow_signature<typename call_signature<std::de
 ///
 /// Its operations, like the engine's, take an Asio completion token as their last argument:
 /// asio::use_awaitable by default (they return an asio::awaitable), asio::use_future, a callback
-/// f(std::exception_ptr, value), asio::experimental::deferred, ... (docs/engine.md).
+/// f(std::exception_ptr, value), asio::experimental::deferred, ... (docs/getting-started.md,
+/// "Without coroutines"). A handle may be destroyed before its operations complete.
 class workflow_handle {
 public:
   /// A handle that refers to no workflow (assign one from start(), enqueue() or handle()).
@@ -177,7 +178,8 @@ private:
 /// when there is no value): asio::use_future gives a std::future<value>, a callback is called
 /// with (std::exception_ptr, value), asio::experimental::deferred gives a deferred operation.
 /// Whatever the token, the operation runs on the engine's strand; an invalid argument reaches
-/// the token as the exception.
+/// the token as the exception. The engine must outlive the operations started on it (as an Asio
+/// I/O object must); shutdown() before destroying it.
 class engine {
 public:
   /// The engine runs its workflows and its background parts on a strand of `ex` (so an
