@@ -55,7 +55,7 @@ int main() {
     if (same != text) status = 1;
 
     eng.shutdown(asio::use_future).get();
-    fmt::print(status == 0 ? "OK\n" : "FAILED\n");
+    fmt::print("{}\n", status == 0 ? "OK" : "FAILED");
   } catch (const std::exception& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     status = 1;
