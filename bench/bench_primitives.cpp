@@ -48,6 +48,7 @@
 #include <asio/redirect_error.hpp>
 #include <asio/steady_timer.hpp>
 #include <durable.hpp>
+#include <durable/store.hpp>
 
 #include <algorithm>
 #include <chrono>

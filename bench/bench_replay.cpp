@@ -32,6 +32,7 @@
 #include <asio/awaitable.hpp>
 #include <asio/io_context.hpp>
 #include <durable.hpp>
+#include <durable/store.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -488,8 +489,10 @@ int main(int argc, char** argv) {
     raw->exec("INSERT INTO " + schema +
               ".workflows (id, name, status, inputs, epoch) "
               "VALUES ('raw-append', 'steps', 'running', '[0]', 1)");
-    raw->prepare("bench_raw_append", eng.schema().catalog()->at("durable_step_append").c_str());
-    raw->prepare("bench_raw_load", eng.schema().catalog()->at("durable_journal_load").c_str());
+    raw->prepare("bench_raw_append",
+                 durable::detail::store_of(eng).catalog()->at("durable_step_append").c_str());
+    raw->prepare("bench_raw_load",
+                 durable::detail::store_of(eng).catalog()->at("durable_journal_load").c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_replay: setup failed: %s\n", e.what());
     return 1;

@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include <durable/store.hpp>
+
 #include "support/prometheus.hpp"
 #include "support/workflows.hpp"
 
@@ -601,10 +603,9 @@ asio::awaitable<int> elder_wf(context& ctx) {
 asio::awaitable<long> rows_in(engine& eng, std::string_view table_view, std::string_view id_view) {
   const std::string table(table_view), id(id_view);
   auto c = co_await eng.pool().acquire();
-  auto r =
-      co_await c->exec("SELECT count(*) FROM " + detail::quote_identifier(eng.schema().schema()) +
-                           "." + table + " WHERE workflow_id = $1",
-                       id);
+  auto r = co_await c->exec("SELECT count(*) FROM " + detail::quote_identifier(eng.schema_name()) +
+                                "." + table + " WHERE workflow_id = $1",
+                            id);
   co_return r[0].get<long>(0);
 }
 

@@ -428,7 +428,7 @@ asio::awaitable<int> drain_queue(engine& eng, std::string queue) {
   for (int i = 0; i < 6000; ++i) {
     auto c = co_await eng.pool().acquire();
     auto r =
-        co_await c->exec("SELECT count(*) FROM " + detail::quote_identifier(eng.schema().schema()) +
+        co_await c->exec("SELECT count(*) FROM " + detail::quote_identifier(eng.schema_name()) +
                              ".workflows WHERE queue = $1 AND status <> 'succeeded'",
                          queue);
     if (r[0].get<long>(0) == 0) co_return 0;

@@ -248,8 +248,8 @@ struct heartbeat_watch {
 asio::awaitable<heartbeat_watch> watch_heartbeat(engine& eng) {
   heartbeat_watch w;
   w.conn = co_await pg::connection::connect(test::conninfo());
-  w.sql = "SELECT extract(epoch FROM now() - heartbeat_at) * 1000 FROM " +
-          q(eng.schema().schema()) + ".executors WHERE id = $1";
+  w.sql = "SELECT extract(epoch FROM now() - heartbeat_at) * 1000 FROM " + q(eng.schema_name()) +
+          ".executors WHERE id = $1";
   w.executor_id = eng.executor_id();
   co_return w;
 }

@@ -413,7 +413,7 @@ asio::awaitable<std::string> journal_of(engine& eng, std::string_view id_view) {
   const std::string id(id_view);
   const std::string sql =
       "SELECT coalesce(string_agg(seq || ':' || name || '/' || kind, ',' ORDER BY seq), '') FROM " +
-      q(eng.schema().schema()) + ".steps WHERE workflow_id = $1";
+      q(eng.schema_name()) + ".steps WHERE workflow_id = $1";
   co_return co_await scalar(eng, sql, id);
 }
 

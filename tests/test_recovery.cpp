@@ -337,7 +337,7 @@ asio::awaitable<bool> woke_on_time(engine& eng, std::string_view id_view) {
   auto r = co_await c->exec(
       "SELECT s.kind = 'sleep' AND a.completed_at >= to_timestamp(s.output::text::bigint / 1e6) "
       "FROM " +
-          q(eng.schema().schema()) + ".steps s JOIN " + q(eng.schema().schema()) +
+          q(eng.schema_name()) + ".steps s JOIN " + q(eng.schema_name()) +
           ".steps a ON a.workflow_id = s.workflow_id AND a.seq = 2 "
           "WHERE s.workflow_id = $1 AND s.seq = 1",
       id);
@@ -356,7 +356,7 @@ asio::awaitable<std::vector<attempt_row>> attempts_of(engine& eng, std::string_v
   auto r = co_await c->exec(
       "SELECT seq, attempt, outcome, coalesce(error->>'type', ''), coalesce(error->>'message', "
       "''), coalesce(next_attempt_at > ended_at, false) FROM " +
-          q(eng.schema().schema()) + ".step_attempts WHERE workflow_id = $1 ORDER BY id",
+          q(eng.schema_name()) + ".step_attempts WHERE workflow_id = $1 ORDER BY id",
       id);
   std::vector<attempt_row> out;
   for (const pg::row row : r)
@@ -378,7 +378,7 @@ asio::awaitable<dead_letter_view> dead_letter_query(engine& eng, std::string_vie
   auto r = co_await c->exec(
       "SELECT status, status_reason, step, last_error, failed_attempts, "
       "next_attempt_at IS NOT NULL FROM " +
-          q(eng.schema().schema()) + ".step_retries WHERE workflow_id = $1",
+          q(eng.schema_name()) + ".step_retries WHERE workflow_id = $1",
       id);
   if (r.rows() != 1) throw std::runtime_error("step_retries has no single row for " + id);
   co_return dead_letter_view{r[0].get<std::string>(0), r[0].get<std::string>(1),

@@ -9,6 +9,7 @@
 
 #include <asio/experimental/awaitable_operators.hpp>
 #include <catch2/catch.hpp>
+#include <durable/store.hpp>
 
 #include "support/conninfo.hpp"
 #include "support/processes.hpp"
@@ -281,7 +282,7 @@ struct workflow_row {
 asio::awaitable<workflow_row> row_of(engine& eng, const std::string& id) {
   auto c = co_await eng.pool().acquire();
   auto r = co_await c->exec("SELECT status, status_reason, output::text, error::text, epoch FROM " +
-                                q(eng.schema().schema()) + ".workflows WHERE id = $1",
+                                q(eng.schema_name()) + ".workflows WHERE id = $1",
                             id);
   co_return workflow_row{r[0].get<std::string>(0), r[0].get<std::optional<std::string>>(1),
                          r[0].get<std::optional<std::string>>(2),
@@ -410,7 +411,7 @@ TEST_CASE("journal rows of a batch share one statement, a fenced or faulty row f
                        "VALUES ('c', 1, 'x', 'step', 'succeeded', 1)");
     }
     detail::group_committer committer(ex, eng.pool(), {.max_batch = 64, .max_in_flight = 1},
-                                      &eng.schema());
+                                      &durable::detail::store_of(eng));
     // Submits rows (id, epoch, seq) from concurrent coroutines in one turn of the event loop;
     // returns "ok", "fenced" or the SQLSTATE of each.
     auto submit = [&](std::vector<std::tuple<std::string, int, int>> rows)

@@ -29,6 +29,7 @@
 
 #include <durable/detail/type_name.hpp>
 #include <durable/error.hpp>
+#include <durable/fwd.hpp>
 
 namespace durable {
 
@@ -37,7 +38,7 @@ namespace durable {
 ///     static nlohmann::json encode(const money&);
 ///     static money decode(const nlohmann::json&);  // throw durable::codec_error on bad input
 ///   };
-template <class T, class Enable = void>
+template <class T, class Enable>  // Enable = void: see durable/fwd.hpp
 struct codec;
 
 namespace detail {

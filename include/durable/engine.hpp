@@ -20,13 +20,14 @@
 
 #include "durable/codec.hpp"
 #include "durable/context.hpp"
+#include "durable/detail/completion.hpp"
 #include "durable/detail/config.hpp"
 #include "durable/detail/engine_state.hpp"
 #include "durable/detail/run_state.hpp"
 #include "durable/error.hpp"
+#include "durable/fwd.hpp"
 #include "durable/options.hpp"
 #include "durable/pg/pool.hpp"
-#include "durable/store.hpp"
 
 namespace durable {
 
@@ -38,6 +39,13 @@ namespace detail {
 struct engine_access {
   static const std::shared_ptr<engine_state>& state(const engine& e) noexcept;
 };
+
+/// The statements of an engine's schema, for the library's own tools (the CLI, tests,
+/// benchmarks), which include durable/store.hpp themselves. Not part of the public API.
+const store& store_of(const engine& e) noexcept;
+
+/// An enqueue's statement, with what its outcome is checked against (see impl/engine.ipp).
+struct enqueue_request;
 
 /// The signature of a workflow callable: asio::awaitable<R>(context&, Args...).
 template <class Sig>
@@ -91,6 +99,11 @@ using workflow_signature_of = workflow_signature<typename call_signature<std::de
 
 /// Refers to one workflow by id; cheap to copy. Works for workflows running anywhere: the
 /// outcome is read from the database.
+///
+/// Its operations, like the engine's, take an Asio completion token as their last argument:
+/// asio::use_awaitable by default (they return an asio::awaitable), asio::use_future, a callback
+/// f(std::exception_ptr, value), asio::experimental::deferred, ... (docs/getting-started.md,
+/// "Without coroutines"). A handle may be destroyed before its operations complete.
 class workflow_handle {
 public:
   /// A handle that refers to no workflow (assign one from start(), enqueue() or handle()).
@@ -100,15 +113,38 @@ public:
 
   [[nodiscard]] const std::string& id() const noexcept { return id_; }
 
-  [[nodiscard]] DURABLE_DECL asio::awaitable<workflow_status> status() const;
+  /// The workflow's status as stored now.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto status(CompletionToken&& token = {}) const {
+    return detail::launch<workflow_status>(
+        executor(), std::forward<CompletionToken>(token), [&] { return status_hop(); },
+        [&] { return status_of(*this); });
+  }
 
   /// Waits for the workflow to end. Returns its output; throws workflow_failed (with the
   /// type and message it threw), workflow_dead_letter (a step failed for good and the
   /// workflow did not handle it), workflow_cancelled, workflow_parked (with the reason), or
   /// nondeterminism_error.
-  template <class R = void>
-  [[nodiscard]] asio::awaitable<R> result() const {
-    std::string output = co_await wait_output();
+  template <class R = void, class CompletionToken = detail::default_token>
+  [[nodiscard]] auto result(CompletionToken&& token = {}) const {
+    return detail::launch<R>(
+        executor(), std::forward<CompletionToken>(token),
+        [&] { return decode_output<R>(wait_output()); }, [&] { return result_of<R>(*this); });
+  }
+
+private:
+  // The bodies for tokens other than use_awaitable own a copy of the handle: a handle used
+  // with a future or a callback may be gone before the operation completes.
+  static asio::awaitable<workflow_status> status_of(workflow_handle self) {
+    co_return co_await self.status_impl();
+  }
+  template <class R>
+  static asio::awaitable<R> result_of(workflow_handle self) {
+    co_return co_await self.decode_output<R>(self.wait_output_impl());
+  }
+  template <class R>
+  asio::awaitable<R> decode_output(asio::awaitable<std::string> wait) const {
+    std::string output = co_await std::move(wait);
     if constexpr (std::is_void_v<R>) {
       co_return;
     } else {
@@ -121,21 +157,36 @@ public:
       }
     }
   }
-
-private:
+  const asio::any_io_executor& executor() const {
+    if (!s_)
+      throw error(
+          "workflow_handle: this handle refers to no workflow (it was default-constructed)");
+    return s_->ex;
+  }
   DURABLE_DECL asio::awaitable<std::string> wait_output() const;
   DURABLE_DECL asio::awaitable<std::string> wait_output_impl() const;
+  DURABLE_DECL asio::awaitable<workflow_status> status_hop() const;
   DURABLE_DECL asio::awaitable<workflow_status> status_impl() const;
   std::shared_ptr<detail::engine_state> s_;
   std::string id_;
 };
 
+/// The engine's operations (open, start, enqueue, cancel, send, shutdown, ...) take an Asio
+/// completion token as their last argument. By default it is asio::use_awaitable: the operation
+/// returns an asio::awaitable to co_await, at no extra cost. Any other token works as for an
+/// Asio operation whose completion is void(std::exception_ptr, value) (void(std::exception_ptr)
+/// when there is no value): asio::use_future gives a std::future<value>, a callback is called
+/// with (std::exception_ptr, value), asio::experimental::deferred gives a deferred operation.
+/// Whatever the token, the operation runs on the engine's strand; an invalid argument reaches
+/// the token as the exception. The engine must outlive the operations started on it (as an Asio
+/// I/O object must); shutdown() before destroying it.
 class engine {
 public:
   /// The engine runs its workflows and its background parts on a strand of `ex` (so an
-  /// io_context run by several threads is fine). Its awaitable functions may be awaited from
-  /// any executor; the synchronous ones (register_workflow, running(), stats(), pool()) and
-  /// the pool's connections belong to executor() (or to a single-threaded io_context).
+  /// io_context run by several threads is fine). Its operations may be called from any
+  /// thread and awaited from any executor; the synchronous ones (register_workflow, running(),
+  /// stats(), pool()) and the pool's connections belong to executor() (or to a single-threaded
+  /// io_context).
   DURABLE_DECL engine(asio::any_io_executor ex, engine_options options = {});
 
   /// The strand on which the engine runs everything.
@@ -158,104 +209,152 @@ public:
 
   /// Migrates (unless disabled), registers this executor, resumes the unfinished workflows
   /// it owned, and starts the background loop that heartbeats and takes over the workflows
-  /// of executors whose lease ran out. Returns the number resumed.
-  [[nodiscard]] DURABLE_DECL asio::awaitable<std::size_t> open();
+  /// of executors whose lease ran out. Completes with the number resumed.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto open(CompletionToken&& token = {}) {
+    return detail::launch<std::size_t>(
+        s_->ex, std::forward<CompletionToken>(token), [&] { return open_hop(); },
+        [&] { return open_impl(); });
+  }
 
   /// open()'s background work (heartbeats, takeover, queue dispatch, LISTEN) runs until
   /// shutdown(); until then the io_context does not run out of work.
   ///
-  /// Graceful shutdown: accepts no new work, lets running steps finish (for up to `grace`),
-  /// stops each workflow at its next step boundary, and ends this executor's lease so that
-  /// other executors resume its workflows at once instead of after the lease timeout.
-  [[nodiscard]] DURABLE_DECL asio::awaitable<void> shutdown(
-      std::chrono::milliseconds grace = std::chrono::seconds(10));
+  /// Graceful shutdown: accepts no new work, lets running steps finish (for up to `grace`,
+  /// 10 seconds when not given), stops each workflow at its next step boundary, and ends this
+  /// executor's lease so that other executors resume its workflows at once instead of after
+  /// the lease timeout.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto shutdown(std::chrono::milliseconds grace, CompletionToken&& token = {}) {
+    return detail::launch<void>(
+        s_->ex, std::forward<CompletionToken>(token), [&] { return shutdown_hop(grace); },
+        [&] { return shutdown_impl(grace); });
+  }
+  template <class CompletionToken = detail::default_token>
+    requires detail::completion_token_for<CompletionToken, void>
+  [[nodiscard]] auto shutdown(CompletionToken&& token = {}) {
+    return shutdown(std::chrono::seconds(10), std::forward<CompletionToken>(token));
+  }
 
-  /// Runs the schema migrations; see store::migrate.
-  [[nodiscard]] DURABLE_DECL asio::awaitable<int> migrate();
+  /// Runs the schema migrations (open() does unless engine_options::migrate is false; see
+  /// docs/deployment.md); completes with the schema version.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto migrate(CompletionToken&& token = {}) {
+    return detail::launch<int>(
+        s_->ex, std::forward<CompletionToken>(token), [&] { return migrate_hop(); },
+        [&] { return migrate_impl(); });
+  }
 
   /// Starts workflow `name` with id `workflow_id` (its idempotency key). If that id exists,
-  /// returns a handle to it without running anything; a different name or different
-  /// inputs for the same id throws workflow_conflict.
-  template <class... Args>
-  [[nodiscard]] asio::awaitable<workflow_handle> start(std::string name, std::string workflow_id,
-                                                       const Args&... args) {
-    return start_encoded(std::move(name), std::move(workflow_id), detail::encode_inputs(args...),
-                         0);
+  /// completes with a handle to it without running anything; a different name or different
+  /// inputs for the same id is a workflow_conflict. The last argument may be a completion
+  /// token; the others are the workflow's inputs.
+  template <class... ArgsAndToken>
+  [[nodiscard]] auto start(std::string name, std::string workflow_id, ArgsAndToken&&... args) {
+    return detail::split_token<workflow_handle>(
+        [&](auto&& token, const auto&... inputs) {
+          return launch_start(std::forward<decltype(token)>(token), std::move(name),
+                              std::move(workflow_id), 0, inputs...);
+        },
+        std::forward<ArgsAndToken>(args)...);
   }
 
   /// start() with options: a deadline (`opts.timeout`) stored with the workflow.
-  template <class... Args>
-  [[nodiscard]] asio::awaitable<workflow_handle> start(start_options opts, std::string name,
-                                                       std::string workflow_id,
-                                                       const Args&... args) {
-    if (opts.timeout.count() < 0)
-      throw error("start('" + name + "', '" + workflow_id + "'): the timeout must not be negative");
-    return start_encoded(std::move(name), std::move(workflow_id), detail::encode_inputs(args...),
-                         std::int64_t(opts.timeout.count()));
+  template <class... ArgsAndToken>
+  [[nodiscard]] auto start(start_options opts, std::string name, std::string workflow_id,
+                           ArgsAndToken&&... args) {
+    return detail::split_token<workflow_handle>(
+        [&](auto&& token, const auto&... inputs) {
+          return launch_start(std::forward<decltype(token)>(token), std::move(name),
+                              std::move(workflow_id), std::int64_t(opts.timeout.count()),
+                              inputs...);
+        },
+        std::forward<ArgsAndToken>(args)...);
+  }
+
+  /// start() inside the caller's transaction: queued on the "default" queue, which every
+  /// engine serves, and run once the transaction commits.
+  template <class... ArgsAndToken>
+  [[nodiscard]] auto start(pg::transaction& tx, std::string name, std::string workflow_id,
+                           ArgsAndToken&&... args) {
+    return enqueue(tx, enqueue_options{}, std::move(name), std::move(workflow_id),
+                   std::forward<ArgsAndToken>(args)...);
   }
 
   /// Cancels workflow `workflow_id` from any process: it becomes 'cancelled' at once (its
   /// epoch moves on, so a run in progress can journal nothing more), and the process that
   /// runs it, told by a notification (or at its next heartbeat), stops it: the step running
   /// there receives Asio cancellation. Works on pending, running, sleeping, parked and
-  /// dead-lettered workflows. Returns false if it is finished or unknown.
-  [[nodiscard]] asio::awaitable<bool> cancel(std::string workflow_id) {
-    return cancel_impl(std::move(workflow_id));
+  /// dead-lettered workflows. Completes with false if it is finished or unknown.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto cancel(std::string workflow_id, CompletionToken&& token = {}) {
+    return detail::launch<bool>(
+        s_->ex, std::forward<CompletionToken>(token),
+        [&] { return cancel_impl(std::move(workflow_id)); },
+        [&] { return cancel_on_strand(std::move(workflow_id)); });
   }
 
   /// Continues a cancelled, dead-lettered or parked workflow from its journal: any executor
   /// claims it at once and replays it (its deadline is cleared; a dead-lettered one's failed
-  /// step runs again). Returns false if it has another status or is unknown.
-  [[nodiscard]] asio::awaitable<bool> resume(std::string workflow_id) {
-    return resume_impl(std::move(workflow_id), false);
+  /// step runs again). Completes with false if it has another status or is unknown.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto resume(std::string workflow_id, CompletionToken&& token = {}) {
+    return launch_resume(std::forward<CompletionToken>(token), std::move(workflow_id), false);
   }
 
   /// Retries a dead-lettered workflow once its cause is fixed: the step that failed for good
   /// runs again with a fresh count of attempts; the failed attempts stay in step_attempts.
-  /// Returns false if it is not dead-lettered.
-  [[nodiscard]] asio::awaitable<bool> retry(std::string workflow_id) {
-    return resume_impl(std::move(workflow_id), true);
+  /// Completes with false if it is not dead-lettered.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto retry(std::string workflow_id, CompletionToken&& token = {}) {
+    return launch_resume(std::forward<CompletionToken>(token), std::move(workflow_id), true);
   }
 
-  /// Creates a new workflow (`new_id`, or "<id>:fork:<random>" when empty) with the same
-  /// name, inputs and generation (ctx.continue_as_new), whose journal holds copies of
+  /// Creates a new workflow (`new_id`, or "<id>:fork:<random>" when empty or not given) with
+  /// the same name, inputs and generation (ctx.continue_as_new), whose journal holds copies of
   /// `workflow_id`'s rows before step `from_step`, and runs the rest with this code ("re-run from
-  /// step 3 after the fix"). The original is not touched. Returns the new workflow's handle.
-  [[nodiscard]] asio::awaitable<workflow_handle> fork(std::string workflow_id, int from_step,
-                                                      std::string new_id = {}) {
-    return fork_impl(std::move(workflow_id), from_step, std::move(new_id));
+  /// step 3 after the fix"). The original is not touched. Completes with the new workflow's
+  /// handle.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto fork(std::string workflow_id, int from_step, std::string new_id,
+                          CompletionToken&& token = {}) {
+    return detail::launch<workflow_handle>(
+        s_->ex, std::forward<CompletionToken>(token),
+        [&] { return fork_impl(std::move(workflow_id), from_step, std::move(new_id)); },
+        [&] { return fork_on_strand(std::move(workflow_id), from_step, std::move(new_id)); });
+  }
+  template <class CompletionToken = detail::default_token>
+    requires detail::completion_token_for<CompletionToken, workflow_handle>
+  [[nodiscard]] auto fork(std::string workflow_id, int from_step, CompletionToken&& token = {}) {
+    return fork(std::move(workflow_id), from_step, std::string(),
+                std::forward<CompletionToken>(token));
   }
 
   /// Queues the workflow for whichever executor serving `opts.queue` has room for it, within
   /// the queue's limits. The id is the idempotency key as for start(); with a deduplication
-  /// key, an unfinished workflow holding it is returned (or on_duplicate::fail throws
-  /// duplicate_workflow).
-  template <class... Args>
-  [[nodiscard]] asio::awaitable<workflow_handle> enqueue(enqueue_options opts, std::string name,
-                                                         std::string workflow_id,
-                                                         const Args&... args) {
-    auto req = make_enqueue(opts, name, workflow_id, args...);
-    return enqueue_run(nullptr, opts.duplicate == on_duplicate::fail, std::move(name),
-                       std::move(workflow_id), std::move(req));
+  /// key, an unfinished workflow holding it is the result (or, with on_duplicate::fail, a
+  /// duplicate_workflow error). The last argument may be a completion token.
+  template <class... ArgsAndToken>
+  [[nodiscard]] auto enqueue(enqueue_options opts, std::string name, std::string workflow_id,
+                             ArgsAndToken&&... args) {
+    return detail::split_token<workflow_handle>(
+        [&](auto&& token, const auto&... inputs) {
+          return launch_enqueue(std::forward<decltype(token)>(token), nullptr, opts,
+                                std::move(name), std::move(workflow_id), inputs...);
+        },
+        std::forward<ArgsAndToken>(args)...);
   }
 
   /// The same inside the caller's transaction: if it rolls back, the workflow never existed.
-  template <class... Args>
-  [[nodiscard]] asio::awaitable<workflow_handle> enqueue(pg::transaction& tx, enqueue_options opts,
-                                                         std::string name, std::string workflow_id,
-                                                         const Args&... args) {
-    auto req = make_enqueue(opts, name, workflow_id, args...);
-    return enqueue_run(&tx, opts.duplicate == on_duplicate::fail, std::move(name),
-                       std::move(workflow_id), std::move(req));
-  }
-
-  /// start() inside the caller's transaction: queued on the "default" queue, which every
-  /// engine serves, and run once the transaction commits.
-  template <class... Args>
-  [[nodiscard]] asio::awaitable<workflow_handle> start(pg::transaction& tx, std::string name,
-                                                       std::string workflow_id,
-                                                       const Args&... args) {
-    return enqueue(tx, enqueue_options{}, std::move(name), std::move(workflow_id), args...);
+  template <class... ArgsAndToken>
+  [[nodiscard]] auto enqueue(pg::transaction& tx, enqueue_options opts, std::string name,
+                             std::string workflow_id, ArgsAndToken&&... args) {
+    return detail::split_token<workflow_handle>(
+        [&](auto&& token, const auto&... inputs) {
+          return launch_enqueue(std::forward<decltype(token)>(token), &tx, opts, std::move(name),
+                                std::move(workflow_id), inputs...);
+        },
+        std::forward<ArgsAndToken>(args)...);
   }
 
   /// The enqueue as a statement, for a transaction the application runs on its own PGconn*
@@ -266,45 +365,34 @@ public:
                                                 const std::string& name,
                                                 const std::string& workflow_id,
                                                 const Args&... args) const {
-    return s_->st.unprepared(make_enqueue(opts, name, workflow_id, args...).q.st);
-  }
-
-  /// An enqueue's statement, with what its outcome is checked against.
-  struct enqueue_request {
-    query<store::enqueue_outcome> q;
-    std::string inputs;  ///< the encoded inputs, as bound
-    std::string queue;
-    std::string dedup_key;  ///< empty when none
-  };
-
-  template <class... Args>
-  [[nodiscard]] enqueue_request make_enqueue(const enqueue_options& opts, const std::string& name,
-                                             const std::string& workflow_id,
-                                             const Args&... args) const {
-    const nlohmann::json inputs = detail::encode_inputs(args...);
-    check_enqueue(opts, name, workflow_id, inputs);
-    enqueue_request req;
-    req.inputs = inputs.dump();
-    req.queue = std::string(opts.queue);
-    if (opts.dedup_key) req.dedup_key = std::string(*opts.dedup_key);
-    req.q = s_->st.workflow_enqueue(workflow_id, name, req.inputs, opts.queue, opts.priority,
-                                    opts.dedup_key, std::int64_t(opts.delay.count()),
-                                    s_->options.app_version, s_->st.channel(),
-                                    std::int64_t(opts.timeout.count()));
-    return req;
+    return enqueue_statement_encoded(opts, name, workflow_id, detail::encode_inputs(args...));
   }
 
   /// Sends `value` to workflow `workflow_id` under `topic`, for its ctx.recv. With an
   /// idempotency key, a send repeated with the same key (to the same workflow) sends nothing
-  /// and returns false. A recipient waiting in its run is told at once (notification); one
-  /// unloaded to wait is woken in the same transaction. Throws durable::error if no workflow
-  /// has that id.
-  template <class T>
-  [[nodiscard]] asio::awaitable<bool> send(std::string workflow_id, std::string topic,
-                                           const T& value, std::string idempotency_key = {}) {
-    std::string payload = durable::encode<T>(value).dump();
-    return send_impl(std::move(workflow_id), std::move(topic), std::move(payload),
-                     std::move(idempotency_key));
+  /// and completes with false. A recipient waiting in its run is told at once (notification);
+  /// one unloaded to wait is woken in the same transaction. Fails with durable::error if no
+  /// workflow has that id.
+  template <class T, class CompletionToken = detail::default_token>
+  [[nodiscard]] auto send(std::string workflow_id, std::string topic, const T& value,
+                          std::string idempotency_key, CompletionToken&& token = {}) {
+    return detail::launch<bool>(
+        s_->ex, std::forward<CompletionToken>(token),
+        [&] {
+          return send_impl(std::move(workflow_id), std::move(topic),
+                           durable::encode<T>(value).dump(), std::move(idempotency_key));
+        },
+        [&] {
+          return send_on_strand(std::move(workflow_id), std::move(topic),
+                                durable::encode<T>(value).dump(), std::move(idempotency_key));
+        });
+  }
+  template <class T, class CompletionToken = detail::default_token>
+    requires detail::completion_token_for<CompletionToken, bool>
+  [[nodiscard]] auto send(std::string workflow_id, std::string topic, const T& value,
+                          CompletionToken&& token = {}) {
+    return send(std::move(workflow_id), std::move(topic), value, std::string(),
+                std::forward<CompletionToken>(token));
   }
 
   /// The send as a statement, for a transaction the application runs itself (its own
@@ -315,36 +403,65 @@ public:
   [[nodiscard]] pg::statement send_statement(const std::string& workflow_id,
                                              const std::string& topic, const T& value,
                                              const std::string& idempotency_key = {}) const {
-    std::optional<std::string> key;
-    if (!idempotency_key.empty()) key = idempotency_key;
-    const std::string payload = durable::encode<T>(value).dump();
-    return s_->st.unprepared(s_->st.message_send(workflow_id, topic, payload, key).st);
+    return send_statement_encoded(workflow_id, topic, durable::encode<T>(value).dump(),
+                                  idempotency_key);
   }
 
   /// The value workflow `workflow_id` published under `key` (ctx.set_event), waiting up to
-  /// `timeout` for it to be published; nullopt if it was not by then.
-  template <class T>
-  [[nodiscard]] asio::awaitable<std::optional<T>> get_event(
-      std::string workflow_id, std::string key, std::chrono::milliseconds timeout = forever) {
-    return get_event_typed<T>(std::move(workflow_id), std::move(key), timeout);
+  /// `timeout` (forever when not given) for it to be published; nullopt if it was not by then.
+  template <class T, class CompletionToken = detail::default_token>
+  [[nodiscard]] auto get_event(std::string workflow_id, std::string key,
+                               std::chrono::milliseconds timeout, CompletionToken&& token = {}) {
+    return detail::launch<std::optional<T>>(
+        s_->ex, std::forward<CompletionToken>(token),
+        [&] {
+          std::string what = "get_event('" + workflow_id + "', '" + key + "')";
+          return decode_event<T>(get_event_impl(std::move(workflow_id), std::move(key), timeout),
+                                 std::move(what));
+        },
+        [&] {
+          std::string what = "get_event('" + workflow_id + "', '" + key + "')";
+          return decode_event<T>(
+              get_event_on_strand(std::move(workflow_id), std::move(key), timeout),
+              std::move(what));
+        });
+  }
+  template <class T, class CompletionToken = detail::default_token>
+    requires detail::completion_token_for<CompletionToken, std::optional<T>>
+  [[nodiscard]] auto get_event(std::string workflow_id, std::string key,
+                               CompletionToken&& token = {}) {
+    return get_event<T>(std::move(workflow_id), std::move(key), forever,
+                        std::forward<CompletionToken>(token));
   }
 
   /// Sets a queue's limits (stored in the database, shared by all executors).
-  [[nodiscard]] asio::awaitable<void> configure_queue(queue_options q) {
-    return run_statement(make_queue_upsert(q));
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto configure_queue(queue_options q, CompletionToken&& token = {}) {
+    return detail::launch<void>(
+        s_->ex, std::forward<CompletionToken>(token), [&] { return configure_queue_hop(q); },
+        [&] { return configure_queue_impl(q); });
   }
 
   /// This executor dispatches `queue` too (see engine_options::queues). Call before open().
   void serve_queue(std::string queue) { s_->queues.push_back(std::move(queue)); }
 
   /// Claims workflow `workflow_id` for this executor (fencing out a previous owner) and
-  /// resumes it by replay. Returns false if it is finished, parked or unknown here.
-  [[nodiscard]] asio::awaitable<bool> recover(std::string workflow_id) {
-    return recover_impl(std::move(workflow_id));
+  /// resumes it by replay. Completes with false if it is finished, parked or unknown here.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto recover(std::string workflow_id, CompletionToken&& token = {}) {
+    return detail::launch<bool>(
+        s_->ex, std::forward<CompletionToken>(token),
+        [&] { return recover_impl(std::move(workflow_id)); },
+        [&] { return recover_impl_on_strand(std::move(workflow_id)); });
   }
 
-  /// Resumes every unfinished workflow this executor owns. Returns how many.
-  [[nodiscard]] DURABLE_DECL asio::awaitable<std::size_t> recover_pending();
+  /// Resumes every unfinished workflow this executor owns. Completes with how many.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto recover_pending(CompletionToken&& token = {}) {
+    return detail::launch<std::size_t>(
+        s_->ex, std::forward<CompletionToken>(token), [&] { return recover_pending_hop(); },
+        [&] { return recover_pending_impl(); });
+  }
 
   [[nodiscard]] workflow_handle handle(std::string workflow_id) const {
     return {s_, std::move(workflow_id)};
@@ -359,9 +476,16 @@ public:
 
   /// How many workflows wait to be dispatched, and run, in each queue this engine serves,
   /// read now (one statement).
-  [[nodiscard]] DURABLE_DECL asio::awaitable<std::vector<queue_depth>> queue_depths();
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto queue_depths(CompletionToken&& token = {}) {
+    return detail::launch<std::vector<queue_depth>>(
+        s_->ex, std::forward<CompletionToken>(token), [&] { return queue_depths_hop(); },
+        [&] { return queue_depths_impl(); });
+  }
   [[nodiscard]] const std::string& executor_id() const noexcept { return s_->options.executor_id; }
-  [[nodiscard]] const store& schema() const noexcept { return s_->st; }
+  /// The PostgreSQL schema that holds this engine's tables (engine_options::schema), as given:
+  /// quote it (it may need quoting) before putting it into SQL text.
+  [[nodiscard]] const std::string& schema_name() const noexcept { return s_->options.schema; }
   [[nodiscard]] pg::pool& pool() noexcept { return s_->pool; }
   /// Number of workflows running in this process now.
   [[nodiscard]] std::size_t running() const noexcept { return s_->running.size(); }
@@ -369,25 +493,70 @@ public:
 private:
   template <class R, class... Args, class Fn>
   void add_workflow(std::string name, std::shared_ptr<Fn> fn);
+
+  template <class Token, class... Args>
+  auto launch_start(Token&& token, std::string name, std::string id, std::int64_t timeout_ms,
+                    const Args&... inputs) {
+    return detail::launch<workflow_handle>(
+        s_->ex, std::forward<Token>(token),
+        [&] {
+          check_start(name, id, timeout_ms);
+          return start_encoded(std::move(name), std::move(id), detail::encode_inputs(inputs...),
+                               timeout_ms);
+        },
+        [&] {
+          check_start(name, id, timeout_ms);
+          return start_encoded_impl(std::move(name), std::move(id),
+                                    detail::encode_inputs(inputs...), timeout_ms);
+        });
+  }
+  template <class Token, class... Args>
+  auto launch_enqueue(Token&& token, pg::transaction* tx, const enqueue_options& opts,
+                      std::string name, std::string id, const Args&... inputs) {
+    return detail::launch<workflow_handle>(
+        s_->ex, std::forward<Token>(token),
+        [&] {
+          return enqueue_hop(tx, opts, std::move(name), std::move(id),
+                             detail::encode_inputs(inputs...));
+        },
+        [&] {
+          return enqueue_body(tx, opts, std::move(name), std::move(id),
+                              detail::encode_inputs(inputs...));
+        });
+  }
+  template <class Token>
+  auto launch_resume(Token&& token, std::string id, bool dead_letter_only) {
+    return detail::launch<bool>(
+        s_->ex, std::forward<Token>(token),
+        [&] { return resume_impl(std::move(id), dead_letter_only); },
+        [&] { return resume_on_strand(std::move(id), dead_letter_only); });
+  }
   template <class T>
-  asio::awaitable<std::optional<T>> get_event_typed(std::string workflow_id, std::string key,
-                                                    std::chrono::milliseconds timeout) {
-    const std::optional<std::string> text = co_await get_event_impl(workflow_id, key, timeout);
+  static asio::awaitable<std::optional<T>> decode_event(
+      asio::awaitable<std::optional<std::string>> wait, std::string what) {
+    const std::optional<std::string> text = co_await std::move(wait);
     if (!text) co_return std::nullopt;
     try {
       co_return durable::decode<T>(nlohmann::json::parse(*text));
     } catch (const std::exception& e) {
       throw codec_error(std::string(detail::type_name<T>()),
-                        "get_event('" + workflow_id + "', '" + key + "'): the value " + *text +
-                            " does not decode as " + std::string(detail::type_name<T>()) + ": " +
-                            e.what());
+                        what + ": the value " + *text + " does not decode as " +
+                            std::string(detail::type_name<T>()) + ": " + e.what());
     }
   }
+
+  // Naming: X_impl / X_on_strand is an operation's body, which runs on the strand; the function
+  // that returns it hopped onto the strand (for the default token) is X_hop, or for older
+  // operations the one whose body is called X_on_strand.
   DURABLE_DECL asio::awaitable<bool> send_impl(std::string workflow_id, std::string topic,
                                                std::string payload, std::string idempotency_key);
   DURABLE_DECL asio::awaitable<bool> send_on_strand(std::string workflow_id, std::string topic,
                                                     std::string payload,
                                                     std::string idempotency_key);
+  DURABLE_DECL pg::statement send_statement_encoded(const std::string& workflow_id,
+                                                    const std::string& topic,
+                                                    const std::string& payload,
+                                                    const std::string& idempotency_key) const;
   DURABLE_DECL asio::awaitable<std::optional<std::string>> get_event_impl(
       std::string workflow_id, std::string key, std::chrono::milliseconds timeout);
   DURABLE_DECL asio::awaitable<std::optional<std::string>> get_event_on_strand(
@@ -395,15 +564,38 @@ private:
 
   DURABLE_DECL asio::awaitable<bool> recover_impl(std::string workflow_id);
   DURABLE_DECL asio::awaitable<bool> recover_impl_on_strand(std::string workflow_id);
+  DURABLE_DECL asio::awaitable<std::size_t> recover_pending_hop();
   DURABLE_DECL asio::awaitable<std::size_t> recover_pending_impl();
+  DURABLE_DECL asio::awaitable<int> migrate_hop();
   DURABLE_DECL asio::awaitable<int> migrate_impl();
+  DURABLE_DECL asio::awaitable<std::size_t> open_hop();
   DURABLE_DECL asio::awaitable<std::size_t> open_impl();
+  DURABLE_DECL asio::awaitable<void> shutdown_hop(std::chrono::milliseconds grace);
   DURABLE_DECL asio::awaitable<void> shutdown_impl(std::chrono::milliseconds grace);
+  DURABLE_DECL asio::awaitable<workflow_handle> enqueue_hop(pg::transaction* tx,
+                                                            const enqueue_options& opts,
+                                                            std::string name, std::string id,
+                                                            nlohmann::json inputs);
+  DURABLE_DECL asio::awaitable<workflow_handle> enqueue_body(pg::transaction* tx,
+                                                             const enqueue_options& opts,
+                                                             std::string name, std::string id,
+                                                             nlohmann::json inputs);
   DURABLE_DECL asio::awaitable<workflow_handle> enqueue_run_impl(pg::transaction* tx,
                                                                  bool fail_on_duplicate,
                                                                  std::string name, std::string id,
-                                                                 enqueue_request req);
-  DURABLE_DECL asio::awaitable<void> run_statement_impl(pg::statement st);
+                                                                 detail::enqueue_request req);
+  DURABLE_DECL detail::enqueue_request make_enqueue(const enqueue_options& opts,
+                                                    const std::string& name,
+                                                    const std::string& workflow_id,
+                                                    const nlohmann::json& inputs) const;
+  DURABLE_DECL pg::statement enqueue_statement_encoded(const enqueue_options& opts,
+                                                       const std::string& name,
+                                                       const std::string& workflow_id,
+                                                       const nlohmann::json& inputs) const;
+  DURABLE_DECL asio::awaitable<void> configure_queue_hop(const queue_options& q);
+  DURABLE_DECL asio::awaitable<void> configure_queue_impl(const queue_options& q);
+  DURABLE_DECL void check_start(const std::string& name, const std::string& id,
+                                std::int64_t timeout_ms) const;
   DURABLE_DECL asio::awaitable<workflow_handle> start_encoded_impl(std::string name, std::string id,
                                                                    nlohmann::json inputs,
                                                                    std::int64_t timeout_ms);
@@ -417,17 +609,13 @@ private:
                                                                std::string new_id);
   DURABLE_DECL void check_enqueue(const enqueue_options& opts, const std::string& name,
                                   const std::string& id, const nlohmann::json& inputs) const;
-  DURABLE_DECL query<void> make_queue_upsert(const queue_options& q) const;
-  DURABLE_DECL asio::awaitable<void> run_statement(query<void> q);
-  DURABLE_DECL asio::awaitable<workflow_handle> enqueue_run(pg::transaction* tx,
-                                                            bool fail_on_duplicate,
-                                                            std::string name, std::string id,
-                                                            enqueue_request req);
   DURABLE_DECL asio::awaitable<workflow_handle> start_encoded(std::string name, std::string id,
                                                               nlohmann::json inputs,
                                                               std::int64_t timeout_ms);
 
   friend struct detail::engine_access;
+  friend const store& detail::store_of(const engine& e) noexcept;
+  DURABLE_DECL asio::awaitable<std::vector<queue_depth>> queue_depths_hop();
   DURABLE_DECL asio::awaitable<std::vector<queue_depth>> queue_depths_impl();
   std::shared_ptr<detail::engine_state> s_;
 };
@@ -436,6 +624,8 @@ inline const std::shared_ptr<detail::engine_state>& detail::engine_access::state
     const engine& e) noexcept {
   return e.s_;
 }
+
+inline const store& detail::store_of(const engine& e) noexcept { return e.s_->st; }
 
 }  // namespace durable
 

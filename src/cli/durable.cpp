@@ -21,6 +21,7 @@
 #include "durable.hpp"
 #include "durable/metrics_server.hpp"
 #include "durable/prometheus.hpp"
+#include "durable/store.hpp"
 
 namespace {
 
@@ -232,6 +233,8 @@ struct session {
     o.min_severity = durable::severity::warning;
     return o;
   }
+  /// The schema's statements (the CLI is one of the library's own tools).
+  [[nodiscard]] const durable::store& st() const noexcept { return durable::detail::store_of(eng); }
 
   // A plain function forwarding to the coroutine (GCC 12: see docs/concepts.md).
   asio::awaitable<std::vector<ojson>> rows_of(durable::query<durable::store::json_value> q) {
@@ -255,7 +258,7 @@ struct session {
   /// The workflow's status, or nullopt when no workflow has the id.
   std::optional<std::string> status_of(const std::string& id) {
     auto get = [&]() -> asio::awaitable<std::optional<durable::store::workflow_record>> {
-      auto q = eng.schema().workflow_get(id);
+      auto q = st().workflow_get(id);
       auto c = co_await eng.pool().acquire();
       co_return co_await durable::store::fetch_one(*c, std::move(q));
     };
@@ -265,7 +268,7 @@ struct session {
   }
   [[noreturn]] void unknown(const std::string& id) {
     throw failure(not_done, "no workflow has the id '" + one_line(id) + "' in schema '" +
-                                one_line(eng.schema().schema()) + "'; see 'durable list'");
+                                one_line(eng.schema_name()) + "'; see 'durable list'");
   }
 };
 
@@ -319,7 +322,7 @@ int cmd_list(session& s, const settings& g, const list_args& a) {
   }
   std::vector<ojson> rows;
   try {
-    rows = s.rows(s.eng.schema().admin_list(f));
+    rows = s.rows(s.st().admin_list(f));
   } catch (const durable::pg::invalid_datetime_format& e) {  // from --since, --until or --after
     bad_time(e);
   } catch (const durable::pg::datetime_field_overflow& e) {
@@ -360,7 +363,7 @@ std::string text_of(const ojson& v) {
 }
 
 int cmd_show(session& s, const settings& g, const std::string& id, std::size_t last_steps) {
-  auto found = s.rows(s.eng.schema().admin_show(id));
+  auto found = s.rows(s.st().admin_show(id));
   if (found.empty()) s.unknown(id);
   const ojson& all = found[0];
   if (g.json) {
@@ -587,7 +590,7 @@ int print_rows(const settings& g, const std::vector<ojson>& rows, const char* no
 }
 
 int cmd_queues(session& s, const settings& g) {
-  const auto rows = s.rows(s.eng.schema().admin_queues());
+  const auto rows = s.rows(s.st().admin_queues());
   return print_rows(g, rows, "no queues (no queued workflows, no configured limits)",
                     {{"queue", 24},
                      {"queued", 8},
@@ -602,7 +605,7 @@ int cmd_queues(session& s, const settings& g) {
 }
 
 int cmd_executors(session& s, const settings& g, double lease_s) {
-  const auto rows = s.rows(s.eng.schema().admin_executors(lease_s));
+  const auto rows = s.rows(s.st().admin_executors(lease_s));
   return print_rows(g, rows, "no executors have registered",
                     {{"id", 40},
                      {"state", 8},
@@ -615,7 +618,7 @@ int cmd_executors(session& s, const settings& g, double lease_s) {
 }
 
 int cmd_stats(session& s, const settings& g, double lease_s) {
-  const auto rows = s.rows(s.eng.schema().admin_stats(lease_s));
+  const auto rows = s.rows(s.st().admin_stats(lease_s));
   const ojson& st = rows.at(0);
   if (g.json) {
     print_json(st);
@@ -655,7 +658,7 @@ int cmd_gc(session& s, const settings& g, const std::string& older_than,
   std::int64_t n = 0;
   if (dry_run) {
     auto count = [&]() -> asio::awaitable<std::int64_t> {
-      auto q = s.eng.schema().admin_gc_count(age_s, list);
+      auto q = s.st().admin_gc_count(age_s, list);
       auto c = co_await s.eng.pool().acquire();
       auto r = co_await durable::store::fetch_one(*c, std::move(q));
       co_return r ? r->n : 0;
@@ -665,7 +668,7 @@ int cmd_gc(session& s, const settings& g, const std::string& older_than,
     // Small batches, each its own statement (SKIP LOCKED): no long locks on a busy table.
     for (;;) {
       auto one_batch = [&]() -> asio::awaitable<std::size_t> {
-        auto q = s.eng.schema().workflows_delete_finished(std::int64_t(age_s * 1000), batch, list);
+        auto q = s.st().workflows_delete_finished(std::int64_t(age_s * 1000), batch, list);
         auto c = co_await s.eng.pool().acquire();
         auto r = co_await durable::store::fetch(*c, std::move(q));
         co_return r.size();
@@ -698,18 +701,18 @@ int cmd_migrate(session& s, const settings& g) {
   const int applied = run(s.io, s.eng.migrate());
   auto version = [&]() -> asio::awaitable<int> {
     auto c = co_await s.eng.pool().acquire();
-    co_return co_await s.eng.schema().version(*c);
+    co_return co_await s.st().version(*c);
   };
   const int v = run(s.io, version());
   if (g.json) {
     ojson out = ojson::object();
-    out["schema"] = s.eng.schema().schema();
+    out["schema"] = s.eng.schema_name();
     out["version"] = v;
     out["applied"] = applied;
     print_json(out);
   } else {
     std::printf("schema '%s' is at version %d (%d migration%s applied now)\n",
-                one_line(s.eng.schema().schema()).c_str(), v, applied, applied == 1 ? "" : "s");
+                one_line(s.eng.schema_name()).c_str(), v, applied, applied == 1 ? "" : "s");
   }
   return done;
 }
@@ -722,15 +725,15 @@ double number(const ojson& v) { return v.is_number() ? v.get<double>() : 0.0; }
 /// inboxes) as a Prometheus exposition. The engine's own metrics (steps, journal write latency,
 /// group commits) are per process: the application serves them (docs/metrics.md).
 asio::awaitable<std::string> database_exposition(session& s, double lease_s) {
-  auto stats_q = s.eng.schema().admin_stats(lease_s);
+  auto stats_q = s.st().admin_stats(lease_s);
   const auto stats_rows = co_await s.rows_of(std::move(stats_q));
-  auto queues_q = s.eng.schema().admin_queues();
+  auto queues_q = s.st().admin_queues();
   const auto queues = co_await s.rows_of(std::move(queues_q));
-  auto executors_q = s.eng.schema().admin_executors(lease_s);
+  auto executors_q = s.st().admin_executors(lease_s);
   const auto executors = co_await s.rows_of(std::move(executors_q));
   const ojson& st = stats_rows.at(0);
   durable::prometheus_writer w;
-  const std::string schema = s.eng.schema().schema();
+  const std::string schema = s.eng.schema_name();
   {
     const durable::metric_label l[] = {{"schema", schema}};
     w.gauge("durable_store_schema_version", "Schema version of durable's tables.",

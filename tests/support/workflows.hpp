@@ -67,8 +67,8 @@ inline asio::awaitable<long> journal_rows(durable::engine& eng, const std::strin
                                           const char* table = "steps") {
   auto c = co_await eng.pool().acquire();
   auto r = co_await c->exec("SELECT count(*) FROM " +
-                                durable::detail::quote_identifier(eng.schema().schema()) + "." +
-                                table + " WHERE workflow_id = $1",
+                                durable::detail::quote_identifier(eng.schema_name()) + "." + table +
+                                " WHERE workflow_id = $1",
                             id);
   co_return r[0].get<long>(0);
 }
@@ -105,7 +105,7 @@ inline asio::awaitable<workflow_row> row_of(durable::engine& eng, std::string_vi
   auto r = co_await c->exec(
       "SELECT status, coalesce(status_reason, ''), coalesce(error::text, ''), "
       "stalled_claims FROM " +
-          durable::detail::quote_identifier(eng.schema().schema()) + ".workflows WHERE id = $1",
+          durable::detail::quote_identifier(eng.schema_name()) + ".workflows WHERE id = $1",
       id);
   if (r.empty()) throw std::runtime_error("no workflow " + id);
   co_return workflow_row{r[0].get<std::string>(0), r[0].get<std::string>(1),

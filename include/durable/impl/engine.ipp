@@ -29,6 +29,31 @@ inline void check_same_workflow(const std::string& op, const std::string& id,
                 "; the id is the idempotency key, so use a new id for new inputs");
 }
 
+/// An enqueue's statement, with what its outcome is checked against.
+struct enqueue_request {
+  query<store::enqueue_outcome> q;
+  std::string inputs;  ///< the encoded inputs, as bound
+  std::string queue;
+  std::string dedup_key;  ///< empty when none
+};
+
+inline query<void> queue_upsert(const store& st, const queue_options& q) {
+  const std::string name(q.name);
+  if (name.empty()) throw error("configure_queue: the queue name must not be empty");
+  auto positive = [&](const std::optional<int>& v, const char* what) {
+    if (v && *v <= 0)
+      throw error("configure_queue('" + name + "'): " + what +
+                  " must be positive (or unset for no limit)");
+  };
+  positive(q.concurrency, "concurrency");
+  positive(q.worker_concurrency, "worker_concurrency");
+  positive(q.rate_limit, "rate_limit");
+  if (q.rate_period.count() <= 0)
+    throw error("configure_queue('" + name + "'): rate_period must be positive");
+  return st.queue_upsert(name, q.concurrency, q.worker_concurrency, q.rate_limit,
+                         int(q.rate_period.count()));
+}
+
 }  // namespace detail
 
 DURABLE_DECL engine::engine(asio::any_io_executor ex, engine_options options) {
@@ -91,11 +116,9 @@ DURABLE_DECL void engine::check_enqueue(const enqueue_options& opts, const std::
     it->second.check_arguments("enqueue", id, inputs);
 }
 
-DURABLE_DECL asio::awaitable<workflow_handle> engine::enqueue_run_impl(pg::transaction* tx,
-                                                                       bool fail_on_duplicate,
-                                                                       std::string name,
-                                                                       std::string id,
-                                                                       enqueue_request req) {
+DURABLE_DECL asio::awaitable<workflow_handle> engine::enqueue_run_impl(
+    pg::transaction* tx, bool fail_on_duplicate, std::string name, std::string id,
+    detail::enqueue_request req) {
   auto s = s_;
   std::optional<store::enqueue_outcome> r;
   for (int attempt = 0; attempt < 3 && !r; ++attempt) {
@@ -131,26 +154,70 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::enqueue_run_impl(pg::trans
   co_return workflow_handle(s, existing);
 }
 
-DURABLE_DECL query<void> engine::make_queue_upsert(const queue_options& q) const {
-  const std::string name(q.name);
-  if (name.empty()) throw error("configure_queue: the queue name must not be empty");
-  auto positive = [&](const std::optional<int>& v, const char* what) {
-    if (v && *v <= 0)
-      throw error("configure_queue('" + name + "'): " + what +
-                  " must be positive (or unset for no limit)");
-  };
-  positive(q.concurrency, "concurrency");
-  positive(q.worker_concurrency, "worker_concurrency");
-  positive(q.rate_limit, "rate_limit");
-  if (q.rate_period.count() <= 0)
-    throw error("configure_queue('" + name + "'): rate_period must be positive");
-  return s_->st.queue_upsert(name, q.concurrency, q.worker_concurrency, q.rate_limit,
-                             int(q.rate_period.count()));
+DURABLE_DECL asio::awaitable<void> engine::configure_queue_impl(const queue_options& q) {
+  // Not a coroutine: an invalid queue_options throws here, before anything runs.
+  return [](std::shared_ptr<detail::engine_state> s, pg::statement st) -> asio::awaitable<void> {
+    auto c = co_await s->pool.acquire();
+    co_await c->run(std::move(st));
+  }(s_, detail::queue_upsert(s_->st, q).st);
 }
 
-DURABLE_DECL asio::awaitable<void> engine::run_statement_impl(pg::statement st) {
-  auto c = co_await s_->pool.acquire();
-  co_await c->run(std::move(st));
+DURABLE_DECL asio::awaitable<void> engine::configure_queue_hop(const queue_options& q) {
+  return detail::on_strand(s_, configure_queue_impl(q));
+}
+
+DURABLE_DECL detail::enqueue_request engine::make_enqueue(const enqueue_options& opts,
+                                                          const std::string& name,
+                                                          const std::string& workflow_id,
+                                                          const nlohmann::json& inputs) const {
+  check_enqueue(opts, name, workflow_id, inputs);
+  detail::enqueue_request req;
+  req.inputs = inputs.dump();
+  req.queue = std::string(opts.queue);
+  if (opts.dedup_key) req.dedup_key = std::string(*opts.dedup_key);
+  req.q = s_->st.workflow_enqueue(workflow_id, name, req.inputs, opts.queue, opts.priority,
+                                  opts.dedup_key, std::int64_t(opts.delay.count()),
+                                  s_->options.app_version, s_->st.channel(),
+                                  std::int64_t(opts.timeout.count()));
+  return req;
+}
+
+DURABLE_DECL pg::statement engine::enqueue_statement_encoded(const enqueue_options& opts,
+                                                             const std::string& name,
+                                                             const std::string& workflow_id,
+                                                             const nlohmann::json& inputs) const {
+  return s_->st.unprepared(make_enqueue(opts, name, workflow_id, inputs).q.st);
+}
+
+DURABLE_DECL asio::awaitable<workflow_handle> engine::enqueue_body(pg::transaction* tx,
+                                                                   const enqueue_options& opts,
+                                                                   std::string name, std::string id,
+                                                                   nlohmann::json inputs) {
+  auto req = make_enqueue(opts, name, id, inputs);  // throws before anything runs
+  return enqueue_run_impl(tx, opts.duplicate == on_duplicate::fail, std::move(name), std::move(id),
+                          std::move(req));
+}
+
+DURABLE_DECL asio::awaitable<workflow_handle> engine::enqueue_hop(pg::transaction* tx,
+                                                                  const enqueue_options& opts,
+                                                                  std::string name, std::string id,
+                                                                  nlohmann::json inputs) {
+  return detail::on_strand(
+      s_, enqueue_body(tx, opts, std::move(name), std::move(id), std::move(inputs)));
+}
+
+DURABLE_DECL pg::statement engine::send_statement_encoded(
+    const std::string& workflow_id, const std::string& topic, const std::string& payload,
+    const std::string& idempotency_key) const {
+  std::optional<std::string> key;
+  if (!idempotency_key.empty()) key = idempotency_key;
+  return s_->st.unprepared(s_->st.message_send(workflow_id, topic, payload, key).st);
+}
+
+DURABLE_DECL void engine::check_start(const std::string& name, const std::string& id,
+                                      std::int64_t timeout_ms) const {
+  if (timeout_ms < 0)
+    throw error("start('" + name + "', '" + id + "'): the timeout must not be negative");
 }
 
 DURABLE_DECL asio::awaitable<void> engine::shutdown_impl(std::chrono::milliseconds grace) {
@@ -425,7 +492,7 @@ DURABLE_DECL asio::awaitable<std::vector<queue_depth>> engine::queue_depths_impl
   co_return out;
 }
 
-DURABLE_DECL asio::awaitable<std::vector<queue_depth>> engine::queue_depths() {
+DURABLE_DECL asio::awaitable<std::vector<queue_depth>> engine::queue_depths_hop() {
   return detail::on_strand(s_, queue_depths_impl());
 }
 
@@ -493,28 +560,16 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl() co
 // ---- public entry points: each runs its coroutine on the engine's strand ----------------------
 // (An io_context run by several threads is safe: the engine's state is only touched there.)
 
-DURABLE_DECL asio::awaitable<int> engine::migrate() {
+DURABLE_DECL asio::awaitable<int> engine::migrate_hop() {
   return detail::on_strand(s_, migrate_impl());
 }
 
-DURABLE_DECL asio::awaitable<std::size_t> engine::open() {
+DURABLE_DECL asio::awaitable<std::size_t> engine::open_hop() {
   return detail::on_strand(s_, open_impl());
 }
 
-DURABLE_DECL asio::awaitable<void> engine::shutdown(std::chrono::milliseconds grace) {
+DURABLE_DECL asio::awaitable<void> engine::shutdown_hop(std::chrono::milliseconds grace) {
   return detail::on_strand(s_, shutdown_impl(grace));
-}
-
-DURABLE_DECL asio::awaitable<workflow_handle> engine::enqueue_run(pg::transaction* tx,
-                                                                  bool fail_on_duplicate,
-                                                                  std::string name, std::string id,
-                                                                  enqueue_request req) {
-  return detail::on_strand(
-      s_, enqueue_run_impl(tx, fail_on_duplicate, std::move(name), std::move(id), std::move(req)));
-}
-
-DURABLE_DECL asio::awaitable<void> engine::run_statement(query<void> q) {
-  return detail::on_strand(s_, run_statement_impl(std::move(q.st)));
 }
 
 DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded(std::string name,
@@ -598,11 +653,11 @@ DURABLE_DECL asio::awaitable<bool> engine::recover_impl(std::string workflow_id)
   return detail::on_strand(s_, recover_impl_on_strand(std::move(workflow_id)));
 }
 
-DURABLE_DECL asio::awaitable<std::size_t> engine::recover_pending() {
+DURABLE_DECL asio::awaitable<std::size_t> engine::recover_pending_hop() {
   return detail::on_strand(s_, recover_pending_impl());
 }
 
-DURABLE_DECL asio::awaitable<workflow_status> workflow_handle::status() const {
+DURABLE_DECL asio::awaitable<workflow_status> workflow_handle::status_hop() const {
   return detail::on_strand(s_, status_impl());
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <durable.hpp>
+#include <durable/store.hpp>  // not in the umbrella: the library's machinery
 
 int main() {
   const std::string got = durable::encode(std::vector<int>{1, 2, 3}).dump();
@@ -22,5 +23,16 @@ int main() {
                  durable::store::latest_version());
     return 1;
   }
+#ifdef DURABLE_PACKAGE_VERSION
+  // The installed package's version (find_package) is the one the headers state.
+  const std::string header_version = std::to_string(DURABLE_VERSION_MAJOR) + "." +
+                                     std::to_string(DURABLE_VERSION_MINOR) + "." +
+                                     std::to_string(DURABLE_VERSION_PATCH);
+  if (header_version != DURABLE_PACKAGE_VERSION) {
+    std::fprintf(stderr, "durable/version.hpp says %s, the package says %s\n",
+                 header_version.c_str(), DURABLE_PACKAGE_VERSION);
+    return 1;
+  }
+#endif
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include <durable.hpp>
+#include <durable/store.hpp>  // not in the umbrella: the library's machinery
 
 int main() {
   const std::string got = durable::encode(std::vector<int>{1, 2, 3}).dump();
