@@ -1,12 +1,5 @@
-// DRAFT of tests/test_story.cpp, kept as text so that it is not built with the library as it is
-// on this branch (it needs the retry / dead-letter API being added). To adopt it: rename it to
-// tests/test_story.cpp, add `durable_test(story_tests test_story.cpp)` to tests/CMakeLists.txt,
-// run clang-format.
-//
-// Checked against the uncommitted library changes in /work/main at the time of writing (compiled
-// there by hand, not part of this branch): builds with g++-12 and clang++-16 at -Wall -Wextra
-// -Wpedantic -Werror; all five test cases pass, also with ASan/UBSan and four runs at once.
-// What it assumes about the new API (each marked "ASSUMES" where used), all true of that state:
+// Part of recovery_tests. What these cases rely on of the retry and dead-letter API (each marked
+// "ASSUMES n" where used):
 //   1. A step that ends in dead_letter leaves no row in <schema>.steps (eng.retry() runs it
 //      again); the workflows row carries the error.
 //   2. step_attempts has one row per failed attempt ('retrying', or 'failed' for the last one) and
