@@ -186,7 +186,15 @@ asio::awaitable<int> catches_all_wf(context& ctx) {
   }
 }
 
+/// Throws the nondeterminism_error of another workflow (as a handle's result() may): the
+/// cursor never raised it, and the workflow must still be parked, not left running.
+asio::awaitable<int> throws_nondeterminism_wf(context& ctx) {
+  co_await ctx.step("one", [] { return 1; });
+  throw nondeterminism_error("w-other", 3, "'a'", "'b'", "nondeterminism in workflow 'w-other'");
+}
+
 void register_all(engine& e) {
+  e.register_workflow("throws_nondeterminism", &throws_nondeterminism_wf);
   e.register_workflow("catches_all", &catches_all_wf);
   e.register_workflow("tx_raises_once", &tx_raises_once_wf);
   e.register_workflow("bad_output", &bad_output_wf);
@@ -1136,5 +1144,16 @@ TEST_CASE("shutdown during any join or wait leaves the workflow resumable, never
     }
     auto h = eng.handle(id);
     CHECK(co_await h.result<int>() == 15);
+  });
+}
+
+TEST_CASE("a nondeterminism_error the replay did not raise still parks the workflow",
+          "[failure][I5]") {
+  const auto schema = test::fresh_schema("foreign_nd");
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    (void)co_await eng.start("throws_nondeterminism", "w-nd");
+    auto row = co_await wait_status(eng, "w-nd", "parked");
+    CHECK_THAT(row.reason, Catch::Contains("w-other"));
+    CHECK_THAT(row.error, Catch::Contains("durable::nondeterminism_error"));
   });
 }

@@ -468,7 +468,61 @@ TEST_CASE("verdict: a continue never erases a misuse noted before it", "[replay]
   v.note(verdict::parked(park_cause::misuse, "nested step"));
   v.note(verdict::continued({7, 2, "[1]"}));
   REQUIRE(v.parked_for(park_cause::misuse));
-  CHECK_FALSE(v.get().epoch);
+  REQUIRE(v.get().epoch);  // had the continue committed, the new epoch owns the workflow
+  CHECK(*v.get().epoch == 7);
+}
+
+TEST_CASE("verdict: after a continue every final state is written under the new epoch",
+          "[replay][verdict]") {
+  verdict_slot v;
+  v.note(verdict::continued({7, 2, "[1]"}));
+  v.note(verdict::parked(park_cause::misuse, "nested step"));
+  v.note(verdict::cancelled("its deadline passed", false));  // outranks the misuse
+  REQUIRE(v.is(verdict::kind::cancelled));
+  REQUIRE(v.get().epoch);
+  CHECK(*v.get().epoch == 7);
+  CHECK(v.continued());  // and no further step starts in this run
+  CHECK(v.stopped());
+}
+
+TEST_CASE("verdict: a failed journal write still blocks new steps once a misuse outranks it",
+          "[replay][verdict]") {
+  verdict_slot v;
+  v.note(verdict::retry("SQLSTATE 08006"));
+  v.note(verdict::parked(park_cause::misuse, "a branch issued a step late"));
+  CHECK(v.parked_for(park_cause::misuse) != nullptr);
+  CHECK(v.write_failed());
+}
+
+TEST_CASE("verdict: a refused journal write blocks new steps whatever outranks it",
+          "[replay][verdict]") {
+  verdict_slot v;
+  CHECK_FALSE(v.write_failed());
+  v.note(verdict::parked(park_cause::journal_refused, "value too large"));
+  v.note(verdict::parked(park_cause::journal_limit, "full"));
+  CHECK(v.parked_for(park_cause::journal_limit) != nullptr);
+  CHECK(v.write_failed());
+}
+
+TEST_CASE("verdict: a cancel is remembered even under a release", "[replay][verdict]") {
+  verdict_slot v;
+  v.note(verdict::released("shutdown"));
+  CHECK_FALSE(v.cancel_noted());
+  v.note(verdict::cancelled("cancelled by an operator", true));
+  CHECK(v.is(verdict::kind::released));
+  CHECK(v.cancel_noted());
+}
+
+TEST_CASE("verdict: a park the run learned replaces the code's outcome noted before it",
+          "[replay][verdict]") {
+  for (const verdict& code : {verdict::succeeded("1"), verdict::failed("{}"),
+                              verdict::dead_lettered("step 0 failed", "{}"),
+                              verdict::parked(park_cause::requested, "asked")}) {
+    verdict_slot v;
+    v.note(code);
+    v.note(verdict::parked(park_cause::codec, "codec"));
+    CHECK(v.parked_for(park_cause::codec) != nullptr);
+  }
 }
 
 TEST_CASE("verdict: which outcomes write the workflow's final state", "[replay][verdict]") {
@@ -508,11 +562,13 @@ TEST_CASE("verdict: every park cause has its own error type", "[replay][verdict]
   CHECK(error_type(park_cause::nondeterminism) == "durable::nondeterminism_error");
 }
 
-TEST_CASE("verdict: a retry keeps the I/O error that caused it", "[replay][verdict]") {
+TEST_CASE("verdict: a retry keeps the latest I/O error, for workflows.last_error",
+          "[replay][verdict]") {
   verdict_slot v;
   v.note(verdict::retry("SQLSTATE 57P01: terminating connection"));
-  v.note(verdict::retry("later"));
-  CHECK(v.get().io_error == "SQLSTATE 57P01: terminating connection");
+  v.note(verdict::retry("SQLSTATE 08006: connection lost"));
+  CHECK(v.get().io_error == "SQLSTATE 08006: connection lost");
+  CHECK(v.write_failed());
   CHECK_FALSE(v.stopped());
 }
 

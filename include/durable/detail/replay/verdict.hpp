@@ -57,10 +57,12 @@ enum class park_cause : std::uint8_t {
 ///     > what the workflow's code did (succeeded, failed, dead-lettered, parked as requested)
 ///
 /// except that a misuse and a continue never erase each other: the workflow is parked for the
-/// misuse, under the next generation's epoch if that committed first (resume then runs the new
-/// generation). Released and cancelled are the engine's own decisions and outrank whatever
-/// the workflow's code did with the exception that told it (I9: no exception of the engine's
-/// shutdown, lost lease or takeover is ever a workflow's failure).
+/// misuse, under the next generation's epoch (resume then runs the new generation); once a
+/// continue committed, every final state is written under that epoch. (park_cause::
+/// journal_error is the claim's own park, before any run: it ranks with misuse.) Released and
+/// cancelled are the engine's own decisions and outrank whatever the workflow's code did with the
+/// exception that told it (I9: no exception of the engine's shutdown, lost lease or takeover is
+/// ever a workflow's failure).
 struct verdict {
   enum class kind : std::uint8_t {
     running,        ///< no verdict yet
@@ -194,22 +196,43 @@ struct verdict {
   }
 };
 
-/// The one verdict of a run (see verdict for the precedence).
+/// The one verdict of a run (see verdict for the precedence), and the few facts about the run
+/// that stay true whatever outranks them later: a continue committed (the run is over, and any
+/// final state is written under the new generation's epoch), a journal write failed (nothing
+/// more may be journaled on top of it), a cancel arrived.
 class verdict_slot {
 public:
   /// Notes `v`; keeps whichever of it and the verdict noted before ranks higher (the earlier
-  /// one on a tie: the first misuse is the one reported).
+  /// one on a tie: the first misuse is the one reported; of two retries, the later error).
   void note(verdict v) {
-    const bool misuse = v.what == verdict::kind::parked && v.cause == park_cause::misuse;
-    if (v_.what == verdict::kind::continued && misuse) {
-      v.epoch = v_.next.epoch;  // parked under the new generation's epoch
-      v_ = std::move(v);
-      return;
+    switch (v.what) {
+      case verdict::kind::continued:
+        next_epoch_ = v.next.epoch;
+        continued_ = true;
+        break;
+      case verdict::kind::retry:
+        write_failed_ = true;
+        if (v_.what == verdict::kind::retry) v_.io_error = v.io_error;  // the latest failure
+        break;
+      case verdict::kind::parked:
+        if (v.cause == park_cause::journal_refused) write_failed_ = true;
+        break;
+      case verdict::kind::cancelled:
+        cancel_noted_ = true;
+        break;
+      default:
+        break;
     }
-    if (v.what == verdict::kind::continued && v_.what == verdict::kind::parked &&
-        v_.cause == park_cause::misuse)
-      return;  // a misuse is never erased by a continue
-    if (v.rank() > v_.rank()) v_ = std::move(v);
+    const bool misuse = v.what == verdict::kind::parked && v.cause == park_cause::misuse;
+    const bool parked_misuse = v_.what == verdict::kind::parked && v_.cause == park_cause::misuse;
+    if (v_.what == verdict::kind::continued && misuse) {
+      v_ = std::move(v);  // parked, under the new generation's epoch (epoch())
+    } else if (v.what == verdict::kind::continued && parked_misuse) {
+      // A misuse is never erased by a continue (continue_as_new refuses to commit after one).
+    } else if (v.rank() > v_.rank()) {
+      v_ = std::move(v);
+    }
+    if (next_epoch_) v_.epoch = next_epoch_;
   }
   [[nodiscard]] const verdict& get() const noexcept { return v_; }
   [[nodiscard]] verdict::kind what() const noexcept { return v_.what; }
@@ -220,12 +243,22 @@ public:
   }
   /// Whether the run has been told to stop starting steps: released, cancelled or continued.
   [[nodiscard]] bool stopped() const noexcept {
-    return v_.what == verdict::kind::released || v_.what == verdict::kind::cancelled ||
-           v_.what == verdict::kind::continued;
+    return continued_ || v_.what == verdict::kind::released || v_.what == verdict::kind::cancelled;
   }
+  /// A continue_as_new committed in this run, whatever was noted after it.
+  [[nodiscard]] bool continued() const noexcept { return continued_; }
+  /// A journal write of this run failed (transiently, or refused for good), whatever was
+  /// noted after it: no further step may run, its row could build on an unknown outcome.
+  [[nodiscard]] bool write_failed() const noexcept { return write_failed_; }
+  /// A cancel (cancel() or the deadline) was noted, whatever outranks it.
+  [[nodiscard]] bool cancel_noted() const noexcept { return cancel_noted_; }
 
 private:
   verdict v_;
+  std::optional<std::int64_t> next_epoch_;
+  bool continued_ = false;
+  bool write_failed_ = false;
+  bool cancel_noted_ = false;
 };
 
 }  // namespace durable::detail

@@ -284,8 +284,17 @@ inline verdict escaped(engine_state& s, run_state& run, std::exception_ptr e) {
     return verdict::released(x.what());
   } catch (const run_released& x) {
     return verdict::released(x.what());
-  } catch (const nondeterminism_error&) {
-    return {};  // noted by the cursor, with its details, when it was raised (I5)
+  } catch (const nondeterminism_error& x) {
+    // Noted by the cursor when it raised it (I5; a tie keeps that one); one the cursor did not
+    // raise (a handle's output() that throws it, or the workflow's own) parks all the same.
+    const std::string reason = valid_utf8(x.what());
+    return verdict::parked(park_cause::nondeterminism, reason,
+                           nlohmann::json{{"type", "durable::nondeterminism_error"},
+                                          {"message", reason},
+                                          {"seq", x.seq()},
+                                          {"journaled", valid_utf8(x.journaled())},
+                                          {"requested", valid_utf8(x.requested())}}
+                               .dump());
   } catch (const workflow_parked& x) {
     return verdict::parked(park_cause::requested, valid_utf8(x.what()));
   } catch (const step_failed& x) {
@@ -366,6 +375,7 @@ inline void account(engine_state& s, const std::string& id, const verdict& v) {
       s.report(severity::info, "runner", id, "failed: " + v.error);
       break;
     case verdict::kind::cancelled:
+      if (v.elsewhere) break;  // cancel() wrote the status: this run did not end it
       m.workflows_finished.add(2);
       s.report(severity::info, "runner", id, "cancelled: " + v.reason);
       break;
