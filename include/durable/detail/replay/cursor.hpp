@@ -148,6 +148,9 @@ inline std::string note_park(cursor& s, park_cause cause, std::string reason) {
   return reason;
 }
 
+/// The park of nondeterminism `e` (I5), with the details an operator needs in workflows.error.
+DURABLE_DECL verdict nondeterminism_park(const nondeterminism_error& e);
+
 /// I5: the journal's entry at `seq`, after checking it is the step the code asks for; null
 /// when the step has no row yet and must run.
 DURABLE_DECL const journal_entry* replay_entry(cursor& s, int seq, const std::string& name,

@@ -287,14 +287,7 @@ inline verdict escaped(engine_state& s, run_state& run, std::exception_ptr e) {
   } catch (const nondeterminism_error& x) {
     // Noted by the cursor when it raised it (I5; a tie keeps that one); one the cursor did not
     // raise (a handle's output() that throws it, or the workflow's own) parks all the same.
-    const std::string reason = valid_utf8(x.what());
-    return verdict::parked(park_cause::nondeterminism, reason,
-                           nlohmann::json{{"type", "durable::nondeterminism_error"},
-                                          {"message", reason},
-                                          {"seq", x.seq()},
-                                          {"journaled", valid_utf8(x.journaled())},
-                                          {"requested", valid_utf8(x.requested())}}
-                               .dump());
+    return nondeterminism_park(x);
   } catch (const workflow_parked& x) {
     return verdict::parked(park_cause::requested, valid_utf8(x.what()));
   } catch (const step_failed& x) {

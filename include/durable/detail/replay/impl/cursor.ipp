@@ -8,17 +8,20 @@
 
 namespace durable::detail {
 
-/// The park of a nondeterminism (I5), with the details an operator needs in workflows.error.
-inline void note_nondeterminism(cursor& s) {
-  const nondeterminism_error& e = *s.nondeterminism;
+DURABLE_DECL verdict nondeterminism_park(const nondeterminism_error& e) {
   const std::string reason = valid_utf8(e.what());
-  s.outcome.note(verdict::parked(park_cause::nondeterminism, reason,
-                                 nlohmann::json{{"type", "durable::nondeterminism_error"},
-                                                {"message", reason},
-                                                {"seq", e.seq()},
-                                                {"journaled", valid_utf8(e.journaled())},
-                                                {"requested", valid_utf8(e.requested())}}
-                                     .dump()));
+  return verdict::parked(park_cause::nondeterminism, reason,
+                         nlohmann::json{{"type", "durable::nondeterminism_error"},
+                                        {"message", reason},
+                                        {"seq", e.seq()},
+                                        {"journaled", valid_utf8(e.journaled())},
+                                        {"requested", valid_utf8(e.requested())}}
+                             .dump());
+}
+
+/// Notes the park of the nondeterminism the cursor holds (I5).
+inline void note_nondeterminism(cursor& s) {
+  s.outcome.note(nondeterminism_park(*s.nondeterminism));
 }
 
 DURABLE_DECL const journal_entry* replay_entry(cursor& s, int seq, const std::string& name,
