@@ -11,6 +11,7 @@
 #endif
 
 #include "durable.hpp"
+#include "durable/detail/replay/memory_journal.hpp"
 #include "durable/metrics_server.hpp"
 
 // GCC 12 gives the frame of a coroutine with external linkage that holds a local type (a
@@ -24,6 +25,7 @@
 #include "durable/detail/impl/group_commit.ipp"
 #include "durable/detail/impl/run_state.ipp"
 #include "durable/detail/replay/impl/cursor.ipp"
+#include "durable/detail/replay/impl/memory_journal.ipp"
 #include "durable/impl/context.ipp"
 #include "durable/impl/engine.ipp"
 #include "durable/impl/metrics_server.ipp"

@@ -25,6 +25,7 @@
 #include "durable/context.hpp"
 #include "durable/detail/group_commit.hpp"
 #include "durable/detail/run_state.hpp"
+#include "durable/detail/runtime/engine_journal.hpp"
 #include "durable/error.hpp"
 #include "durable/events.hpp"
 #include "durable/options.hpp"
@@ -90,6 +91,9 @@ struct engine_state {
   bool stopping = false;
   bool lease_expired = false;  // the lease keeper could not renew the lease in time
   bool id_taken = false;       // another process registered under this executor id
+
+  // The journal the runs reach PostgreSQL through (detail/runtime/engine_journal.hpp).
+  engine_journal journal{pool, committer, st, stopping, lease_expired};
 
   // ---- background parts (started by open(), each watched by the supervisor)
   std::shared_ptr<asio::steady_timer> maintenance;

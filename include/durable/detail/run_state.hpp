@@ -23,6 +23,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <typeinfo>
 #include <vector>
 
@@ -30,12 +31,11 @@
 
 #include "durable/detail/config.hpp"
 #include "durable/detail/failure.hpp"
-#include "durable/detail/group_commit.hpp"
 #include "durable/detail/metrics.hpp"
 #include "durable/detail/replay/cursor.hpp"
+#include "durable/detail/replay/journal.hpp"
+#include "durable/detail/utf8.hpp"
 #include "durable/error.hpp"
-#include "durable/pg/pool.hpp"
-#include "durable/store.hpp"
 
 namespace durable::detail {
 
@@ -107,9 +107,8 @@ struct waiter_registry {
 /// run's verdict, continued, still decides).
 struct continued_as_new {};
 
-/// One run of a workflow: the replay cursor plus what the runtime lends it (the services,
-/// the engine's flags, the options that shape waits). The journal interface that will replace
-/// the raw services is the next step of the redesign (docs/architecture.md#the-replay-core).
+/// One run of a workflow: the replay cursor plus what the runtime lends it (the journal it
+/// reaches I/O through, the options that shape waits, the event hooks).
 struct run_state : cursor {
   // The registered workflow's argument check and signature (for continue_as_new).
   const std::function<void(const nlohmann::json&)>* check_inputs = nullptr;
@@ -137,13 +136,10 @@ struct run_state : cursor {
   const std::string* app_version = nullptr;   // stamped on child workflows
   const std::string* running_step = nullptr;  // the name of one of them, for messages
 
-  // Services; `pool` is null for an in-memory replay, which may not execute anything.
-  pg::pool* pool = nullptr;
-  group_committer* committer = nullptr;  // journal rows share commits with other runs
-  const store* st = nullptr;
-  engine_counters* counters = nullptr;
-  const bool* stopping = nullptr;       // the engine is shutting down
-  const bool* lease_expired = nullptr;  // this executor could not renew its lease in time
+  // Every I/O of the run goes through its journal (detail/replay/journal.hpp): the engine's
+  // over PostgreSQL, or an in-memory one. Null: a bare replay, which may not execute anything.
+  detail::journal* io = nullptr;
+  engine_counters* counters = nullptr;  // null: not counted
   const void* launch_token = nullptr;   // identifies this run's entry in the engine's map
 };
 
@@ -167,18 +163,34 @@ struct captured_error {
 
 DURABLE_DECL captured_error capture(std::exception_ptr e);
 
-/// A pooled connection for the run; failing to get one marks the run for a retry.
-DURABLE_DECL asio::awaitable<pg::pool::lease> acquire(run_state& s);
+/// {"type": type, "message": message} as JSON text (invalid UTF-8 replaced).
+DURABLE_DECL std::string error_json(std::string_view type, const std::string& message);
+
+/// The verdict of what the workflow's code did with exception `e` escaping it: the lowest
+/// precedence of all (see verdict), so whatever the run learned meanwhile overrides it.
+DURABLE_DECL verdict escaped(run_state& run, std::exception_ptr e);
+
+/// The status, output, error and reason the final write of verdict `v` records.
+struct final_state {
+  std::string status;
+  std::optional<std::string> output, error, reason;
+};
+/// The final state verdict `v` writes (v.writes_final_state()).
+DURABLE_DECL final_state final_state_of(const verdict& v);
+
+/// Notes a failure of a read the run made through its journal (an event, a child's state): a
+/// transient one retries the run; one that will recur is left to the caller (it propagates).
+DURABLE_DECL void note_read_failure(run_state& s, const std::exception& e);
 
 /// Records a failure of the library's own I/O while journaling step `seq`: a transient one
 /// retries the run; one the server will repeat parks the workflow (the step is not re-run).
 DURABLE_DECL void note_io_failure(run_state& s, int seq, const std::string& name,
                                   const std::exception& e);
 
-/// Why step `seq` was not journaled: the fence (I3) rejected its row. The verdict carries the
-/// fence's message when the server raised it (DU001).
+/// Why step `seq` was not journaled: the fence (I3) rejected its row. Carries the fence's
+/// message when the journal gave one (the server's DU001).
 DURABLE_DECL std::string journal_fenced_message(const run_state& s, int seq,
-                                                const std::string& name, const fence_verdict& v);
+                                                const std::string& name, const journal_fenced& f);
 
 /// Journals one step (I2: one round trip, fenced by the epoch in the same statement, I3).
 /// Through the group committer the round trip and its commit are shared with other runs;
@@ -202,18 +214,22 @@ template <class T>
 asio::awaitable<T> shielded_impl(asio::any_io_executor ex, asio::awaitable<T> op) {
   const bool throws = co_await asio::this_coro::throw_if_cancelled();
   co_await asio::this_coro::throw_if_cancelled(false);
-  std::optional<T> out;
+  std::optional<std::conditional_t<std::is_void_v<T>, bool, T>> out;
   std::exception_ptr failed;
   try {
-    out.emplace(co_await asio::co_spawn(
-        ex, std::move(op),
-        asio::bind_cancellation_slot(asio::cancellation_slot(), asio::use_awaitable)));
+    auto token = asio::bind_cancellation_slot(asio::cancellation_slot(), asio::use_awaitable);
+    if constexpr (std::is_void_v<T>) {
+      co_await asio::co_spawn(ex, std::move(op), token);
+      out.emplace(true);
+    } else {
+      out.emplace(co_await asio::co_spawn(ex, std::move(op), token));
+    }
   } catch (...) {
     failed = std::current_exception();
   }
   co_await asio::this_coro::throw_if_cancelled(throws);
   if (failed) std::rethrow_exception(failed);
-  co_return std::move(*out);
+  if constexpr (!std::is_void_v<T>) co_return std::move(*out);
 }
 template <class T>
 asio::awaitable<T> shielded(const asio::any_io_executor& ex, asio::awaitable<T> op) {

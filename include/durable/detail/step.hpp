@@ -198,14 +198,32 @@ DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
     run_state& s, int seq, const std::string& name, const std::string& kind, retry policy,
     int attempt, int failures, bool may_retry, const captured_error& failure, double started);
 
-/// Runs a fenced write of run `s` (through the group committer when there is one): ownership_lost
-/// with `if_fenced` when another epoch owns the workflow, and any other failure noted for
-/// step `seq` (note_io_failure: retried or parked) and rethrown.
-DURABLE_DECL asio::awaitable<void> write_fenced(run_state& s, int seq, const std::string& name,
-                                                fenced_write& w, const std::string& if_fenced);
+/// Awaits `op`, a write of run `s`'s journal for step `seq` (shielded from cancellation while a
+/// join runs: a halted branch waits for its write's outcome): ownership_lost when the fence
+/// refused it (with `if_fenced`, or the step's own message), any other failure noted
+/// (note_io_failure: retried or parked) and rethrown.
+template <class T>
+asio::awaitable<T> journaling(run_state& s, int seq, const std::string& name, asio::awaitable<T> op,
+                              const std::string* if_fenced = nullptr) {
+  try {
+    if (s.joins_running > 0) {
+      auto ex = co_await asio::this_coro::executor;
+      co_return co_await shielded(ex, std::move(op));
+    }
+    co_return co_await std::move(op);
+  } catch (const journal_fenced& f) {
+    throw ownership_lost(s.id, if_fenced ? *if_fenced : journal_fenced_message(s, seq, name, f));
+  } catch (const std::exception& e) {
+    note_io_failure(s, seq, name, e);
+    throw;
+  }
+}
 
-/// Runs `st` for run `s`: through the group committer when there is one.
-DURABLE_DECL asio::awaitable<pg::result> run_statement(run_state& s, pg::statement st);
+/// The journal of run `s`, which must have one (it executes a step).
+inline journal& io_of(run_state& s) {
+  if (!s.io) throw error("workflow '" + s.id + "': this replay has no journal to write to");
+  return *s.io;
+}
 
 /// Ends the run: the workflow was unloaded (its status written) for `pause`.
 [[noreturn]] DURABLE_DECL void unload(run_state& s, std::chrono::milliseconds pause,
@@ -344,14 +362,9 @@ DURABLE_DECL void check_failure_is_the_steps(run_state& s, int seq, const std::s
 
 // ---- waits, messages, events, child workflows (the non-template parts) ----
 
-/// Whether run `s` may unload to wait: an engine behind it, no join running, and no step in
+/// Whether run `s` may unload to wait: a journal that unloads, no join running, and no step in
 /// progress but the `own_steps` of the caller (1 from inside a step, 0 from a wait).
 DURABLE_DECL bool can_unload(const run_state& s, int own_steps);
-
-/// Runs statement `st` of step `seq`, which journals the step itself (fenced by the epoch,
-/// DU001): ownership_lost when fenced out; other failures noted (retry or park) and rethrown.
-DURABLE_DECL asio::awaitable<pg::result> run_journaling(run_state& s, int seq,
-                                                        const std::string& name, pg::statement st);
 
 /// Journals step `seq` as succeeded with `output` (JSON text).
 DURABLE_DECL asio::awaitable<void> journal_value(run_state& s, int seq, const std::string& name,
@@ -370,7 +383,7 @@ DURABLE_DECL asio::awaitable<std::optional<double>> wait_deadline(
 /// it waits for wakes it.
 DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
     run_state& s, int seq, const std::string& name, const std::string& key,
-    const store::wait_target& wait_for, std::optional<double> deadline,
+    const wait_target& wait_for, std::optional<double> deadline,
     const std::function<asio::awaitable<bool>()>& look);
 
 /// ctx.recv: the JSON its step (seq + 1; seq holds the deadline) journaled: "[payload]", or

@@ -149,16 +149,23 @@ asio::awaitable<T> run_transaction(run_state& s, int seq, std::string name, F fn
     detail::captured_error failure;
     bool may_retry = false;
     std::string contention;  // the serialization failure or deadlock, if that was it
-    {                        // the connection goes back to the pool before a failure is recorded
-      auto conn = co_await detail::acquire(s);
-      std::optional<pg::transaction> tx;
-      tx.emplace(conn->begin());
+    {  // the transaction (and its connection) ends before a failure is recorded
+      std::unique_ptr<journal_transaction> tx;
+      try {
+        tx = co_await detail::io_of(s).begin_transaction(s.id, seq, name);
+      } catch (const journal_unsupported&) {
+        throw;  // a journal without a database: the workflow cannot run here at all
+      } catch (const std::exception& e) {
+        // No transaction to run it in: the database's failure, never the step's.
+        s.outcome.note(detail::verdict::retry(detail::io_of(s).judge(e).description));
+        throw;
+      }
       try {
         if constexpr (std::is_void_v<T>) {
-          co_await fn(*tx);
+          co_await fn(tx->sql());
           value.emplace();
         } else {
-          value.emplace(co_await fn(*tx));
+          value.emplace(co_await fn(tx->sql()));
         }
       } catch (const pg::sql_error& e) {
         if (detail::is_contention(e)) {
@@ -188,21 +195,18 @@ asio::awaitable<T> run_transaction(run_state& s, int seq, std::string name, F fn
         // transaction does not commit.
         detail::reserve_row(s, seq, name);
         try {
-          // The journal row rides in the same round trip as COMMIT, inside the transaction:
-          // the user's writes and the row commit together or not at all.
-          const std::string succeeded = "succeeded";
-          fenced_write write = s.st->step_append(s.id, s.epoch, seq, name, kind, succeeded, output,
-                                                 std::nullopt, attempt + 1, first_started);
-          std::vector<pg::statement> row;
-          row.push_back(std::move(write.st));
-          co_await tx->commit(std::move(row));
+          // The journal row commits inside the transaction: the user's writes and the row
+          // commit together or not at all.
+          // (A named row, moved: GCC 12 destroys an aggregate temporary passed by value to a
+          // coroutine twice.)
+          step_row row{seq, name, kind, output, std::nullopt, attempt + 1, first_started};
+          co_await tx->commit(s.id, s.epoch, std::move(row));
+        } catch (const journal_fenced&) {
+          throw ownership_lost(s.id, "workflow '" + s.id + "': transaction step " +
+                                         std::to_string(seq) + " '" + name +
+                                         "' rolled back because another executor took "
+                                         "the workflow over; this run stops");
         } catch (const pg::sql_error& e) {
-          const fence_verdict verdict = store::verdict(e);
-          if (verdict.fenced_out())
-            throw ownership_lost(s.id, "workflow '" + s.id + "': transaction step " +
-                                           std::to_string(seq) + " '" + name +
-                                           "' rolled back because another executor took "
-                                           "the workflow over; this run stops");
           if (e.batch_index() != 0 && detail::is_contention(e)) {
             contention = detail::describe_io_failure(e);  // COMMIT lost a race (SERIALIZABLE)
           } else if (e.batch_index() == 0 || detail::classify(e) == detail::io_verdict::transient) {

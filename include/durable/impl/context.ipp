@@ -25,7 +25,8 @@ DURABLE_DECL void require_running(run_state& s, int seq, const std::string& name
       break;
   }
   // A released run ends without a verdict, whatever the workflow does with the exception.
-  if (s.stopping && *s.stopping) {
+  const run_standing standing = s.io ? s.io->standing() : run_standing::owned;
+  if (standing == run_standing::stopping) {
     const std::string why = step +
                             "' not started because the engine is shutting down; another "
                             "executor resumes the workflow";
@@ -33,7 +34,7 @@ DURABLE_DECL void require_running(run_state& s, int seq, const std::string& name
     throw run_released(why);
   }
   if (v.what == verdict::kind::cancelled) throw run_cancelled(step + "' not started: " + v.reason);
-  if (s.lease_expired && *s.lease_expired) {
+  if (standing == run_standing::lease_expired) {
     const std::string why = step +
                             "' not started because this executor could not renew its lease in "
                             "time; the workflow is resumed by replay once an executor reaches "
@@ -49,8 +50,8 @@ DURABLE_DECL void require_running(run_state& s, int seq, const std::string& name
     throw error(step +
                 "' not run because an earlier journal write failed; the workflow is "
                 "retried");
-  if (!s.pool)
-    throw error(step + "' has no journal row, and this replay has no database to run it against");
+  if (!s.io || !s.io->executes())
+    throw error(step + "' has no journal row, and this replay has no journal to run it against");
 }
 
 /// Notes a misuse of the API (the workflow parks; the first misuse noted is the reason it
@@ -91,12 +92,9 @@ DURABLE_DECL asio::awaitable<void> continue_run(run_state& s, const std::string&
   }
   check_fully_replayed(s);        // a journaled step beyond this point: the code changed (I5)
   require_running(s, seq, name);  // continuing needs no room in the journal: it empties it
-  auto q = s.st->workflow_continue(s.id, s.epoch, inputs);
-  const pg::result r = co_await run_journaling(s, seq, name, std::move(q.st));
-  const auto next = store::first<store::continued_workflow>(r);
-  if (!next)
-    throw error("workflow '" + s.id + "': continue_as_new returned no row");  // cannot happen
-  s.outcome.note(verdict::continued(next_generation{next->epoch, next->generation, inputs}));
+  const continued_generation next =
+      co_await journaling(s, seq, name, io_of(s).continue_as_new(s.id, s.epoch, inputs));
+  s.outcome.note(verdict::continued(next_generation{next.epoch, next.generation, inputs}));
   throw continued_as_new{};
 }
 
@@ -121,7 +119,7 @@ DURABLE_DECL void check_failure_is_the_steps(run_state& s, int seq, const std::s
     throw run_released(step + "' ended after its run was released; its outcome is not recorded");
   if (v.what == verdict::kind::cancelled)
     throw run_cancelled(step + "' was interrupted: " + v.reason);
-  if (s.stopping && *s.stopping) {
+  if (s.io && s.io->standing() == run_standing::stopping) {
     const std::string why = step +
                             "' ended while the engine shut down; its outcome is not journaled "
                             "and another executor runs it again";
@@ -189,34 +187,14 @@ DURABLE_DECL asio::awaitable<void> pause_or_unload(run_state& s, int seq, const 
     co_await sleep_for(pause);
     co_return;
   }
-  fenced_write w = s.st->workflow_sleep(s.id, s.epoch, double(pause.count()));
   const std::string if_fenced = "workflow '" + s.id +
                                 "': another executor took it over before it could be unloaded; "
                                 "this run stops";
-  co_await write_fenced(s, seq, name, w, if_fenced);
+  co_await journaling(s, seq, name, io_of(s).sleep(s.id, s.epoch, double(pause.count())),
+                      &if_fenced);
   unload(s, pause,
          "workflow '" + s.id + "': " + what + " is due in " + std::to_string(pause.count()) +
              " ms; the workflow is unloaded until then");
-}
-
-DURABLE_DECL asio::awaitable<void> write_fenced(run_state& s, int seq, const std::string& name,
-                                                fenced_write& w, const std::string& if_fenced) {
-  try {
-    pg::statement st = std::move(w.st);
-    pg::result r;
-    if (s.joins_running > 0) {
-      auto ex = co_await asio::this_coro::executor;
-      r = co_await shielded(ex, run_statement(s, std::move(st)));
-    } else {
-      r = co_await run_statement(s, std::move(st));
-    }
-    if (w.verdict(r).fenced_out()) throw ownership_lost(s.id, if_fenced);
-  } catch (const ownership_lost&) {
-    throw;
-  } catch (const std::exception& e) {
-    note_io_failure(s, seq, name, e);
-    throw;
-  }
 }
 
 DURABLE_DECL void unload(run_state& s, std::chrono::milliseconds pause, const std::string& why) {
@@ -245,14 +223,14 @@ DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
   const std::string err = failure.to_json();
   std::optional<double> pause_ms;
   if (!final) pause_ms = double(pause.count());
-  fenced_write w = s.st->attempt_record(s.id, s.epoch, seq, attempt, name, kind, outcome, err,
-                                        started, pause_ms, unloads);
+  attempt_row row{seq, attempt, name, kind, outcome, err, started, pause_ms, unloads};
   const std::string if_fenced = "workflow '" + s.id + "': the failed attempt " +
                                 std::to_string(attempt) + " of step " + std::to_string(seq) + " '" +
                                 name +
                                 "' was not recorded because another executor took the workflow "
                                 "over (or it was cancelled); this run stops";
-  co_await write_fenced(s, seq, name, w, if_fenced);
+  co_await journaling(s, seq, name, io_of(s).record_attempt(s.id, s.epoch, std::move(row)),
+                      &if_fenced);
   const std::string what = "attempt " + std::to_string(attempt) + " of step " +
                            std::to_string(seq) + " '" + name + "' failed: " + failure.type + ": " +
                            failure.message;
@@ -289,35 +267,8 @@ namespace durable::detail {
 
 DURABLE_DECL bool can_unload(const run_state& s, int own_steps) {
   // Never while concurrent branches run (it would stop their steps, which would run again
-  // after the wake-up), nor without the engine's committer (a bare replay).
-  return s.committer && s.joins_running == 0 && s.step_functions_running == own_steps;
-}
-
-DURABLE_DECL asio::awaitable<pg::result> run_statement(run_state& s, pg::statement st) {
-  if (s.committer) co_return co_await s.committer->run(std::move(st));
-  auto conn = co_await s.pool->acquire();
-  co_return co_await conn->run(std::move(st));
-}
-
-DURABLE_DECL asio::awaitable<pg::result> run_journaling(run_state& s, int seq,
-                                                        const std::string& name, pg::statement st) {
-  try {
-    if (s.joins_running > 0) {
-      // A branch that ctx.all/any halts while its write is in flight waits for the outcome
-      // instead: the write happened or not, and it is no I/O failure.
-      auto ex = co_await asio::this_coro::executor;
-      co_return co_await shielded(ex, run_statement(s, std::move(st)));
-    }
-    co_return co_await run_statement(s, std::move(st));
-  } catch (const pg::sql_error& e) {
-    const fence_verdict v = store::verdict(e);
-    if (v.fenced_out()) throw ownership_lost(s.id, journal_fenced_message(s, seq, name, v));
-    note_io_failure(s, seq, name, e);
-    throw;
-  } catch (const std::exception& e) {
-    note_io_failure(s, seq, name, e);
-    throw;
-  }
+  // after the wake-up), nor on a journal that does not unload.
+  return s.io && s.io->unloads() && s.joins_running == 0 && s.step_functions_running == own_steps;
 }
 
 DURABLE_DECL asio::awaitable<void> journal_value(run_state& s, int seq, const std::string& name,
@@ -344,7 +295,7 @@ DURABLE_DECL asio::awaitable<std::optional<double>> wait_deadline(
 
 DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
     run_state& s, int seq, const std::string& name, const std::string& key,
-    const store::wait_target& wait_for, std::optional<double> deadline,
+    const wait_target& wait_for, std::optional<double> deadline,
     const std::function<asio::awaitable<bool>()>& look) {
   using std::chrono::milliseconds;
   const double loaded = unix_seconds();
@@ -363,21 +314,20 @@ DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
       // A long wait: unloaded until what it waits for arrives (that wakes it at once) or the
       // recheck (or the deadline) is due.
       const double recheck_ms = std::min(left * 1000.0, double(s.wait_recheck.count()));
-      auto q = s.st->workflow_wait(s.id, s.epoch, wait_for, recheck_ms);
-      std::optional<store::unload_outcome> r;
+      unload_answer answer = unload_answer::fenced;
       try {
-        const pg::result res = co_await run_statement(s, std::move(q.st));
-        r = store::first<store::unload_outcome>(res);
+        answer = co_await io_of(s).unload_to_wait(s.id, s.epoch, wait_for, recheck_ms);
+      } catch (const journal_fenced&) {
+        answer = unload_answer::fenced;
       } catch (const std::exception& e) {
         note_io_failure(s, seq, name, e);
         throw;
       }
-      const std::string outcome = r ? r->outcome : "fenced";
-      if (outcome == "fenced")
+      if (answer == unload_answer::fenced)
         throw ownership_lost(s.id, "workflow '" + s.id +
                                        "': another executor took it over before it could be "
                                        "unloaded to wait; this run stops");
-      if (outcome == "unloaded")
+      if (answer == unload_answer::unloaded)
         unload(s, milliseconds(std::int64_t(recheck_ms)),
                "workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name + "' waits (" +
                    wait_for.tag() + "); the workflow is unloaded until it arrives");
@@ -393,11 +343,11 @@ DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
 
 DURABLE_DECL asio::awaitable<bool> take_message(run_state& s, int seq, const std::string& topic,
                                                 double started, std::optional<std::string>& got) {
-  auto q = s.st->message_take(s.id, s.epoch, seq, topic, started);
   reserve_row(s, seq, topic);  // journaled if a message is there
-  const pg::result r = co_await run_journaling(s, seq, topic, std::move(q.st));
-  if (auto m = store::first<store::json_value>(r)) {
-    got = std::move(m->json);
+  std::optional<std::string> m =
+      co_await journaling(s, seq, topic, io_of(s).take_message(s.id, s.epoch, seq, topic, started));
+  if (m) {
+    got = std::move(m);
     co_return true;
   }
   release_row(s);
@@ -428,7 +378,7 @@ DURABLE_DECL asio::awaitable<std::string> receive(run_state& s, int seq, const s
   if (!arrived && timeout.count() > 0) {
     const std::optional<double> deadline = co_await wait_deadline(s, seq, topic, timeout);
     const std::string key = s.id;
-    const store::wait_target what{"msg", topic, {}};
+    const wait_target what{"msg", topic, {}};
     arrived = co_await wait_for_arrival(s, seq + 1, topic, key, what, deadline, look);
   }
   if (!arrived) {
@@ -451,11 +401,10 @@ DURABLE_DECL asio::awaitable<void> send_message(run_state& s, int seq, const std
   require_live(s, seq, topic);
   const double started = unix_seconds();
   const std::string key = s.key(seq);
-  auto q = s.st->message_send_journaled(to, topic, payload, key, s.id, s.epoch, seq, started);
   reserve_row(s, seq, topic);
-  const pg::result r = co_await run_journaling(s, seq, topic, std::move(q.st));
-  const auto out = store::first<store::send_outcome>(r);
-  if (out && out->recipient_exists) {
+  const bool delivered = co_await journaling(
+      s, seq, topic, io_of(s).send(s.id, s.epoch, seq, to, topic, payload, key, started));
+  if (delivered) {
     if (s.counters) ++s.counters->steps_executed;
     co_return;
   }
@@ -478,11 +427,10 @@ DURABLE_DECL asio::awaitable<void> publish_event(run_state& s, int seq, const st
     co_return;
   }
   require_live(s, seq, key);
-  auto q = s.st->event_set(s.id, s.epoch, seq, key, value, unix_seconds());
   reserve_row(s, seq, key);
-  const pg::result r = co_await run_journaling(s, seq, key, std::move(q.st));
-  if (!store::first<store::written_row>(r))
-    throw error("workflow '" + s.id + "': event '" + key + "' was not published");
+  const bool published = co_await journaling(
+      s, seq, key, io_of(s).set_event(s.id, s.epoch, seq, key, value, unix_seconds()));
+  if (!published) throw error("workflow '" + s.id + "': event '" + key + "' was not published");
   if (s.counters) ++s.counters->steps_executed;
 }
 
@@ -490,14 +438,15 @@ DURABLE_DECL asio::awaitable<bool> look_for_event(run_state& s, int seq, const s
                                                   const std::string& workflow_id,
                                                   const std::string& key, double started,
                                                   std::optional<std::string>& got) {
-  std::optional<store::json_value> v;
-  {
-    auto q = s.st->event_get(workflow_id, key);
-    auto conn = co_await acquire(s);
-    v = co_await store::fetch_one(*conn, std::move(q));
+  std::optional<std::string> v;
+  try {
+    v = co_await io_of(s).get_event(workflow_id, key);
+  } catch (const std::exception& e) {
+    note_read_failure(s, e);
+    throw;
   }
   if (!v) co_return false;
-  got = "[" + v->json + "]";
+  got = "[" + *v + "]";
   const std::string kind = "get_event";
   co_await journal_value(s, seq, name, kind, *got, started);
   co_return true;
@@ -524,7 +473,7 @@ DURABLE_DECL asio::awaitable<std::string> await_event(run_state& s, int seq,
   if (!arrived && timeout.count() > 0) {
     const std::optional<double> deadline = co_await wait_deadline(s, seq, name, timeout);
     const std::string poke = "e:" + workflow_id;
-    const store::wait_target what{"event", workflow_id, key};
+    const wait_target what{"event", workflow_id, key};
     arrived = co_await wait_for_arrival(s, seq + 1, name, poke, what, deadline, look);
   }
   if (!arrived) {
@@ -537,11 +486,12 @@ DURABLE_DECL asio::awaitable<std::string> await_event(run_state& s, int seq,
 
 DURABLE_DECL asio::awaitable<bool> look_for_child(run_state& s, int seq, const std::string& child,
                                                   double started, std::optional<std::string>& got) {
-  std::optional<store::workflow_record> w;
-  {
-    auto q = s.st->workflow_get(child);
-    auto conn = co_await acquire(s);
-    w = co_await store::fetch_one(*conn, std::move(q));
+  std::optional<workflow_outcome> w;
+  try {
+    w = co_await io_of(s).workflow(child);
+  } catch (const std::exception& e) {
+    note_read_failure(s, e);
+    throw;
   }
   const std::string kind = "child-result";
   if (!w) {
@@ -588,7 +538,7 @@ DURABLE_DECL asio::awaitable<std::string> await_child(run_state& s, int seq,
     // The child ends on its own time: its end wakes this workflow (the trigger on workflows),
     // whether it waits here or unloaded.
     const std::string key = s.id;
-    const store::wait_target what{"child", child, {}};
+    const wait_target what{"child", child, {}};
     const std::optional<double> no_deadline;
     co_await wait_for_arrival(s, seq, child, key, what, no_deadline, look);
   }
@@ -607,11 +557,12 @@ DURABLE_DECL asio::awaitable<std::string> start_child_workflow(run_state& s, int
   require_live(s, seq, name);
   std::string child = s.child_id(seq);
   const std::string no_version;
-  auto q = s.st->child_start(child, name, inputs, s.id, s.epoch, seq, unix_seconds(),
-                             s.app_version ? *s.app_version : no_version);
   reserve_row(s, seq, name);
-  const pg::result r = co_await run_journaling(s, seq, name, std::move(q.st));
-  if (!store::first<store::written_row>(r)) {
+  const bool started = co_await journaling(
+      s, seq, name,
+      io_of(s).start_child(s.id, s.epoch, seq, child, name, inputs, unix_seconds(),
+                           s.app_version ? *s.app_version : no_version));
+  if (!started) {
     throw misuse(s, "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +
                         " starts child workflow '" + name + "' under the id '" + child +
                         "', which another workflow already holds (another name or parent). The "

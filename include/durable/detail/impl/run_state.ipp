@@ -17,19 +17,79 @@ DURABLE_DECL captured_error capture(std::exception_ptr e) {
   }
 }
 
-DURABLE_DECL asio::awaitable<pg::pool::lease> acquire(run_state& s) {
+DURABLE_DECL std::string error_json(std::string_view type, const std::string& message) {
+  return nlohmann::json{{"type", type}, {"message", valid_utf8(message)}}.dump();
+}
+
+DURABLE_DECL verdict escaped(run_state& run, std::exception_ptr e) {
   try {
-    co_return co_await s.pool->acquire();
-  } catch (const std::exception& e) {
-    s.outcome.note(verdict::retry(describe_io_failure(e)));
-    throw;
+    std::rethrow_exception(e);
+  } catch (const continued_as_new&) {
+    return {};  // noted when the next generation committed
+  } catch (const ownership_lost& x) {
+    if (run.counters) ++run.counters->ownership_lost;
+    return verdict::released(x.what());
+  } catch (const run_released& x) {
+    return verdict::released(x.what());
+  } catch (const nondeterminism_error& x) {
+    // Noted by the cursor when it raised it (I5; a tie keeps that one); one the cursor did not
+    // raise (a handle's output() that throws it, or the workflow's own) parks all the same.
+    return nondeterminism_park(x);
+  } catch (const workflow_parked& x) {
+    return verdict::parked(park_cause::requested, valid_utf8(x.what()));
+  } catch (const step_failed& x) {
+    if (!run.dead_step || *run.dead_step != x.seq())
+      return verdict::failed(capture(std::current_exception()).to_json());
+    // The step failed for good and the workflow let it escape: a person decides.
+    const int attempts = run.dead_step_attempts;
+    return verdict::dead_lettered(
+        valid_utf8("step " + std::to_string(x.seq()) + " '" + x.step_name() + "' failed " +
+                   (attempts > 1 ? "after " + std::to_string(attempts) + " attempts"
+                                 : std::string("permanently")) +
+                   ": " + x.error_type() + ": " + x.error_message() +
+                   ". Fix the cause, then retry the workflow, which runs the step again "
+                   "('durable retry <id>' or engine::retry), or cancel it"),
+        nlohmann::json{{"type", valid_utf8(x.error_type())},
+                       {"message", valid_utf8(x.error_message())},
+                       {"seq", x.seq()},
+                       {"step", valid_utf8(x.step_name())},
+                       {"attempts", attempts}}
+            .dump());
+  } catch (...) {
+    return verdict::failed(capture(std::current_exception()).to_json());
   }
+}
+
+DURABLE_DECL final_state final_state_of(const verdict& v) {
+  switch (v.what) {
+    case verdict::kind::succeeded:
+      return {"succeeded", v.output.value_or("null"), {}, {}};
+    case verdict::kind::failed:
+      return {"failed", {}, v.error, {}};
+    case verdict::kind::dead_lettered:
+      return {"dead_letter", {}, v.error, v.reason};
+    case verdict::kind::cancelled: {
+      const std::string why = valid_utf8(v.reason);
+      return {"cancelled", {}, error_json("durable::deadline_exceeded", why), why};
+    }
+    default: {  // parked
+      const std::string why = valid_utf8(v.reason);
+      return {"parked", {}, v.error.empty() ? error_json(error_type(v.cause), why) : v.error, why};
+    }
+  }
+}
+
+DURABLE_DECL void note_read_failure(run_state& s, const std::exception& e) {
+  if (!s.io) return;
+  const io_judgement j = s.io->judge(e);
+  if (!j.permanent) s.outcome.note(verdict::retry(j.description));
 }
 
 DURABLE_DECL void note_io_failure(run_state& s, int seq, const std::string& name,
                                   const std::exception& e) {
-  const std::string what = describe_io_failure(e);
-  if (classify(e) == io_verdict::permanent)
+  io_judgement j = s.io ? s.io->judge(e) : io_judgement{false, valid_utf8(e.what())};
+  const std::string& what = j.description;
+  if (j.permanent)
     s.outcome.note(verdict::parked(
         park_cause::journal_refused,
         valid_utf8("workflow '" + s.id + "' (" + s.name + "): the journal row of step " +
@@ -43,11 +103,11 @@ DURABLE_DECL void note_io_failure(run_state& s, int seq, const std::string& name
 }
 
 DURABLE_DECL std::string journal_fenced_message(const run_state& s, int seq,
-                                                const std::string& name, const fence_verdict& v) {
+                                                const std::string& name, const journal_fenced& f) {
   return "workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
          "' was not journaled because another executor took the workflow over (" +
-         (v.server_message.empty() ? "it is no longer owned under epoch " + std::to_string(s.epoch)
-                                   : v.server_message) +
+         (f.owner_message().empty() ? "it is no longer owned under epoch " + std::to_string(s.epoch)
+                                    : f.owner_message()) +
          "); this run stops and the new owner continues";
 }
 
@@ -56,35 +116,22 @@ DURABLE_DECL asio::awaitable<void> append(run_state& s, int seq, const std::stri
                                           const std::optional<std::string>& output,
                                           const std::optional<std::string>& error, int attempts,
                                           double started_at) {
+  if (!s.io)
+    throw durable::error("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
+                         "' cannot be journaled: this replay has no journal to write to");
   reserve_row(s, seq, name);
   try {
-    const std::string status = error ? "failed" : "succeeded";
-    if (s.committer) {
-      group_committer::journal_row row{s.id,   s.epoch, seq,   name,     kind,
-                                       status, output,  error, attempts, started_at};
-      fence_verdict v;
-      if (s.joins_running > 0) {
-        // A branch that ctx.all/any halts while its row is in flight waits for the outcome
-        // instead: the row committed or not, and that is no I/O failure.
-        auto ex = co_await asio::this_coro::executor;
-        v = co_await shielded(ex, s.committer->append(std::move(row)));
-      } else {
-        v = co_await s.committer->append(std::move(row));
-      }
-      if (!v.written()) throw ownership_lost(s.id, journal_fenced_message(s, seq, name, v));
+    step_row row{seq, name, kind, output, error, attempts, started_at};
+    if (s.joins_running > 0) {
+      // A branch that ctx.all/any halts while its row is in flight waits for the outcome
+      // instead: the row committed or not, and that is no I/O failure.
+      auto ex = co_await asio::this_coro::executor;
+      co_await shielded(ex, s.io->append(s.id, s.epoch, std::move(row)));
     } else {
-      fenced_write row = s.st->step_append(s.id, s.epoch, seq, name, kind, status, output, error,
-                                           attempts, started_at);
-      auto conn = co_await s.pool->acquire();
-      co_await conn->run(std::move(row.st));
+      co_await s.io->append(s.id, s.epoch, std::move(row));
     }
-  } catch (const ownership_lost&) {
-    throw;
-  } catch (const pg::sql_error& e) {
-    const fence_verdict v = store::verdict(e);
-    if (v.fenced_out()) throw ownership_lost(s.id, journal_fenced_message(s, seq, name, v));
-    note_io_failure(s, seq, name, e);
-    throw;
+  } catch (const journal_fenced& f) {
+    throw ownership_lost(s.id, journal_fenced_message(s, seq, name, f));
   } catch (const std::exception& e) {
     note_io_failure(s, seq, name, e);
     throw;

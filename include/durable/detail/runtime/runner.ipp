@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "durable/detail/engine_state.hpp"
+#include "durable/detail/run_body.hpp"
 #include "durable/detail/runtime/supervisor.ipp"
 
 namespace durable::detail {
@@ -40,10 +41,6 @@ inline asio::awaitable<fence_verdict> write_final(std::shared_ptr<engine_state> 
   pg::statement st = std::move(finish.st);
   const pg::result r = co_await s->committer.run(std::move(st));
   co_return finish.verdict(r);
-}
-
-inline std::string error_json(std::string_view type, const std::string& message) {
-  return nlohmann::json{{"type", type}, {"message", valid_utf8(message)}}.dump();
 }
 
 /// Parks a workflow with `reason` (an operator resumes it once the cause is fixed).
@@ -114,12 +111,8 @@ inline void schedule_wake(const std::shared_ptr<engine_state>& s, double due) {
 /// Starts a run of a claimed workflow on the engine's executor.
 inline void launch(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> run,
                    nlohmann::json inputs) {
-  run->pool = &s->pool;
-  run->committer = &s->committer;
-  run->st = &s->st;
+  run->io = &s->journal;
   run->counters = &s->counters;
-  run->stopping = &s->stopping;
-  run->lease_expired = &s->lease_expired;
   run->unload_after = s->options.unload_after;
   run->poll_interval = s->options.poll_interval;
   run->wait_recheck = s->options.wait_recheck;
@@ -272,71 +265,6 @@ inline asio::awaitable<std::size_t> claim_runs(
 
 // ---- a run ----------------------------------------------------------------------------------
 
-/// The verdict of what the workflow's code did with exception `e` escaping it: the lowest
-/// precedence of all (see verdict), so whatever the run learned meanwhile overrides it.
-inline verdict escaped(engine_state& s, run_state& run, std::exception_ptr e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const continued_as_new&) {
-    return {};  // noted when the next generation committed
-  } catch (const ownership_lost& x) {
-    ++s.counters.ownership_lost;
-    return verdict::released(x.what());
-  } catch (const run_released& x) {
-    return verdict::released(x.what());
-  } catch (const nondeterminism_error& x) {
-    // Noted by the cursor when it raised it (I5; a tie keeps that one); one the cursor did not
-    // raise (a handle's output() that throws it, or the workflow's own) parks all the same.
-    return nondeterminism_park(x);
-  } catch (const workflow_parked& x) {
-    return verdict::parked(park_cause::requested, valid_utf8(x.what()));
-  } catch (const step_failed& x) {
-    if (!run.dead_step || *run.dead_step != x.seq())
-      return verdict::failed(capture(std::current_exception()).to_json());
-    // The step failed for good and the workflow let it escape: a person decides.
-    const int attempts = run.dead_step_attempts;
-    return verdict::dead_lettered(
-        valid_utf8("step " + std::to_string(x.seq()) + " '" + x.step_name() + "' failed " +
-                   (attempts > 1 ? "after " + std::to_string(attempts) + " attempts"
-                                 : std::string("permanently")) +
-                   ": " + x.error_type() + ": " + x.error_message() +
-                   ". Fix the cause, then retry the workflow, which runs the step again "
-                   "('durable retry <id>' or engine::retry), or cancel it"),
-        nlohmann::json{{"type", valid_utf8(x.error_type())},
-                       {"message", valid_utf8(x.error_message())},
-                       {"seq", x.seq()},
-                       {"step", valid_utf8(x.step_name())},
-                       {"attempts", attempts}}
-            .dump());
-  } catch (...) {
-    return verdict::failed(capture(std::current_exception()).to_json());
-  }
-}
-
-/// The status, output, error and reason the final write of verdict `v` records.
-struct final_state {
-  std::string status;
-  std::optional<std::string> output, error, reason;
-};
-inline final_state final_state_of(const verdict& v) {
-  switch (v.what) {
-    case verdict::kind::succeeded:
-      return {"succeeded", v.output.value_or("null"), {}, {}};
-    case verdict::kind::failed:
-      return {"failed", {}, v.error, {}};
-    case verdict::kind::dead_lettered:
-      return {"dead_letter", {}, v.error, v.reason};
-    case verdict::kind::cancelled: {
-      const std::string why = valid_utf8(v.reason);
-      return {"cancelled", {}, error_json("durable::deadline_exceeded", why), why};
-    }
-    default: {  // parked
-      const std::string why = valid_utf8(v.reason);
-      return {"parked", {}, v.error.empty() ? error_json(error_type(v.cause), why) : v.error, why};
-    }
-  }
-}
-
 /// The next generation a continue_as_new committed runs now, here (no claim, no journal to
 /// load: it is empty), under the epoch the statement set.
 inline void run_next_generation(const std::shared_ptr<engine_state>& s, const run_state& run,
@@ -392,14 +320,9 @@ inline void account(engine_state& s, const std::string& id, const verdict& v) {
 
 inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
                                      std::shared_ptr<run_state> run, nlohmann::json inputs) {
-  try {
-    context ctx(*run);
-    std::optional<std::string> output = co_await s->registry.at(run->name).invoke(ctx, inputs);
-    check_fully_replayed(*run);
-    run->outcome.note(verdict::succeeded(output.value_or("null")));
-  } catch (...) {
-    run->outcome.note(escaped(*s, *run, std::current_exception()));
-  }
+  co_await run_body(*run, [&s, &run, &inputs](context& ctx) {
+    return s->registry.at(run->name).invoke(ctx, inputs);
+  });
   // A cancel() or the deadline cancelled the run's coroutine; what follows (the final state)
   // must still reach the database. The verdict is taken now: nothing noted later changes it.
   run->finishing = true;

@@ -1,0 +1,275 @@
+// The in-memory journal (detail/replay/memory_journal.hpp): included at its end when
+// header-only, by durable/src.hpp otherwise.
+#pragma once
+
+#include <chrono>
+
+namespace durable::detail {
+
+namespace memory_journal_detail {
+inline double now_seconds() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+/// A JSON string literal of `s` (ids are plain text; quotes and backslashes escaped).
+inline std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\u00";
+      out += hex[(c >> 4) & 0xf];
+      out += hex[c & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+}  // namespace memory_journal_detail
+
+DURABLE_DECL memory_journal::workflow_record& memory_journal::create(const std::string& id,
+                                                                     const std::string& name,
+                                                                     std::string inputs) {
+  if (workflows_.contains(id))
+    throw error("memory journal: workflow '" + id + "' exists already; pick another id");
+  workflow_record& w = workflows_[id];
+  w.name = name;
+  w.inputs = std::move(inputs);
+  return w;
+}
+
+DURABLE_DECL memory_journal::workflow_record& memory_journal::at(const std::string& id) {
+  auto it = workflows_.find(id);
+  if (it == workflows_.end()) throw error("memory journal: no workflow '" + id + "'");
+  return it->second;
+}
+DURABLE_DECL const memory_journal::workflow_record& memory_journal::at(
+    const std::string& id) const {
+  auto it = workflows_.find(id);
+  if (it == workflows_.end()) throw error("memory journal: no workflow '" + id + "'");
+  return it->second;
+}
+
+DURABLE_DECL std::optional<std::string> memory_journal::claim(const std::string& id, cursor& c) {
+  workflow_record& w = at(id);
+  ++w.epoch;
+  w.status = "running";
+  c.id = id;
+  c.name = w.name;
+  c.epoch = w.epoch;
+  c.generation = w.generation;
+  for (const auto& [seq, row] : w.steps) {
+    journal_entry e{row.name, row.kind, row.error.has_value(), row.output.value_or(""),
+                    row.error.value_or("")};
+    if (auto bad = c.add_entry(seq, std::move(e))) return bad;
+  }
+  for (const recorded_attempt& a : w.attempts) {
+    attempt_history& h = c.attempts[a.row.seq];
+    if (h.name.empty()) {
+      h.name = a.row.name;
+      h.kind = a.row.kind;
+    }
+    const std::optional<std::string> err =
+        a.row.error.empty() ? std::nullopt : std::optional<std::string>(a.row.error);
+    h.add(a.row.attempt, a.row.outcome, err, a.next_attempt_at);
+  }
+  return std::nullopt;
+}
+
+DURABLE_DECL bool memory_journal::finish(const std::string& id, std::int64_t epoch,
+                                         std::string status, std::optional<std::string> output,
+                                         std::optional<std::string> error,
+                                         std::optional<std::string> reason) {
+  workflow_record& w = at(id);
+  if (w.epoch != epoch) return false;
+  w.status = std::move(status);
+  w.output = std::move(output);
+  w.error = std::move(error);
+  w.reason = std::move(reason);
+  ++writes_;
+  return true;
+}
+
+DURABLE_DECL void memory_journal::deliver(const std::string& to, const std::string& topic,
+                                          std::string payload, std::optional<std::string> key) {
+  workflow_record& w = at(to);
+  if (key)
+    for (const message& m : w.inbox)
+      if (m.key == key) return;  // once per key
+  w.inbox.push_back(message{topic, std::move(payload), std::move(key), std::nullopt});
+}
+
+DURABLE_DECL io_judgement memory_journal::judge(const std::exception& e) const {
+  if (const auto* f = dynamic_cast<const fault*>(&e)) return {f->permanent(), f->what()};
+  // A refusal of this journal (a repeated step number, an unknown workflow) recurs.
+  return {true, e.what()};
+}
+
+DURABLE_DECL memory_journal::workflow_record& memory_journal::writable(const std::string& id,
+                                                                       std::int64_t epoch) {
+  if (faults_left_ > 0 && fault_) {
+    --faults_left_;
+    throw *fault_;
+  }
+  auto it = workflows_.find(id);
+  if (it == workflows_.end() || it->second.epoch != epoch)
+    throw journal_fenced("workflow " + id + " is not owned under epoch " + std::to_string(epoch));
+  ++writes_;
+  return it->second;
+}
+
+DURABLE_DECL void memory_journal::check_free(const workflow_record& w, const std::string& id,
+                                             int seq) const {
+  if (w.steps.contains(seq))
+    throw error("memory journal: workflow '" + id + "' has a row for step " + std::to_string(seq) +
+                " already (the steps table's primary key refuses a second one)");
+}
+
+DURABLE_DECL asio::awaitable<void> memory_journal::append(const std::string& id, std::int64_t epoch,
+                                                          step_row row) {
+  workflow_record& w = writable(id, epoch);
+  check_free(w, id, row.seq);
+  const int seq = row.seq;
+  w.steps.emplace(seq, std::move(row));
+  co_return;
+}
+
+DURABLE_DECL asio::awaitable<void> memory_journal::record_attempt(const std::string& id,
+                                                                  std::int64_t epoch,
+                                                                  attempt_row a) {
+  workflow_record& w = writable(id, epoch);
+  std::optional<double> next;
+  if (a.pause_ms) next = memory_journal_detail::now_seconds() + *a.pause_ms / 1000.0;
+  w.attempts.push_back(recorded_attempt{std::move(a), next});
+  co_return;
+}
+
+DURABLE_DECL asio::awaitable<std::unique_ptr<journal_transaction>>
+memory_journal::begin_transaction(const std::string& id, int seq, const std::string& name) {
+  throw journal_unsupported(
+      "workflow '" + id + "': transactional step " + std::to_string(seq) + " '" + name +
+      "' needs a database, and this journal keeps its rows in memory: nothing was run or "
+      "committed. Give the test a database, or test the step's SQL against a real server");
+  co_return nullptr;  // not reached
+}
+
+DURABLE_DECL asio::awaitable<void> memory_journal::sleep(const std::string& id, std::int64_t epoch,
+                                                         double) {
+  workflow_record& w = writable(id, epoch);
+  w.status = "sleeping";
+  ++w.epoch;  // unloaded: no run owns it until it is claimed again
+  co_return;
+}
+
+DURABLE_DECL asio::awaitable<unload_answer> memory_journal::unload_to_wait(const std::string& id,
+                                                                           std::int64_t epoch,
+                                                                           const wait_target&,
+                                                                           double) {
+  try {
+    (void)writable(id, epoch);
+  } catch (const journal_fenced&) {
+    co_return unload_answer::fenced;
+  }
+  co_return unload_answer::busy;  // never unloads: the run waits on
+}
+
+DURABLE_DECL asio::awaitable<continued_generation> memory_journal::continue_as_new(
+    const std::string& id, std::int64_t epoch, const std::string& inputs) {
+  workflow_record& w = writable(id, epoch);
+  w.steps.clear();
+  w.attempts.clear();
+  std::erase_if(w.inbox, [](const message& m) { return m.consumed_seq && !m.key; });
+  w.inputs = inputs;
+  ++w.generation;
+  ++w.epoch;
+  w.status = "running";
+  w.output.reset();
+  w.error.reset();
+  w.reason.reset();
+  co_return continued_generation{w.epoch, w.generation};
+}
+
+DURABLE_DECL asio::awaitable<std::optional<std::string>> memory_journal::take_message(
+    const std::string& id, std::int64_t epoch, int seq, const std::string& topic,
+    double started_at) {
+  workflow_record& w = writable(id, epoch);
+  for (message& m : w.inbox) {
+    if (m.topic != topic || m.consumed_seq) continue;
+    check_free(w, id, seq);
+    m.consumed_seq = seq;
+    std::string out = "[" + m.payload + "]";
+    w.steps.emplace(seq, step_row{seq, topic, "recv", out, std::nullopt, 1, started_at});
+    co_return out;
+  }
+  co_return std::nullopt;
+}
+
+DURABLE_DECL asio::awaitable<bool> memory_journal::send(const std::string& id, std::int64_t epoch,
+                                                        int seq, const std::string& to,
+                                                        const std::string& topic,
+                                                        const std::string& payload,
+                                                        const std::string& key, double started_at) {
+  if (!workflows_.contains(to)) co_return false;
+  workflow_record& w = writable(id, epoch);
+  check_free(w, id, seq);
+  deliver(to, topic, payload, key);
+  w.steps.emplace(seq, step_row{seq, topic, "send", memory_journal_detail::json_string(to),
+                                std::nullopt, 1, started_at});
+  co_return true;
+}
+
+DURABLE_DECL asio::awaitable<bool> memory_journal::set_event(const std::string& id,
+                                                             std::int64_t epoch, int seq,
+                                                             const std::string& key,
+                                                             const std::string& value,
+                                                             double started_at) {
+  workflow_record& w = writable(id, epoch);
+  check_free(w, id, seq);
+  w.events[key] = value;
+  w.steps.emplace(seq, step_row{seq, key, "event", std::nullopt, std::nullopt, 1, started_at});
+  co_return true;
+}
+
+DURABLE_DECL asio::awaitable<std::optional<std::string>> memory_journal::get_event(
+    const std::string& workflow_id, const std::string& key) {
+  auto w = workflows_.find(workflow_id);
+  if (w == workflows_.end()) co_return std::nullopt;
+  auto e = w->second.events.find(key);
+  if (e == w->second.events.end()) co_return std::nullopt;
+  co_return e->second;
+}
+
+DURABLE_DECL asio::awaitable<bool> memory_journal::start_child(
+    const std::string& id, std::int64_t epoch, int seq, const std::string& child_id,
+    const std::string& name, const std::string& inputs, double started_at, const std::string&) {
+  if (auto other = workflows_.find(child_id);
+      other != workflows_.end() && (other->second.parent != id || other->second.name != name))
+    co_return false;  // the id is another workflow's
+  workflow_record& w = writable(id, epoch);
+  check_free(w, id, seq);
+  if (!workflows_.contains(child_id)) {  // else a child left by a run whose row did not commit
+    workflow_record& c = workflows_[child_id];
+    c.name = name;
+    c.inputs = inputs;
+    c.status = "sleeping";  // due at once for whoever runs `name`
+    c.parent = id;
+  }
+  workflows_.at(id).steps.emplace(
+      seq, step_row{seq, name, "child", memory_journal_detail::json_string(child_id), std::nullopt,
+                    1, started_at});
+  co_return true;
+}
+
+DURABLE_DECL asio::awaitable<std::optional<workflow_outcome>> memory_journal::workflow(
+    const std::string& workflow_id) {
+  auto it = workflows_.find(workflow_id);
+  if (it == workflows_.end()) co_return std::nullopt;
+  const workflow_record& w = it->second;
+  co_return workflow_outcome{w.name, w.status, w.output, w.error, w.reason};
+}
+
+}  // namespace durable::detail

@@ -1,0 +1,156 @@
+// The journal interface kept in memory: the journals, attempts, messages, events and children
+// of the workflows of one process, with the same fencing (I3), primary keys and one-statement
+// semantics as the engine's tables, and no database. It backs the server-free tests of the
+// replay logic and the test kit. It never unloads a run (waits and backoffs stay in the run),
+// and refuses transactional steps (they need a database). Single-threaded, like a run.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "durable/detail/config.hpp"
+#include "durable/detail/replay/cursor.hpp"
+#include "durable/detail/replay/journal.hpp"
+#include "durable/error.hpp"
+
+namespace durable::detail {
+
+class memory_journal final : public journal {
+public:
+  /// A failure of the journal's own I/O, injected by a test (fail_next): transient unless
+  /// `permanent`, as a server's error would be.
+  class fault : public error {
+  public:
+    fault(const std::string& what, bool permanent) : error(what), permanent_(permanent) {}
+    [[nodiscard]] bool permanent() const noexcept { return permanent_; }
+
+  private:
+    bool permanent_;
+  };
+
+  struct message {
+    std::string topic, payload;  // payload: JSON
+    std::optional<std::string> key;
+    std::optional<int> consumed_seq;  // the recv step that took it
+  };
+
+  /// A failed attempt as recorded, with the time its next attempt is due.
+  struct recorded_attempt {
+    attempt_row row;
+    std::optional<double> next_attempt_at;  // Unix seconds
+  };
+
+  /// One workflow, as its rows in the engine's tables would hold it.
+  struct workflow_record {
+    std::string name;
+    std::string status = "running";
+    std::string inputs = "[]";  // JSON array
+    std::int64_t epoch = 1;
+    std::int64_t generation = 0;
+    std::optional<std::string> output, error, reason, parent;
+    std::map<int, step_row> steps;
+    std::vector<recorded_attempt> attempts;
+    std::vector<message> inbox;
+    std::map<std::string, std::string, std::less<>> events;
+  };
+
+  // ---- what a test or the test kit does around runs -----------------------------------------
+
+  /// Creates workflow `id` (status running, epoch 1); throws if the id is taken.
+  DURABLE_DECL workflow_record& create(const std::string& id, const std::string& name,
+                                       std::string inputs = "[]");
+  /// Workflow `id`; throws if there is none.
+  DURABLE_DECL workflow_record& at(const std::string& id);
+  DURABLE_DECL const workflow_record& at(const std::string& id) const;
+  [[nodiscard]] bool contains(const std::string& id) const { return workflows_.contains(id); }
+  [[nodiscard]] const std::map<std::string, workflow_record, std::less<>>& workflows() const {
+    return workflows_;
+  }
+
+  /// Claims workflow `id` for a new run, as an executor taking it over would: the epoch is
+  /// bumped (a run under the old epoch is fenced out from now on), and `c` is loaded with its
+  /// journal and attempts. Returns an explanation when a row cannot be used (it parks).
+  DURABLE_DECL std::optional<std::string> claim(const std::string& id, cursor& c);
+  /// Writes the final state of a run under `epoch` (fenced: false if another epoch owns it).
+  DURABLE_DECL bool finish(const std::string& id, std::int64_t epoch, std::string status,
+                           std::optional<std::string> output, std::optional<std::string> error,
+                           std::optional<std::string> reason);
+  /// A message from outside the workflows (engine::send): queued once per `key`.
+  DURABLE_DECL void deliver(const std::string& to, const std::string& topic, std::string payload,
+                            std::optional<std::string> key = std::nullopt);
+
+  /// The next `count` writes fail with `f` (nothing is written by them).
+  void fail_next(fault f, int count = 1) {
+    fault_.emplace(std::move(f));
+    faults_left_ = count;
+  }
+  /// What runs see at their next step boundary (stopping: the engine shuts down).
+  void set_standing(run_standing s) noexcept { standing_ = s; }
+  /// Writes so far (each operation that writes counts once).
+  [[nodiscard]] int writes() const noexcept { return writes_; }
+
+  // ---- the journal interface ----------------------------------------------------------------
+
+  [[nodiscard]] run_standing standing() const noexcept override { return standing_; }
+  [[nodiscard]] bool executes() const noexcept override { return true; }
+  [[nodiscard]] bool unloads() const noexcept override { return false; }
+  [[nodiscard]] DURABLE_DECL io_judgement judge(const std::exception& e) const override;
+
+  DURABLE_DECL asio::awaitable<void> append(const std::string& id, std::int64_t epoch,
+                                            step_row row) override;
+  DURABLE_DECL asio::awaitable<void> record_attempt(const std::string& id, std::int64_t epoch,
+                                                    attempt_row a) override;
+  DURABLE_DECL asio::awaitable<std::unique_ptr<journal_transaction>> begin_transaction(
+      const std::string& id, int seq, const std::string& name) override;
+  DURABLE_DECL asio::awaitable<void> sleep(const std::string& id, std::int64_t epoch,
+                                           double pause_ms) override;
+  DURABLE_DECL asio::awaitable<unload_answer> unload_to_wait(const std::string& id,
+                                                             std::int64_t epoch,
+                                                             const wait_target& what,
+                                                             double recheck_ms) override;
+  DURABLE_DECL asio::awaitable<continued_generation> continue_as_new(
+      const std::string& id, std::int64_t epoch, const std::string& inputs) override;
+  DURABLE_DECL asio::awaitable<std::optional<std::string>> take_message(const std::string& id,
+                                                                        std::int64_t epoch, int seq,
+                                                                        const std::string& topic,
+                                                                        double started_at) override;
+  DURABLE_DECL asio::awaitable<bool> send(const std::string& id, std::int64_t epoch, int seq,
+                                          const std::string& to, const std::string& topic,
+                                          const std::string& payload, const std::string& key,
+                                          double started_at) override;
+  DURABLE_DECL asio::awaitable<bool> set_event(const std::string& id, std::int64_t epoch, int seq,
+                                               const std::string& key, const std::string& value,
+                                               double started_at) override;
+  DURABLE_DECL asio::awaitable<std::optional<std::string>> get_event(
+      const std::string& workflow_id, const std::string& key) override;
+  DURABLE_DECL asio::awaitable<bool> start_child(const std::string& id, std::int64_t epoch, int seq,
+                                                 const std::string& child_id,
+                                                 const std::string& name, const std::string& inputs,
+                                                 double started_at,
+                                                 const std::string& app_version) override;
+  DURABLE_DECL asio::awaitable<std::optional<workflow_outcome>> workflow(
+      const std::string& workflow_id) override;
+
+private:
+  /// Before every write: an injected fault, then the fence (I3). Returns the owner.
+  DURABLE_DECL workflow_record& writable(const std::string& id, std::int64_t epoch);
+  /// steps' primary key: a second row for one step number is refused (nothing written).
+  DURABLE_DECL void check_free(const workflow_record& w, const std::string& id, int seq) const;
+
+  std::map<std::string, workflow_record, std::less<>> workflows_;
+  run_standing standing_ = run_standing::owned;
+  std::optional<fault> fault_;
+  int faults_left_ = 0;
+  int writes_ = 0;
+};
+
+}  // namespace durable::detail
+
+#if defined(DURABLE_HEADER_ONLY)
+#include "durable/detail/replay/impl/memory_journal.ipp"
+#endif
