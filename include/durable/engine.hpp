@@ -37,11 +37,6 @@ class engine;
 
 namespace detail {
 
-/// How durable's own free functions (prometheus_text, serve_metrics) reach an engine's state.
-struct engine_access {
-  static const std::shared_ptr<engine_state>& state(const engine& e) noexcept;
-};
-
 /// The statements of an engine's schema, for the library's own tools (the CLI, tests,
 /// benchmarks), which include durable/store.hpp themselves. Not part of the public API.
 const store& store_of(const engine& e) noexcept;
@@ -363,6 +358,31 @@ public:
         [&] { return queue_depths_impl(); });
   }
   [[nodiscard]] const std::string& executor_id() const noexcept { return s_->options.executor_id; }
+  /// engine_options::app_version of this engine.
+  [[nodiscard]] const std::string& app_version() const noexcept { return s_->options.app_version; }
+
+  /// Whether shutdown() has begun (on executor(), like stats()).
+  [[nodiscard]] bool shutting_down() const noexcept { return s_->stopping; }
+
+  /// Completes when shutdown() begins, at once if it has: what a part the application serves
+  /// beside the engine (serve_metrics(), say) waits on to stop with it. Cancelling the operation
+  /// (Asio per-operation cancellation, asio::bind_cancellation_slot) completes it too, without an
+  /// error: that is how such a part stops waiting when it ends first.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto until_shutdown(CompletionToken&& token = {}) {
+    return detail::launch<void>(
+        s_->ex, std::forward<CompletionToken>(token), [&] { return until_shutdown_hop(); },
+        [&] { return until_shutdown_impl(); });
+  }
+
+  /// Reports a failure of a part the application runs beside the engine (serve_metrics(), its
+  /// own loops) the way the engine reports those of its background parts: an event of severity
+  /// warning from `component` through engine_options::on_event, counted in
+  /// engine_metrics::background_failures (durable_background_failures_total) under `component`
+  /// when it is one the metrics list (docs/metrics.md), else under "other". Call it on
+  /// executor().
+  DURABLE_DECL void report_background_failure(std::string_view component,
+                                              const std::string& message);
   /// The PostgreSQL schema that holds this engine's tables (engine_options::schema), as given:
   /// quote it (it may need quoting) before putting it into SQL text.
   [[nodiscard]] const std::string& schema_name() const noexcept { return s_->options.schema; }
@@ -493,17 +513,13 @@ private:
                                                               nlohmann::json inputs,
                                                               std::int64_t timeout_ms);
 
-  friend struct detail::engine_access;
   friend const store& detail::store_of(const engine& e) noexcept;
   DURABLE_DECL asio::awaitable<std::vector<queue_depth>> queue_depths_hop();
   DURABLE_DECL asio::awaitable<std::vector<queue_depth>> queue_depths_impl();
+  DURABLE_DECL asio::awaitable<void> until_shutdown_hop();
+  DURABLE_DECL asio::awaitable<void> until_shutdown_impl();
   std::shared_ptr<detail::engine_state> s_;
 };
-
-inline const std::shared_ptr<detail::engine_state>& detail::engine_access::state(
-    const engine& e) noexcept {
-  return e.s_;
-}
 
 inline const store& detail::store_of(const engine& e) noexcept { return e.s_->st; }
 

@@ -111,6 +111,27 @@ DURABLE_DECL asio::awaitable<void> engine::shutdown_impl(std::chrono::millisecon
   s->report(severity::info, "shutdown", "", "shut down");
 }
 
+DURABLE_DECL asio::awaitable<void> engine::until_shutdown_impl() {
+  auto s = s_;
+  if (s->stopping) co_return;
+  // Shutdown cancels the engine's sleepers first thing; so does the caller's cancellation.
+  auto watch = std::make_shared<asio::steady_timer>(s->ex, asio::steady_timer::time_point::max());
+  s->sleepers.insert(watch);
+  struct unwatch {
+    std::shared_ptr<detail::engine_state> s;
+    std::shared_ptr<asio::steady_timer> t;
+    ~unwatch() { s->sleepers.erase(t); }
+  } unwatch_at_end{s, watch};
+  asio::error_code ec;
+  co_await watch->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+}
+
+DURABLE_DECL void engine::report_background_failure(std::string_view component,
+                                                    const std::string& message) {
+  s_->counters.background_failures.add(s_->counters.background_failures.index(component));
+  s_->report(severity::warning, component, "", message);
+}
+
 DURABLE_DECL asio::awaitable<bool> engine::recover_impl_on_strand(std::string workflow_id) {
   auto s = s_;
   // Running here, or waiting to claim again after a transient failure (its own retry resumes it).
@@ -192,6 +213,10 @@ DURABLE_DECL asio::awaitable<std::size_t> engine::open_hop() {
 
 DURABLE_DECL asio::awaitable<void> engine::shutdown_hop(std::chrono::milliseconds grace) {
   return detail::on_strand(s_, shutdown_impl(grace));
+}
+
+DURABLE_DECL asio::awaitable<void> engine::until_shutdown_hop() {
+  return detail::on_strand(s_, until_shutdown_impl());
 }
 
 DURABLE_DECL asio::awaitable<bool> engine::recover_impl(std::string workflow_id) {
