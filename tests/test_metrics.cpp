@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <asio/connect.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/read.hpp>
@@ -386,5 +387,60 @@ TEST_CASE("the metrics endpoint survives bad requests (404, 405, 400) and stops 
     for (int i = 0; i < 2000 && !served; ++i) co_await test::sleep_ms(1);
     CHECK(served);
     CHECK_FALSE(serve_error);
+  });
+}
+
+TEST_CASE("until_shutdown ends at shutdown or when cancelled, a reported failure counts",
+          "[metrics]") {
+  const auto schema = test::fresh_schema("metrics_public");
+  std::vector<std::string> events;
+  auto o = test::options(schema);
+  o.on_event = [&](const event& e) {
+    events.push_back(std::string(e.component) + ": " + std::string(e.message));
+  };
+  test::with_open_engine(o, &register_all, [&](engine& eng) -> asio::awaitable<void> {
+    // Cancelled by its caller: it completes without an error, and the engine goes on.
+    asio::cancellation_signal stop;
+    bool cancelled = false;
+    std::exception_ptr cancel_error;
+    eng.until_shutdown(asio::bind_cancellation_slot(stop.slot(), [&](std::exception_ptr e) {
+      cancelled = true;
+      cancel_error = e;
+    }));
+    bool at_shutdown = false;
+    std::exception_ptr shutdown_error;
+    eng.until_shutdown([&](std::exception_ptr e) {
+      at_shutdown = true;
+      shutdown_error = e;
+    });
+    co_await test::sleep_ms(10);
+    CHECK_FALSE(cancelled);
+    stop.emit(asio::cancellation_type::terminal);
+    for (int i = 0; i < 2000 && !cancelled; ++i) co_await test::sleep_ms(1);
+    CHECK(cancelled);
+    CHECK_FALSE(cancel_error);
+    CHECK_FALSE(eng.shutting_down());
+    CHECK_FALSE(at_shutdown);
+
+    // A failure of a part beside the engine: an event, and a count under its component (one
+    // the metrics do not list counts as "other").
+    eng.report_background_failure("metrics", "scrape failed in a test");
+    eng.report_background_failure("my_loop", "my loop failed in a test");
+    std::map<std::string, std::uint64_t> failures;
+    for (const auto& [component, n] : eng.metrics().background_failures)
+      failures[std::string(component)] = n;
+    CHECK(failures["metrics"] == 1);
+    CHECK(failures["other"] == 1);
+    CHECK(std::find(events.begin(), events.end(), "metrics: scrape failed in a test") !=
+          events.end());
+    CHECK(std::find(events.begin(), events.end(), "my_loop: my loop failed in a test") !=
+          events.end());
+
+    // Shutdown completes the one still waiting.
+    co_await eng.shutdown();
+    CHECK(eng.shutting_down());
+    for (int i = 0; i < 2000 && !at_shutdown; ++i) co_await test::sleep_ms(1);
+    CHECK(at_shutdown);
+    CHECK_FALSE(shutdown_error);
   });
 }

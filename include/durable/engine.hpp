@@ -24,10 +24,12 @@
 #include "durable/detail/config.hpp"
 #include "durable/detail/engine_state.hpp"
 #include "durable/detail/run_state.hpp"
+#include "durable/detail/workflow_signature.hpp"
 #include "durable/error.hpp"
 #include "durable/fwd.hpp"
 #include "durable/options.hpp"
 #include "durable/pg/pool.hpp"
+#include "durable/workflow_handle.hpp"
 
 namespace durable {
 
@@ -35,141 +37,14 @@ class engine;
 
 namespace detail {
 
-/// How durable's own free functions (prometheus_text, serve_metrics) reach an engine's state.
-struct engine_access {
-  static const std::shared_ptr<engine_state>& state(const engine& e) noexcept;
-};
-
 /// The statements of an engine's schema, for the library's own tools (the CLI, tests,
 /// benchmarks), which include durable/store.hpp themselves. Not part of the public API.
 const store& store_of(const engine& e) noexcept;
 
-/// An enqueue's statement, with what its outcome is checked against (see impl/engine.ipp).
+/// An enqueue's statement, with what its outcome is checked against (see impl/engine_start.ipp).
 struct enqueue_request;
 
-/// The signature of a workflow callable: asio::awaitable<R>(context&, Args...).
-template <class Sig>
-struct workflow_signature {
-  static constexpr bool valid = false;
-};
-template <class R, class... Args>
-struct workflow_signature<asio::awaitable<R>(context&, Args...)> {
-  static constexpr bool valid = true;
-  using result = R;
-  using args = std::tuple<Args...>;
-};
-
-/// The call signature of a function, function pointer, or object with one operator().
-template <class F, class = void>
-struct call_signature {
-  using type = void;
-};
-template <class R, class... A>
-struct call_signature<R (*)(A...), void> {
-  using type = R(A...);
-};
-template <class R, class... A>
-struct call_signature<R (*)(A...) noexcept, void> {
-  using type = R(A...);
-};
-template <class M>
-struct member_call_signature {
-  using type = void;
-};
-#define DURABLE_MEMBER_SIGNATURE(QUALIFIERS)                \
-  template <class R, class C, class... A>                   \
-  struct member_call_signature<R (C::*)(A...) QUALIFIERS> { \
-    using type = R(A...);                                   \
-  };
-DURABLE_MEMBER_SIGNATURE()
-DURABLE_MEMBER_SIGNATURE(const)
-DURABLE_MEMBER_SIGNATURE(noexcept)
-DURABLE_MEMBER_SIGNATURE(const noexcept)
-DURABLE_MEMBER_SIGNATURE(&)
-DURABLE_MEMBER_SIGNATURE(const&)
-#undef DURABLE_MEMBER_SIGNATURE
-template <class F>
-struct call_signature<F, std::void_t<decltype(&F::operator())>>
-    : member_call_signature<decltype(&F::operator())> {};
-
-template <class F>
-using workflow_signature_of = workflow_signature<typename call_signature<std::decay_t<F>>::type>;
-
 }  // namespace detail
-
-/// Refers to one workflow by id; cheap to copy. Works for workflows running anywhere: the
-/// outcome is read from the database.
-///
-/// Its operations, like the engine's, take an Asio completion token as their last argument:
-/// asio::use_awaitable by default (they return an asio::awaitable), asio::use_future, a callback
-/// f(std::exception_ptr, value), asio::experimental::deferred, ... (docs/getting-started.md,
-/// "Without coroutines"). A handle may be destroyed before its operations complete.
-class workflow_handle {
-public:
-  /// A handle that refers to no workflow (assign one from start(), enqueue() or handle()).
-  workflow_handle() = default;
-  workflow_handle(std::shared_ptr<detail::engine_state> s, std::string id)
-      : s_(std::move(s)), id_(std::move(id)) {}
-
-  [[nodiscard]] const std::string& id() const noexcept { return id_; }
-
-  /// The workflow's status as stored now.
-  template <class CompletionToken = detail::default_token>
-  [[nodiscard]] auto status(CompletionToken&& token = {}) const {
-    return detail::launch<workflow_status>(
-        executor(), std::forward<CompletionToken>(token), [&] { return status_hop(); },
-        [&] { return status_of(*this); });
-  }
-
-  /// Waits for the workflow to end. Returns its output; throws workflow_failed (with the
-  /// type and message it threw), workflow_dead_letter (a step failed for good and the
-  /// workflow did not handle it), workflow_cancelled, workflow_parked (with the reason), or
-  /// nondeterminism_error.
-  template <class R = void, class CompletionToken = detail::default_token>
-  [[nodiscard]] auto result(CompletionToken&& token = {}) const {
-    return detail::launch<R>(
-        executor(), std::forward<CompletionToken>(token),
-        [&] { return decode_output<R>(wait_output()); }, [&] { return result_of<R>(*this); });
-  }
-
-private:
-  // The bodies for tokens other than use_awaitable own a copy of the handle: a handle used
-  // with a future or a callback may be gone before the operation completes.
-  static asio::awaitable<workflow_status> status_of(workflow_handle self) {
-    co_return co_await self.status_impl();
-  }
-  template <class R>
-  static asio::awaitable<R> result_of(workflow_handle self) {
-    co_return co_await self.decode_output<R>(self.wait_output_impl());
-  }
-  template <class R>
-  asio::awaitable<R> decode_output(asio::awaitable<std::string> wait) const {
-    std::string output = co_await std::move(wait);
-    if constexpr (std::is_void_v<R>) {
-      co_return;
-    } else {
-      try {
-        co_return durable::decode<R>(nlohmann::json::parse(output));
-      } catch (const std::exception& e) {
-        throw codec_error(std::string(detail::type_name<R>()),
-                          "workflow '" + id_ + "': its output does not decode as " +
-                              std::string(detail::type_name<R>()) + ": " + e.what());
-      }
-    }
-  }
-  const asio::any_io_executor& executor() const {
-    if (!s_)
-      throw error(
-          "workflow_handle: this handle refers to no workflow (it was default-constructed)");
-    return s_->ex;
-  }
-  DURABLE_DECL asio::awaitable<std::string> wait_output() const;
-  DURABLE_DECL asio::awaitable<std::string> wait_output_impl() const;
-  DURABLE_DECL asio::awaitable<workflow_status> status_hop() const;
-  DURABLE_DECL asio::awaitable<workflow_status> status_impl() const;
-  std::shared_ptr<detail::engine_state> s_;
-  std::string id_;
-};
 
 /// The engine's operations (open, start, enqueue, cancel, send, shutdown, ...) take an Asio
 /// completion token as their last argument. By default it is asio::use_awaitable: the operation
@@ -483,6 +358,31 @@ public:
         [&] { return queue_depths_impl(); });
   }
   [[nodiscard]] const std::string& executor_id() const noexcept { return s_->options.executor_id; }
+  /// engine_options::app_version of this engine.
+  [[nodiscard]] const std::string& app_version() const noexcept { return s_->options.app_version; }
+
+  /// Whether shutdown() has begun (on executor(), like stats()).
+  [[nodiscard]] bool shutting_down() const noexcept { return s_->stopping; }
+
+  /// Completes when shutdown() begins, at once if it has: what a part the application serves
+  /// beside the engine (serve_metrics(), say) waits on to stop with it. Cancelling the operation
+  /// (Asio per-operation cancellation, asio::bind_cancellation_slot) completes it too, without an
+  /// error: that is how such a part stops waiting when it ends first.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto until_shutdown(CompletionToken&& token = {}) {
+    return detail::launch<void>(
+        s_->ex, std::forward<CompletionToken>(token), [&] { return until_shutdown_hop(); },
+        [&] { return until_shutdown_impl(); });
+  }
+
+  /// Reports a failure of a part the application runs beside the engine (serve_metrics(), its
+  /// own loops) the way the engine reports those of its background parts: an event of severity
+  /// warning from `component` through engine_options::on_event, counted in
+  /// engine_metrics::background_failures (durable_background_failures_total) under `component`
+  /// when it is one the metrics list (docs/metrics.md), else under "other". Call it on
+  /// executor().
+  DURABLE_DECL void report_background_failure(std::string_view component,
+                                              const std::string& message);
   /// The PostgreSQL schema that holds this engine's tables (engine_options::schema), as given:
   /// quote it (it may need quoting) before putting it into SQL text.
   [[nodiscard]] const std::string& schema_name() const noexcept { return s_->options.schema; }
@@ -613,17 +513,13 @@ private:
                                                               nlohmann::json inputs,
                                                               std::int64_t timeout_ms);
 
-  friend struct detail::engine_access;
   friend const store& detail::store_of(const engine& e) noexcept;
   DURABLE_DECL asio::awaitable<std::vector<queue_depth>> queue_depths_hop();
   DURABLE_DECL asio::awaitable<std::vector<queue_depth>> queue_depths_impl();
+  DURABLE_DECL asio::awaitable<void> until_shutdown_hop();
+  DURABLE_DECL asio::awaitable<void> until_shutdown_impl();
   std::shared_ptr<detail::engine_state> s_;
 };
-
-inline const std::shared_ptr<detail::engine_state>& detail::engine_access::state(
-    const engine& e) noexcept {
-  return e.s_;
-}
 
 inline const store& detail::store_of(const engine& e) noexcept { return e.s_->st; }
 

@@ -4,6 +4,9 @@
 // durable/detail/sql_text.hpp at build time. Statements are named, prepared on each connection
 // on first use, and take every value as a bound parameter; the only text that varies is the
 // schema name (the psql variable :"schema"), quoted as an identifier once, here.
+// The parts: detail/store/rows.hpp (the row types), detail/store/fence.hpp (query<Row> and the
+// fenced write's verdict), detail/store/identifiers.hpp (schema name, text[] lists); this header
+// is the store class with its statement builders and the channels, and includes them all.
 #pragma once
 
 #include <asio/awaitable.hpp>
@@ -16,6 +19,9 @@
 
 #include "durable/detail/config.hpp"
 #include "durable/detail/sql_script.hpp"
+#include "durable/detail/store/fence.hpp"
+#include "durable/detail/store/identifiers.hpp"
+#include "durable/detail/store/rows.hpp"
 #include "durable/error.hpp"
 #include "durable/pg/connection.hpp"
 
@@ -28,58 +34,6 @@ public:
 };
 
 namespace detail {
-
-/// The schema name for a message: control characters (NUL included) shown as \xNN.
-inline std::string printable_name(std::string_view id) {
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : id) {
-    if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else {
-      out += char(c);
-    }
-  }
-  return out;
-}
-
-/// Throws unless `id` is a valid schema name: 1 to 63 bytes (PostgreSQL's identifier limit,
-/// beyond which the server silently truncates) and no NUL character.
-inline void check_schema_name(std::string_view id) {
-  if (id.empty()) throw error("invalid schema name: it is empty; it must have 1 to 63 bytes");
-  if (id.size() > 63)
-    throw error("invalid schema name '" + printable_name(id) + "': it has " +
-                std::to_string(id.size()) +
-                " bytes, but PostgreSQL identifiers have at most 63 bytes");
-  if (id.find('\0') != std::string_view::npos)
-    throw error("invalid schema name '" + printable_name(id) +
-                "': it contains a NUL character, which PostgreSQL does not allow in a name");
-}
-
-/// Quotes an SQL identifier ("a""b"); used for the schema name only.
-inline std::string quote_identifier(std::string_view id) {
-  check_schema_name(id);
-  std::string q = "\"";
-  for (char c : id) {
-    if (c == '"') q += '"';
-    q += c;
-  }
-  return q + '"';
-}
-
-/// A text[] literal ({"a","b"}) for binding a list of strings as one parameter.
-inline std::string text_array(const std::vector<std::string>& items) {
-  return *pg::to_param(items);
-}
-
-/// 64-bit FNV-1a; keys the migration advisory lock per schema.
-inline std::int64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return static_cast<std::int64_t>(h);
-}
 
 /// One migration: sql/migrations/NNNN_<name>.sql, its first line the description.
 struct migration {
@@ -95,58 +49,9 @@ DURABLE_DECL const std::vector<migration>& migrations();
 
 }  // namespace detail
 
-/// SQLSTATE raised by the journal fence when the caller's epoch is stale.
-inline constexpr std::string_view ownership_lost_sqlstate = "DU001";
-
-/// How a fenced write went (I3): a journal row, a workflow's final state, a heartbeat.
-enum class fence_outcome {
-  written,     ///< the write committed (or is part of the batch that did)
-  fenced_out,  ///< another owner (a newer epoch, another instance) holds the row: not written
-  failed,      ///< the server refused the write for another reason (see sqlstate)
-};
-
-/// The verdict on one fenced write; the one type every writer reports through. When it comes
-/// from the server's error (the journal fence's DU001, or any other refusal) it carries the
-/// SQLSTATE and the server's message; a row missing from a merged write's RETURNING or an
-/// update that matched no row is fenced out without a message.
-struct fence_verdict {
-  fence_outcome outcome = fence_outcome::written;
-  std::string sqlstate;
-  std::string server_message;
-
-  [[nodiscard]] bool written() const noexcept { return outcome == fence_outcome::written; }
-  [[nodiscard]] bool fenced_out() const noexcept { return outcome == fence_outcome::fenced_out; }
-  [[nodiscard]] bool failed() const noexcept { return outcome == fence_outcome::failed; }
-};
-
-/// A statement the store built, with the type of the rows it returns (`void`: none, or none
-/// that anybody reads). Decode its result with store::rows<Row> / store::first<Row>, or run it
-/// and decode in one go with store::fetch / store::fetch_one.
-template <class Row>
-struct query {
-  using row_type = Row;
-  pg::statement st;
-};
-
-/// A fenced write (I3). Its verdict comes from its result (verdict()), or, when the server
-/// refused it, from the error (store::verdict(const pg::sql_error&)).
-struct fenced_write {
-  /// How the fence shows: the statement raises DU001 (step_append), or it updates no row.
-  enum class fence { raises, matches_no_row };
-  pg::statement st;
-  fence how = fence::raises;
-
-  /// The verdict on a write that returned `r` (no error).
-  [[nodiscard]] fence_verdict verdict(const pg::result& r) const {
-    if (how == fence::matches_no_row && r.affected() == 0)
-      return {fence_outcome::fenced_out, {}, {}};
-    return {};
-  }
-};
-
 /// Names, texts and typed builders of every statement the library runs, the row type of each
 /// statement that returns rows, and the decoding of its columns.
-class store {
+class store : public detail::store_rows {
 public:
   explicit store(std::string schema = "durable")
       : schema_name_(std::move(schema)), schema_(detail::quote_identifier(schema_name_)) {
@@ -172,276 +77,7 @@ public:
   /// The schema version in the database (0 when the schema does not exist).
   [[nodiscard]] DURABLE_DECL asio::awaitable<int> version(pg::connection& c) const;
 
-  // ---- rows -----------------------------------------------------------------------------
-  // One struct per statement that returns rows, read from the columns in the order of the
-  // statement's SELECT or RETURNING list (sql/statements/<name>.sql). Nothing outside the store
-  // reads a column by index.
-
-  /// workflow_insert: `created`, or the workflow that already holds the id.
-  struct start_outcome {
-    bool created = false;
-    std::string name, inputs, status;  ///< the existing workflow's (empty when created)
-    static start_outcome from(const pg::row& r) {
-      start_outcome o;
-      o.created = r.get<bool>(0);
-      if (!o.created) {
-        o.name = r.get<std::string>(1);
-        o.inputs = r.get<std::string>(2);
-        o.status = r.get<std::string>(3);
-      }
-      return o;
-    }
-  };
-
-  /// workflow_get: one workflow's state.
-  struct workflow_record {
-    std::string name, status;
-    std::optional<std::string> reason;  ///< status_reason
-    std::string inputs;
-    std::optional<std::string> output, error, executor_id;
-    std::int64_t epoch = 0;
-    int attempts = 0;
-    static workflow_record from(const pg::row& r) {
-      return {r.get<std::string>(0),
-              r.get<std::string>(1),
-              r.get<std::optional<std::string>>(2),
-              r.get<std::string>(3),
-              r.get<std::optional<std::string>>(4),
-              r.get<std::optional<std::string>>(5),
-              r.get<std::optional<std::string>>(6),
-              r.get<std::int64_t>(7),
-              r.get<int>(8)};
-    }
-  };
-
-  /// workflow_claim: the workflow claimed, under its new epoch.
-  struct claimed_one {
-    std::string name, inputs;
-    std::int64_t epoch = 0;
-    static claimed_one from(const pg::row& r) {
-      return {r.get<std::string>(0), r.get<std::string>(1), r.get<std::int64_t>(2)};
-    }
-  };
-
-  /// workflows_claim: a workflow claimed (status 'running'), or parked by its claim (status
-  /// 'parked', with the reason).
-  struct claimed_workflow {
-    std::string id, name, inputs;
-    std::int64_t epoch = 0;
-    std::string status;
-    std::optional<std::string> reason;
-    std::optional<double> deadline_in;  ///< seconds from the server's now() (< 0: passed)
-    int generation = 0;                 ///< see ctx.continue_as_new (integer in SQL)
-    [[nodiscard]] bool parked() const noexcept { return status == "parked"; }
-    static claimed_workflow from(const pg::row& r) {
-      return {r.get<std::string>(0),           r.get<std::string>(1),
-              r.get<std::string>(2),           r.get<std::int64_t>(3),
-              r.get<std::string>(4),           r.get<std::optional<std::string>>(5),
-              r.get<std::optional<double>>(6), r.get<int>(7)};
-    }
-  };
-
-  /// attempts_load: one recorded attempt of a step that has no journal row yet.
-  struct step_attempt {
-    std::string workflow_id;
-    int seq = 0;
-    int attempt = 0;
-    std::string outcome;  ///< 'retrying', 'failed' (final), 'reset' (retry()), 'due' (resume())
-    std::optional<std::string> error;       ///< JSON text {"type", "message"}
-    std::optional<double> next_attempt_in;  ///< seconds from the server's now()
-    std::string name, kind;
-    static step_attempt from(const pg::row& r) {
-      return {r.get<std::string>(0),
-              r.get<int>(1),
-              r.get<int>(2),
-              r.get<std::string>(3),
-              r.get<std::optional<std::string>>(4),
-              r.get<std::optional<double>>(5),
-              r.get<std::string>(6),
-              r.get<std::string>(7)};
-    }
-  };
-
-  /// workflow_cancel: the status the workflow had, and its epoch now; workflows_cancelled:
-  /// a cancelled workflow's id (as `status`) and epoch.
-  struct cancelled_workflow {
-    std::string status;
-    std::int64_t epoch = 0;
-    static cancelled_workflow from(const pg::row& r) {
-      return {r.get<std::string>(0), r.get<std::int64_t>(1)};
-    }
-  };
-
-  /// workflow_cancel: one row per workflow cancelled (the one named, and its unfinished
-  /// descendants): the status it had, its epoch now, its id, whether it is the one named.
-  struct cancelled_tree_member {
-    std::string status;
-    std::int64_t epoch = 0;
-    std::string id;
-    bool root = false;
-    static cancelled_tree_member from(const pg::row& r) {
-      return {r.get<std::string>(0), r.get<std::int64_t>(1), r.get<std::string>(3), r.get<bool>(4)};
-    }
-  };
-
-  /// message_send, message_send_journaled: whether the message was queued by this call (not
-  /// by an earlier one with the same idempotency key), whether the recipient exists.
-  struct send_outcome {
-    bool queued = false;
-    bool recipient_exists = false;
-    static send_outcome from(const pg::row& r) { return {r.get<bool>(0), r.get<bool>(1)}; }
-  };
-
-  /// message_take: the message consumed (a one-element JSON array holding its payload);
-  /// event_get: the value (JSON).
-  struct json_value {
-    std::string json;
-    static json_value from(const pg::row& r) { return {r.get<std::string>(0)}; }
-  };
-
-  /// workflow_continue: the epoch and generation the workflow runs under from now on.
-  struct continued_workflow {
-    std::int64_t epoch = 0;
-    int generation = 0;
-    static continued_workflow from(const pg::row& r) {
-      return {r.get<std::int64_t>(0), r.get<int>(1)};
-    }
-  };
-
-  /// event_set, child_start: present when the statement wrote (and journaled).
-  struct written_row {
-    static written_row from(const pg::row&) { return {}; }
-  };
-
-  /// workflow_resume: the status the workflow had.
-  struct previous_status {
-    std::string status;
-    static previous_status from(const pg::row& r) { return {r.get<std::string>(0)}; }
-  };
-
-  /// queue_depths: how many workflows of a queue wait to be dispatched, and run, now.
-  struct queue_count {
-    std::string queue;
-    std::int64_t queued = 0, running = 0;
-    static queue_count from(const pg::row& r) {
-      return {r.get<std::string>(0), r.get<std::int64_t>(1), r.get<std::int64_t>(2)};
-    }
-  };
-
-  /// workflow_fork: whether the source exists, whether the fork was created (its id was
-  /// free), and how many journal rows it got.
-  struct fork_outcome {
-    bool source_found = false, created = false;
-    int copied = 0;
-    static fork_outcome from(const pg::row& r) {
-      return {r.get<bool>(0), r.get<bool>(1), r.get<int>(2)};
-    }
-  };
-
-  /// journal_load: one journal row. Output and error stay JSON text.
-  struct journal_step {
-    int seq = 0;  ///< steps.seq is integer
-    std::string name, kind;
-    bool failed = false;  ///< status 'failed' (else 'succeeded')
-    std::optional<std::string> output, error;
-    static journal_step from(const pg::row& r) {
-      return {r.get<int>(0),
-              r.get<std::string>(1),
-              r.get<std::string>(2),
-              r.text(3) == "failed",
-              r.get<std::optional<std::string>>(4),
-              r.get<std::optional<std::string>>(5)};
-    }
-  };
-
-  /// journals_load: one journal row of one of the listed workflows.
-  struct loaded_step {
-    std::string workflow_id;
-    journal_step step;
-    static loaded_step from(const pg::row& r) {
-      return {r.get<std::string>(0),
-              {r.get<int>(1), r.get<std::string>(2), r.get<std::string>(3), r.text(4) == "failed",
-               r.get<std::optional<std::string>>(5), r.get<std::optional<std::string>>(6)}};
-    }
-  };
-
-  /// steps_append_many: a journal row written (a row of the batch not returned was fenced
-  /// out).
-  struct written_step {
-    std::string workflow_id;
-    int seq = 0;
-    static written_step from(const pg::row& r) { return {r.get<std::string>(0), r.get<int>(1)}; }
-  };
-
-  /// workflows_owned: an unfinished workflow this executor owns.
-  struct owned_workflow {
-    std::string id, name;
-    static owned_workflow from(const pg::row& r) {
-      return {r.get<std::string>(0), r.get<std::string>(1)};
-    }
-  };
-
-  /// workflow_enqueue: `created`, or the workflow that holds the id or the deduplication key.
-  /// (The statement's fifth column only makes the server send the NOTIFY; it is not read.)
-  struct enqueue_outcome {
-    bool created = false;
-    std::string id, name, inputs;  ///< the created workflow's, or the existing one's
-    static enqueue_outcome from(const pg::row& r) {
-      return {r.get<bool>(0), r.get<std::string>(1), r.get<std::string>(2), r.get<std::string>(3)};
-    }
-  };
-
-  /// queue_dispatch: a queued workflow claimed for this executor, under its new epoch.
-  struct dispatched_workflow {
-    std::string id, name, inputs;
-    std::int64_t epoch = 0;
-    std::optional<double> deadline_in;  ///< seconds from the server's now() (< 0: passed)
-    int generation = 0;                 ///< see ctx.continue_as_new (integer in SQL)
-    static dispatched_workflow from(const pg::row& r) {
-      return {r.get<std::string>(0),  r.get<std::string>(1),           r.get<std::string>(2),
-              r.get<std::int64_t>(3), r.get<std::optional<double>>(4), r.get<int>(5)};
-    }
-  };
-
-  /// workflows_take_over: a workflow moved to this executor (to be claimed next).
-  struct taken_workflow {
-    std::string id;
-    static taken_workflow from(const pg::row& r) { return {r.get<std::string>(0)}; }
-  };
-
-  /// executor_register: present when this process now holds the executor id.
-  struct executor_registered {
-    static executor_registered from(const pg::row&) { return {}; }
-  };
-
-  /// executor_get: the process that holds an executor id.
-  struct executor_holder {
-    std::string host;
-    int pid = 0;
-    std::string instance;
-    double heartbeat_age_ms = 0;  ///< infinity after a graceful release
-    static executor_holder from(const pg::row& r) {
-      return {r.get<std::string>(0), r.get<int>(1), r.get<std::string>(2), r.get<double>(3)};
-    }
-  };
-
-  // ---- decoding and running -------------------------------------------------------------
-
-  /// Every row of `r`, decoded.
-  template <class Row>
-  [[nodiscard]] static std::vector<Row> rows(const pg::result& r) {
-    std::vector<Row> out;
-    out.reserve(std::size_t(r.rows()));
-    for (const pg::row row : r) out.push_back(Row::from(row));
-    return out;
-  }
-
-  /// The first row of `r`, decoded; none when `r` is empty.
-  template <class Row>
-  [[nodiscard]] static std::optional<Row> first(const pg::result& r) {
-    if (r.empty()) return std::nullopt;
-    return Row::from(r[0]);
-  }
+  // ---- running --------------------------------------------------------------------------
 
   /// Runs `q` on `c` (a pg::connection or pg::transaction) and decodes every row.
   template <class Row, class Conn>

@@ -1,6 +1,8 @@
 // The engine's shared state: options, store, pool, group committer, registry, the runs of
 // this process, and the event hook. Every part of the engine (runner, dispatcher, lease
-// keeper, listener, maintenance) reads and writes it on the engine's executor.
+// keeper, listener, maintenance) reads and writes it on the engine's executor. It is split by
+// concern into the structs below (services, registry, lifecycle, lease, dispatch, runs), each
+// saying who writes and who reads it.
 #pragma once
 
 #include <asio/any_io_executor.hpp>
@@ -63,11 +65,18 @@ struct local_run {
   std::shared_ptr<asio::steady_timer> deadline;  // fires at the workflow's deadline
 };
 
-struct engine_state {
-  engine_state(asio::any_io_executor e, engine_options o, std::string instance_token)
+// The engine's state is split by concern into the structs below, each saying who writes and who
+// reads it; engine_state derives from all of them, so that a part names a member as s->running or
+// s->stopping whichever struct holds it. Everything is touched only on the engine's strand,
+// except the counters (atomics: engine::metrics() reads them from any thread).
+
+/// What every part uses, made once by the constructor and never replaced: the strand, the options
+/// (as given, with the defaults the engine filled in), the store, the pool, the group committer
+/// and the counters. The parts call them; nothing assigns them after construction.
+struct engine_services {
+  engine_services(asio::any_io_executor e, engine_options o)
       : ex(e),
         options(std::move(o)),
-        instance(std::move(instance_token)),
         st(options.schema),
         pool(e, options.conninfo, options.pool_size, st.catalog(), options.connection),
         committer(e, pool, {options.group_commit_max_batch, options.group_commit_in_flight}, &st) {
@@ -77,30 +86,51 @@ struct engine_state {
 
   asio::any_io_executor ex;
   engine_options options;
-  std::string instance;  // this engine's token in executors.instance
   store st;
   pg::pool pool;
   group_committer committer;
-  std::map<std::string, registered_workflow, std::less<>> registry;
   engine_counters counters;
-  std::string names = "{}";     // the registered workflow names as a text[] literal
-  std::string versions = "{}";  // options.run_versions as a text[] literal
+};
 
-  // ---- lifecycle
+/// The workflow functions this process runs. Written by register_workflow() (before open());
+/// read by the runner (invoke), start() and enqueue() (check_arguments), and the claiming
+/// statements of the runner, dispatcher and maintenance (names and versions, as filters).
+struct workflow_registry {
+  std::map<std::string, registered_workflow, std::less<>> registry;
+  std::string names = "{}";     // the registered workflow names as a text[] literal
+  std::string versions = "{}";  // options.run_versions as a text[] literal (set by the engine)
+};
+
+/// The engine's life and its background parts. open() sets `opened` and starts the parts under
+/// the supervisor, which keeps `tasks`; shutdown() sets `stopping` and cancels the tasks, the
+/// sleepers (pauses of the parts, waits that shutdown cuts short) and the maintenance timer.
+/// Every loop reads `stopping` to end.
+struct lifecycle_state {
   bool opened = false;
   bool stopping = false;
-  bool lease_expired = false;  // the lease keeper could not renew the lease in time
-  bool id_taken = false;       // another process registered under this executor id
-
-  // The journal the runs reach PostgreSQL through (detail/runtime/engine_journal.hpp).
-  engine_journal journal{pool, committer, st, stopping, lease_expired};
-
-  // ---- background parts (started by open(), each watched by the supervisor)
   std::shared_ptr<asio::steady_timer> maintenance;
-  std::shared_ptr<asio::steady_timer> dispatch_timer;
-  std::vector<std::string> queues = options.queues;
   std::set<std::shared_ptr<asio::cancellation_signal>> tasks;  // running background parts
   std::set<std::shared_ptr<asio::steady_timer>> sleepers;      // pauses shutdown cuts short
+};
+
+/// This process's hold on its executor id. `instance` is fixed at construction; the lease keeper
+/// writes `lease_expired` and `id_taken`; the runner, dispatcher and maintenance read
+/// `lease_expired` (no new work while it is set).
+struct lease_state {
+  std::string instance;        // this engine's token in executors.instance
+  bool lease_expired = false;  // the lease keeper could not renew the lease in time
+  bool id_taken = false;       // another process registered under this executor id
+};
+
+/// What the dispatcher serves and what wakes it. serve_queue() adds to `queues` (before open());
+/// the listener, start/enqueue, the runner and resume() wake the dispatcher (wake_dispatcher,
+/// wake_due); the runner keeps `local_wakes` and `wake_timer` for workflows it unloaded; the
+/// dispatcher reads and clears the flags.
+struct dispatch_state {
+  explicit dispatch_state(std::vector<std::string> served) : queues(std::move(served)) {}
+
+  std::shared_ptr<asio::steady_timer> dispatch_timer;
+  std::vector<std::string> queues;
   bool wake_pending = false;
   std::multiset<double> local_wakes;               // due times (Unix s) of workflows unloaded here
   std::shared_ptr<asio::steady_timer> wake_timer;  // fires at the earliest of them
@@ -114,8 +144,16 @@ struct engine_state {
     wake_pending = true;
     if (dispatch_timer) dispatch_timer->cancel();
   }
+};
 
-  // ---- runs of this process, by workflow id
+/// The runs of this process, by workflow id, and how many it may have. The runner adds and
+/// removes runs and retries; cancel(), maintenance and shutdown stop runs (cancel_local,
+/// release_runs); the dispatcher, maintenance and recovery ask for room() before claiming;
+/// get_event and waiting runs register in `waiters`, which the listener wakes.
+struct run_table {
+  explicit run_table(std::size_t max_running) : capacity(max_running) {}
+
+  std::size_t capacity;  // engine_options::max_running
   std::map<std::string, local_run, std::less<>> running;
   std::set<std::string, std::less<>> retrying;  // ids to claim again after an I/O error
   waiter_registry waiters;                      // runs and get_event calls that wait here
@@ -133,11 +171,6 @@ struct engine_state {
   [[nodiscard]] bool busy(std::string_view id) const {
     return running.contains(id) || retrying.contains(id);
   }
-  /// Whether a workflow this executor owns should be claimed here: registered, not busy.
-  [[nodiscard]] bool claimable_here(std::string_view id, std::string_view name) const {
-    return registry.contains(name) && !busy(id);
-  }
-
   /// Stops the run of `id` in this process, if there is one: it stops at its next step, and
   /// a step running now receives Asio cancellation (terminal). `elsewhere`: cancel() wrote
   /// the status already (and fenced the run out); otherwise the run writes 'cancelled'.
@@ -165,9 +198,33 @@ struct engine_state {
     }
   }
 
+  /// How many more runs this process may take on now (capacity minus the busy ones).
   [[nodiscard]] std::size_t room() const noexcept {
     const std::size_t busy = running.size() + retrying.size();
-    return busy >= options.max_running ? 0 : options.max_running - busy;
+    return busy >= capacity ? 0 : capacity - busy;
+  }
+};
+
+/// The engine's whole state: the parts above, and what spans them (claimable_here, report).
+struct engine_state : engine_services,
+                      workflow_registry,
+                      lifecycle_state,
+                      lease_state,
+                      dispatch_state,
+                      run_table {
+  engine_state(asio::any_io_executor e, engine_options o, std::string instance_token)
+      : engine_services(e, std::move(o)),
+        lease_state{std::move(instance_token)},
+        dispatch_state(options.queues),
+        run_table(options.max_running) {}
+
+  // The journal the runs reach PostgreSQL through (detail/runtime/engine_journal.hpp): the
+  // services above, and the flags that release a run (stopping, lease_expired).
+  engine_journal journal{pool, committer, st, stopping, lease_expired};
+
+  /// Whether a workflow this executor owns should be claimed here: registered, not busy.
+  [[nodiscard]] bool claimable_here(std::string_view id, std::string_view name) const {
+    return registry.contains(name) && !busy(id);
   }
 
   // ---- events

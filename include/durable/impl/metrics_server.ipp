@@ -2,7 +2,9 @@
 // header-only, by durable/src.hpp otherwise.
 #pragma once
 
+#include <asio/bind_cancellation_slot.hpp>
 #include <asio/buffer.hpp>
+#include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/read_until.hpp>
 #include <asio/redirect_error.hpp>
@@ -28,66 +30,62 @@ inline void write_counts(prometheus_writer& w, std::string_view name, std::strin
   }
 }
 
-/// The exposition; runs on the engine's strand.
-inline asio::awaitable<std::string> prometheus_text_on_strand(std::shared_ptr<engine_state> s) {
-  std::vector<store::queue_count> depths;
+/// The exposition; runs on the engine's strand. It reads the engine through its public calls
+/// only: metrics(), stats(), queue_depths() and report_background_failure().
+inline asio::awaitable<std::string> prometheus_text_on_strand(engine& eng) {
+  std::vector<queue_depth> depths;
   bool depths_ok = true;
   try {
-    auto q = s->st.queue_depths(text_array(s->queues));
-    auto c = co_await s->pool.acquire();
-    depths = co_await store::fetch(*c, std::move(q));
+    depths = co_await eng.queue_depths();
   } catch (const std::exception& e) {
     depths_ok = false;
-    s->counters.background_failures.add(s->counters.background_failures.index("metrics"));
-    s->report(severity::warning, "metrics", "",
-              "reading the queue depths for the metrics failed: " + describe_io_failure(e) +
-                  "; the exposition goes without them");
+    eng.report_background_failure(
+        "metrics", "reading the queue depths for the metrics failed: " + describe_io_failure(e) +
+                       "; the exposition goes without them");
   }
-  const auto& c = s->counters;
-  const auto pool = s->pool.stats();
+  const engine_metrics c = eng.metrics();
+  const engine_stats pool = eng.stats();
   prometheus_writer w;
   {
-    const metric_label l[] = {{"executor", s->options.executor_id},
-                              {"version", s->options.app_version}};
+    const metric_label l[] = {{"executor", eng.executor_id()}, {"version", eng.app_version()}};
     w.gauge("durable_executor_info", "This engine: its executor id and application version.", 1, l);
   }
   w.counter("durable_steps_executed_total", "Steps this engine ran and journaled.",
-            double(c.steps_executed.get()));
+            double(c.steps_executed));
   w.counter("durable_steps_replayed_total",
-            "Steps answered from the journal without running (replay).",
-            double(c.steps_replayed.get()));
+            "Steps answered from the journal without running (replay).", double(c.steps_replayed));
   w.counter("durable_journal_loads_total",
             "Queries that loaded journals of claimed workflows (one per claim batch).",
-            double(c.journal_loads.get()));
+            double(c.journal_loads));
   write_counts(w, "durable_workflows_started_total",
                "Workflows this engine started: by start(), or dispatched from a queue.", "via",
-               c.workflows_started.snapshot());
+               c.workflows_started);
   w.counter("durable_workflows_recovered_total",
             "Workflows of this executor resumed by replay: open(), recover_pending(), recover(), "
             "and maintenance's orphans.",
-            double(c.workflows_recovered.get()));
+            double(c.workflows_recovered));
   w.counter("durable_workflows_taken_over_total",
             "Workflows taken over from executors whose lease ran out.",
-            double(c.workflows_taken_over.get()));
+            double(c.workflows_taken_over));
   write_counts(w, "durable_workflows_finished_total",
                "Workflow runs this engine ended as succeeded, failed or cancelled.", "status",
-               c.workflows_finished.snapshot());
+               c.workflows_finished);
   w.counter("durable_workflows_dead_lettered_total",
             "Workflows this engine dead-lettered: a step failed for good and the workflow let "
             "it escape.",
-            double(c.workflows_dead_lettered.get()));
+            double(c.workflows_dead_lettered));
   write_counts(w, "durable_workflows_parked_total",
                "Workflows this engine parked for an operator, by reason.", "reason",
-               c.workflows_parked.snapshot());
+               c.workflows_parked);
   w.counter("durable_ownership_lost_total",
             "Runs stopped because another executor took their workflow over.",
-            double(c.ownership_lost.get()));
+            double(c.ownership_lost));
   w.counter("durable_io_retries_total",
             "Runs stopped by a transient database failure, their workflow to be claimed again.",
-            double(c.io_retries.get()));
+            double(c.io_retries));
   write_counts(w, "durable_background_failures_total",
                "Failures of the engine's background parts (each one is also an event).",
-               "component", c.background_failures.snapshot());
+               "component", c.background_failures);
   w.counter("durable_db_round_trips_total", "Round trips to PostgreSQL of the engine's pool.",
             double(pool.round_trips));
   w.counter("durable_db_statements_total", "Statements the engine's pool sent to PostgreSQL.",
@@ -95,20 +93,20 @@ inline asio::awaitable<std::string> prometheus_text_on_strand(std::shared_ptr<en
   w.histogram("durable_journal_write_seconds",
               "Time from submitting a journal row to the group committer until its commit was "
               "acknowledged.",
-              c.journal_write_seconds.snapshot());
+              c.journal_write_seconds);
   w.histogram("durable_group_commit_batch_size",
               "Statements per group-commit round trip (journal rows, starts, finishes).",
-              c.group_commit_batch_size.snapshot());
+              c.group_commit_batch_size);
   w.histogram("durable_group_commit_seconds",
               "Duration of each group-commit round trip, its commit included.",
-              c.group_commit_seconds.snapshot());
+              c.group_commit_seconds);
   w.gauge("durable_workflows_running", "Workflow runs in this process now.",
-          double(s->running.size()));
+          double(c.workflows_running));
   w.gauge("durable_max_running", "engine_options::max_running of this engine.",
-          double(s->options.max_running));
+          double(c.max_running));
   w.gauge("durable_lease_expired",
           "1 while this executor could not renew its lease in time (it takes no new work).",
-          s->lease_expired ? 1 : 0);
+          c.lease_expired ? 1 : 0);
   w.gauge("durable_queue_depth_ok",
           "1 if the queue depths below were read from the database for this scrape, else 0.",
           depths_ok ? 1 : 0);
@@ -128,12 +126,14 @@ inline asio::awaitable<std::string> prometheus_text_on_strand(std::shared_ptr<en
 }
 
 struct metrics_server_state {
-  metrics_server_state(std::shared_ptr<engine_state> e, metrics_server_options o)
-      : s(std::move(e)), options(std::move(o)), acceptor(s->ex) {}
-  std::shared_ptr<engine_state> s;
+  metrics_server_state(engine& e, metrics_server_options o)
+      : eng(e), options(std::move(o)), acceptor(e.executor()), pause(e.executor()) {}
+  engine& eng;  // outlives the server (the engine outlives the operations started on it)
   metrics_server_options options;
   asio::ip::tcp::acceptor acceptor;
+  asio::steady_timer pause;  // after a failed accept; close() cuts it short
   std::set<std::shared_ptr<asio::ip::tcp::socket>> connections;
+  asio::cancellation_signal stop_watching;  // ends the eng.until_shutdown() that closes us
   bool closed = false;
 
   void close() {
@@ -141,6 +141,7 @@ struct metrics_server_state {
     closed = true;
     asio::error_code ec;
     acceptor.close(ec);
+    pause.cancel();
     for (const auto& c : connections) c->close(ec);
   }
 };
@@ -208,10 +209,8 @@ inline asio::awaitable<void> metrics_connection(std::shared_ptr<metrics_server_s
           body = co_await m->options.exposition();
         } catch (const std::exception& e) {
           produced = false;
-          m->s->counters.background_failures.add(
-              m->s->counters.background_failures.index("metrics"));
-          m->s->report(severity::warning, "metrics", "",
-                       std::string("the metrics exposition failed: ") + e.what());
+          m->eng.report_background_failure(
+              "metrics", std::string("the metrics exposition failed: ") + e.what());
         }
         if (produced) {
           response = http_response("200 OK", prometheus_writer::content_type, body, head);
@@ -220,7 +219,7 @@ inline asio::awaitable<void> metrics_connection(std::shared_ptr<metrics_server_s
           response = http_response("500 Internal Server Error", plain, failure, head);
         }
       } else {
-        const std::string body = co_await prometheus_text_on_strand(m->s);
+        const std::string body = co_await prometheus_text_on_strand(m->eng);
         response = http_response("200 OK", prometheus_writer::content_type, body, head);
       }
     }
@@ -232,10 +231,9 @@ inline asio::awaitable<void> metrics_connection(std::shared_ptr<metrics_server_s
   sock->shutdown(asio::ip::tcp::socket::shutdown_both, ec);
 }
 
-inline asio::awaitable<void> serve_metrics_impl(std::shared_ptr<engine_state> s,
-                                                asio::ip::tcp::endpoint where,
+inline asio::awaitable<void> serve_metrics_impl(engine& eng, asio::ip::tcp::endpoint where,
                                                 metrics_server_options options) {
-  auto m = std::make_shared<metrics_server_state>(s, std::move(options));
+  auto m = std::make_shared<metrics_server_state>(eng, std::move(options));
   m->acceptor.open(where.protocol());
   m->acceptor.set_option(asio::ip::tcp::acceptor::reuse_address(true));
   m->acceptor.bind(where);
@@ -244,34 +242,28 @@ inline asio::awaitable<void> serve_metrics_impl(std::shared_ptr<engine_state> s,
     std::shared_ptr<metrics_server_state> m;
     ~closer() { m->close(); }
   } close_at_end{m};
-  // Shutdown cancels the engine's sleepers first thing: this one closes the server.
-  auto watch = std::make_shared<asio::steady_timer>(s->ex, asio::steady_timer::time_point::max());
-  s->sleepers.insert(watch);
+  // The server closes when the engine begins to shut down; when it ends first, it stops waiting
+  // for that (the signal lives in `m`, which the completion keeps, as long as the operation).
   struct unwatch {
-    std::shared_ptr<engine_state> s;
-    std::shared_ptr<asio::steady_timer> t;
-    ~unwatch() {
-      s->sleepers.erase(t);
-      t->cancel();
-    }
-  } unwatch_at_end{s, watch};
-  watch->async_wait([m](const asio::error_code&) { m->close(); });
-  if (s->stopping) co_return;
+    std::shared_ptr<metrics_server_state> m;
+    ~unwatch() { m->stop_watching.emit(asio::cancellation_type::terminal); }
+  } unwatch_at_end{m};
+  eng.until_shutdown(asio::bind_cancellation_slot(m->stop_watching.slot(),
+                                                  [m](std::exception_ptr) { m->close(); }));
+  if (eng.shutting_down()) co_return;
   if (m->options.on_listening) m->options.on_listening(m->acceptor.local_endpoint());
   co_await asio::this_coro::throw_if_cancelled(false);
-  auto failed = [&](const std::string& what) {
-    s->counters.background_failures.add(s->counters.background_failures.index("metrics"));
-    s->report(severity::warning, "metrics", "", what);
-  };
-  while (!m->closed && !s->stopping) {
-    auto sock = std::make_shared<asio::ip::tcp::socket>(s->ex);
+  auto failed = [&](const std::string& what) { eng.report_background_failure("metrics", what); };
+  while (!m->closed && !eng.shutting_down()) {
+    auto sock = std::make_shared<asio::ip::tcp::socket>(eng.executor());
     asio::error_code ec;
     co_await m->acceptor.async_accept(*sock, asio::redirect_error(asio::use_awaitable, ec));
     const auto cs = co_await asio::this_coro::cancellation_state;
-    if (m->closed || s->stopping || cs.cancelled() != asio::cancellation_type::none) break;
+    if (m->closed || eng.shutting_down() || cs.cancelled() != asio::cancellation_type::none) break;
     if (ec) {  // out of descriptors, say: report, wait a little, go on
       failed("the metrics endpoint could not accept a connection: " + ec.message());
-      co_await pause(s, std::chrono::milliseconds(200));
+      m->pause.expires_after(std::chrono::milliseconds(200));
+      co_await m->pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       continue;
     }
     if (m->connections.size() >= m->options.max_connections) {
@@ -279,13 +271,12 @@ inline asio::awaitable<void> serve_metrics_impl(std::shared_ptr<engine_state> s,
       continue;
     }
     m->connections.insert(sock);
-    asio::co_spawn(s->ex, metrics_connection(m, sock), [m, sock](std::exception_ptr e) {
+    asio::co_spawn(eng.executor(), metrics_connection(m, sock), [m, sock](std::exception_ptr e) {
       m->connections.erase(sock);
       asio::error_code ignored;
       sock->close(ignored);
       if (e && !m->closed) {
-        m->s->counters.background_failures.add(m->s->counters.background_failures.index("metrics"));
-        m->s->report(severity::warning, "metrics", "", "a metrics request failed: " + describe(e));
+        m->eng.report_background_failure("metrics", "a metrics request failed: " + describe(e));
       }
     });
   }
@@ -294,14 +285,14 @@ inline asio::awaitable<void> serve_metrics_impl(std::shared_ptr<engine_state> s,
 }  // namespace detail
 
 DURABLE_DECL asio::awaitable<std::string> prometheus_text(engine& eng) {
-  const auto& s = detail::engine_access::state(eng);
-  return detail::on_strand(s, detail::prometheus_text_on_strand(s));
+  return asio::co_spawn(eng.executor(), detail::prometheus_text_on_strand(eng),
+                        asio::use_awaitable);
 }
 
 DURABLE_DECL asio::awaitable<void> serve_metrics(engine& eng, asio::ip::tcp::endpoint where,
                                                  metrics_server_options options) {
-  const auto& s = detail::engine_access::state(eng);
-  return detail::on_strand(s, detail::serve_metrics_impl(s, where, std::move(options)));
+  return asio::co_spawn(eng.executor(), detail::serve_metrics_impl(eng, where, std::move(options)),
+                        asio::use_awaitable);
 }
 
 }  // namespace durable
