@@ -1,7 +1,7 @@
 # The layers, checked on the includes (cmake -DSOURCE_DIR=<repo> -P include_rules.cmake):
 #   * the replay core (include/durable/detail/replay/) includes only itself, the config and
-#     UTF-8 helpers and the public error header: nothing of the runtime, the store, durable/pg
-#     or Asio;
+#     UTF-8 helpers and the public error and states headers: nothing of the runtime, the store,
+#     durable/pg or Asio;
 #   * durable/pg/ includes only itself and durable/detail/config.hpp: it is a standalone
 #     PostgreSQL layer;
 #   * the tools (src/) include public headers only: nothing under durable/detail/ or impl/.
@@ -45,7 +45,7 @@ function(forbid_system root forbidden rule)
 endfunction()
 
 check_quoted("include/durable/detail/replay"
-  "^durable/(detail/replay/.*|detail/config\\.hpp|detail/utf8\\.hpp|error\\.hpp)$"
+  "^durable/(detail/replay/.*|detail/config\\.hpp|detail/utf8\\.hpp|error\\.hpp|states\\.hpp)$"
   "the replay core includes no runtime, store or pg header")
 forbid_system("include/durable/detail/replay" "^(asio|libpq|postgresql|pg_)"
   "the replay core does no I/O")
