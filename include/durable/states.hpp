@@ -202,6 +202,14 @@ constexpr std::optional<E> parse_state(const std::array<E, N>& all,
   return std::nullopt;
 }
 
+/// The spellings of `all`, in its order (label values, help texts).
+template <class E, std::size_t N>
+constexpr std::array<std::string_view, N> to_strings(const std::array<E, N>& all) noexcept {
+  std::array<std::string_view, N> out{};
+  for (std::size_t i = 0; i < N; ++i) out[i] = to_string(all[i]);
+  return out;
+}
+
 template <class E, std::size_t N>
 std::string spellings(const std::array<E, N>& all) {
   std::string out;

@@ -32,7 +32,7 @@ namespace durable::detail {
 /// Writes a workflow's final state (fenced by its epoch, I3). The verdict is fenced_out if a
 /// newer epoch owns it now; a refusal throws.
 inline asio::awaitable<fence_verdict> write_final(std::shared_ptr<engine_state> s, std::string id,
-                                                  std::int64_t epoch, std::string status,
+                                                  std::int64_t epoch, workflow_state status,
                                                   std::optional<std::string> output,
                                                   std::optional<std::string> error_json,
                                                   std::optional<std::string> reason) {
@@ -53,8 +53,7 @@ inline asio::awaitable<void> park(std::shared_ptr<engine_state> s, std::string i
   std::optional<std::string> err = error_json(type, reason);
   std::optional<std::string> why = reason;
   std::optional<std::string> no_output;
-  const std::string status = "parked";
-  (void)co_await write_final(s, id, epoch, status, no_output, err, why);
+  (void)co_await write_final(s, id, epoch, workflow_state::parked, no_output, err, why);
 }
 
 asio::awaitable<void> execute(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> run,
@@ -315,24 +314,27 @@ inline verdict escaped(engine_state& s, run_state& run, std::exception_ptr e) {
 
 /// The status, output, error and reason the final write of verdict `v` records.
 struct final_state {
-  std::string status;
+  workflow_state status;
   std::optional<std::string> output, error, reason;
 };
 inline final_state final_state_of(const verdict& v) {
   switch (v.what) {
     case verdict::kind::succeeded:
-      return {"succeeded", v.output.value_or("null"), {}, {}};
+      return {workflow_state::succeeded, v.output.value_or("null"), {}, {}};
     case verdict::kind::failed:
-      return {"failed", {}, v.error, {}};
+      return {workflow_state::failed, {}, v.error, {}};
     case verdict::kind::dead_lettered:
-      return {"dead_letter", {}, v.error, v.reason};
+      return {workflow_state::dead_letter, {}, v.error, v.reason};
     case verdict::kind::cancelled: {
       const std::string why = valid_utf8(v.reason);
-      return {"cancelled", {}, error_json("durable::deadline_exceeded", why), why};
+      return {workflow_state::cancelled, {}, error_json("durable::deadline_exceeded", why), why};
     }
     default: {  // parked
       const std::string why = valid_utf8(v.reason);
-      return {"parked", {}, v.error.empty() ? error_json(error_type(v.cause), why) : v.error, why};
+      return {workflow_state::parked,
+              {},
+              v.error.empty() ? error_json(error_type(v.cause), why) : v.error,
+              why};
     }
   }
 }
@@ -359,17 +361,20 @@ inline void run_next_generation(const std::shared_ptr<engine_state>& s, const ru
 /// Counts and reports how a run ended.
 inline void account(engine_state& s, const std::string& id, const verdict& v) {
   auto& m = s.counters;
+  auto finished = [&m](workflow_state status) {
+    m.workflows_finished.add(m.workflows_finished.index(to_string(status)));
+  };
   switch (v.what) {
     case verdict::kind::succeeded:
-      m.workflows_finished.add(0);
+      finished(workflow_state::succeeded);
       break;
     case verdict::kind::failed:
-      m.workflows_finished.add(1);
+      finished(workflow_state::failed);
       s.report(severity::info, "runner", id, "failed: " + v.error);
       break;
     case verdict::kind::cancelled:
       if (v.elsewhere) break;  // cancel() wrote the status: this run did not end it
-      m.workflows_finished.add(2);
+      finished(workflow_state::cancelled);
       s.report(severity::info, "runner", id, "cancelled: " + v.reason);
       break;
     case verdict::kind::parked:
