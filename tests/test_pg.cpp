@@ -1231,11 +1231,13 @@ asio::awaitable<void> typed_store_round_trip(std::string schema) {
   CHECK(!journal[0].error);
 
   // The final state: no row updated under a stale epoch is fenced out.
-  fenced_write late = st.workflow_finish("w-1", 0, "succeeded", "1", std::nullopt, std::nullopt);
+  fenced_write late =
+      st.workflow_finish("w-1", 0, workflow_state::succeeded, "1", std::nullopt, std::nullopt);
   pg::statement late_st = std::move(late.st);
   const pg::result late_r = co_await c->run(std::move(late_st));
   CHECK(late.verdict(late_r).fenced_out());
-  fenced_write finish = st.workflow_finish("w-1", 1, "succeeded", "1", std::nullopt, std::nullopt);
+  fenced_write finish =
+      st.workflow_finish("w-1", 1, workflow_state::succeeded, "1", std::nullopt, std::nullopt);
   pg::statement finish_st = std::move(finish.st);
   const pg::result finish_r = co_await c->run(std::move(finish_st));
   CHECK(finish.verdict(finish_r).written());
