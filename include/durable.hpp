@@ -11,4 +11,5 @@
 #include "durable/metrics.hpp"
 #include "durable/pg.hpp"
 #include "durable/prometheus.hpp"
+#include "durable/states.hpp"
 #include "durable/version.hpp"

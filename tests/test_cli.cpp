@@ -369,6 +369,9 @@ TEST_CASE("cli: list filters by status, name, queue, executor and time, and page
     CHECK(contains(bad_time.err, "--since"));
     auto bad_status = cli_in(schema, {"list", "--status", "finished"});
     CHECK(bad_status.status == 2);
+    CHECK(contains(bad_status.err,
+                   "unknown status 'finished'; one of: pending, running, sleeping, "
+                   "succeeded, failed, parked, cancelled, dead_letter"));
     auto bad_limit = cli_in(schema, {"list", "--limit", "0"});
     CHECK(bad_limit.status == 2);
 

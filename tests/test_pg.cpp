@@ -19,6 +19,7 @@
 #include <durable/detail/group_commit.hpp>
 #include <durable/detail/sql_text.hpp>
 #include <durable/pg.hpp>
+#include <durable/states.hpp>
 #include <durable/store.hpp>
 #include <fstream>
 #include <iterator>
@@ -895,6 +896,70 @@ TEST_CASE("a schema newer than the library is refused with a clear error", "[pg]
   }());
 }
 
+// ---- the typed states (durable/states.hpp) against the CHECK constraints ----------------------
+
+namespace {
+
+/// The words a CHECK constraint on `table`.`column` allows, as the server prints the constraint
+/// (pg_get_constraintdef: "CHECK ((status = ANY (ARRAY['pending'::text, ...])))"); nullopt when
+/// the column has no CHECK constraint. Fails the test when it has more than one.
+asio::awaitable<std::optional<std::set<std::string>>> checked_words(pg::connection& c,
+                                                                    const std::string& schema,
+                                                                    const std::string& table,
+                                                                    const std::string& column) {
+  auto r = co_await c.exec(
+      "SELECT pg_get_constraintdef(co.oid) FROM pg_constraint co"
+      " JOIN pg_class t ON t.oid = co.conrelid JOIN pg_namespace n ON n.oid = t.relnamespace"
+      " JOIN pg_attribute a ON a.attrelid = t.oid AND a.attnum = ANY (co.conkey)"
+      " WHERE co.contype = 'c' AND n.nspname = $1 AND t.relname = $2 AND a.attname = $3",
+      schema, table, column);
+  if (r.rows() == 0) co_return std::nullopt;
+  INFO(table << "." << column << ": " << r[0].get<std::string>(0));
+  REQUIRE(r.rows() == 1);
+  const std::string def = r[0].get<std::string>(0);
+  std::set<std::string> words;
+  for (auto at = def.find('\''); at != std::string::npos; at = def.find('\'', at)) {
+    const auto end = def.find('\'', at + 1);
+    REQUIRE(end != std::string::npos);
+    words.insert(def.substr(at + 1, end - at - 1));
+    at = end + 1;
+  }
+  co_return words;
+}
+
+template <class E, std::size_t N>
+std::set<std::string> spelled(const std::array<E, N>& all) {
+  std::set<std::string> out;
+  for (const E e : all) out.emplace(to_string(e));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the typed states spell what the CHECK constraints of a migrated schema allow",
+          "[pg][migrate][states]") {
+  test::run([]() -> asio::awaitable<void> {
+    auto c = co_await connect();
+    const std::string schema = test::fresh_schema("states");
+    store st(schema);
+    co_await st.migrate(*c);
+    const auto workflows = co_await checked_words(*c, schema, "workflows", "status");
+    REQUIRE(workflows);
+    CHECK(*workflows == spelled(all_workflow_states));
+    const auto steps = co_await checked_words(*c, schema, "steps", "status");
+    REQUIRE(steps);
+    CHECK(*steps == spelled(all_step_statuses));
+    const auto attempts = co_await checked_words(*c, schema, "step_attempts", "outcome");
+    REQUIRE(attempts);
+    CHECK(*attempts == spelled(all_attempt_outcomes));
+    // No CHECK lists the step kinds (states.hpp says why); if one is added, it must agree.
+    for (const char* table : {"steps", "step_attempts"})
+      if (const auto kinds = co_await checked_words(*c, schema, table, "kind"))
+        CHECK(*kinds == spelled(all_step_kinds));
+    co_await c->exec("DROP SCHEMA " + detail::quote_identifier(schema) + " CASCADE");
+  }());
+}
+
 // ---- the SQL files (sql/) --------------------------------------------------------------------
 
 namespace {
@@ -1166,11 +1231,13 @@ asio::awaitable<void> typed_store_round_trip(std::string schema) {
   CHECK(!journal[0].error);
 
   // The final state: no row updated under a stale epoch is fenced out.
-  fenced_write late = st.workflow_finish("w-1", 0, "succeeded", "1", std::nullopt, std::nullopt);
+  fenced_write late =
+      st.workflow_finish("w-1", 0, workflow_state::succeeded, "1", std::nullopt, std::nullopt);
   pg::statement late_st = std::move(late.st);
   const pg::result late_r = co_await c->run(std::move(late_st));
   CHECK(late.verdict(late_r).fenced_out());
-  fenced_write finish = st.workflow_finish("w-1", 1, "succeeded", "1", std::nullopt, std::nullopt);
+  fenced_write finish =
+      st.workflow_finish("w-1", 1, workflow_state::succeeded, "1", std::nullopt, std::nullopt);
   pg::statement finish_st = std::move(finish.st);
   const pg::result finish_r = co_await c->run(std::move(finish_st));
   CHECK(finish.verdict(finish_r).written());

@@ -24,6 +24,7 @@
 #include "durable/detail/store/rows.hpp"
 #include "durable/error.hpp"
 #include "durable/pg/connection.hpp"
+#include "durable/states.hpp"
 
 namespace durable {
 
@@ -167,11 +168,11 @@ public:
   /// Writes a workflow's final state (status, output, error JSON, status reason), fenced by
   /// `epoch` (I3): fenced out when another epoch owns it now.
   [[nodiscard]] fenced_write workflow_finish(const std::string& id, std::int64_t epoch,
-                                             const std::string& status,
+                                             workflow_state status,
                                              const std::optional<std::string>& output,
                                              const std::optional<std::string>& error,
                                              const std::optional<std::string>& reason) const {
-    return {call("workflow_finish", id, epoch, status, output, error, reason),
+    return {call("workflow_finish", id, epoch, to_string(status), output, error, reason),
             fenced_write::fence::matches_no_row};
   }
 
@@ -306,8 +307,14 @@ public:
   /// are ever deleted).
   [[nodiscard]] query<taken_workflow> workflows_delete_finished(
       std::int64_t age_ms, std::int64_t limit,
-      const std::string& statuses = "{succeeded,failed,cancelled}") const {
+      const std::string& statuses = finished_statuses()) const {
     return {call("workflows_delete_finished", age_ms, limit, statuses)};
+  }
+  /// The finished statuses (durable/states.hpp) as a text[] literal: {succeeded,failed,cancelled}.
+  [[nodiscard]] static std::string finished_statuses() {
+    std::vector<std::string> items;
+    for (const workflow_state s : finished_workflow_states) items.emplace_back(to_string(s));
+    return detail::text_array(items);
   }
 
   // ---- operator queries (the durable command-line program) ------------------------------

@@ -1,11 +1,12 @@
 # The layers, checked on the includes (cmake -DSOURCE_DIR=<repo> -P include_rules.cmake):
 #   * the replay core (include/durable/detail/replay/) includes only itself, the config and
-#     UTF-8 helpers and the public error header: nothing of the runtime, the store, durable/pg
-#     or Asio but asio/awaitable.hpp (the journal interface's operations are awaitables; no
-#     I/O object, timer or executor);
+#     UTF-8 helpers and the public error and states headers: nothing of the runtime, the store,
+#     durable/pg or Asio but asio/awaitable.hpp (the journal interface's operations are
+#     awaitables; no I/O object, timer or executor);
 #   * durable/pg/ includes only itself and durable/detail/config.hpp: it is a standalone
 #     PostgreSQL layer;
-#   * the tools (src/) include public headers only: nothing under durable/detail/ or impl/.
+#   * the tools (src/) include public headers only: nothing under durable/detail/ or impl/
+#     (a bare name, "cli.hpp", is a header of the tool itself).
 # Every broken rule is listed with its file and line; the test fails if there is one.
 cmake_minimum_required(VERSION 3.20)
 
@@ -46,13 +47,13 @@ function(forbid_system root forbidden rule)
 endfunction()
 
 check_quoted("include/durable/detail/replay"
-  "^durable/(detail/replay/.*|detail/config\\.hpp|detail/utf8\\.hpp|error\\.hpp)$"
+  "^durable/(detail/replay/.*|detail/config\\.hpp|detail/utf8\\.hpp|error\\.hpp|states\\.hpp)$"
   "the replay core includes no runtime, store or pg header")
 forbid_system("include/durable/detail/replay" "^(asio|libpq|postgresql|pg_)"
   "the replay core does no I/O")
 check_quoted("include/durable/pg" "^durable/(pg/.*|detail/config\\.hpp)$"
   "durable/pg includes nothing outside itself and the config header")
-check_quoted("src" "^durable(\\.hpp|/[a-z_]+\\.hpp)$"
+check_quoted("src" "^(durable(\\.hpp|/[a-z_]+\\.hpp)|[a-z_]+\\.hpp)$"
   "the tools use public headers only")
 
 if(_broken)

@@ -44,7 +44,7 @@ memory_run_result run_in_memory(memory_journal& j, const std::string& id, Body b
   if (auto bad = j.claim(id, run)) {
     r.outcome = verdict::parked(park_cause::journal_refused, *bad);
     const final_state f = final_state_of(r.outcome);
-    j.finish(id, run.epoch, f.status, f.output, f.error, f.reason);
+    j.finish(id, run.epoch, std::string(to_string(f.status)), f.output, f.error, f.reason);
     return r;
   }
   run.io = &j;
@@ -61,7 +61,7 @@ memory_run_result run_in_memory(memory_journal& j, const std::string& id, Body b
   if (r.outcome.writes_final_state()) {
     if (r.outcome.epoch) run.epoch = *r.outcome.epoch;
     const final_state f = final_state_of(r.outcome);
-    if (!j.finish(id, run.epoch, f.status, f.output, f.error, f.reason))
+    if (!j.finish(id, run.epoch, std::string(to_string(f.status)), f.output, f.error, f.reason))
       r.outcome = verdict::released("a newer epoch owns the workflow");
   }
   return r;

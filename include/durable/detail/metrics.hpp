@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "durable/metrics.hpp"
+#include "durable/states.hpp"
 
 namespace durable::detail {
 
@@ -133,8 +134,8 @@ struct histogram_cell {
 
 // Label values and buckets (docs/metrics.md lists them).
 inline constexpr std::array<std::string_view, 2> started_via = {"start", "queue"};
-inline constexpr std::array<std::string_view, 3> finished_statuses = {"succeeded", "failed",
-                                                                      "cancelled"};
+inline constexpr std::array<std::string_view, 3> finished_statuses =
+    to_strings(finished_workflow_states);
 inline constexpr std::array<std::string_view, 9> park_reasons = {
     "nondeterminism", "requested",     "misuse", "journal_refused", "codec", "journal_error",
     "no_progress",    "journal_limit", "other"};

@@ -36,6 +36,7 @@
 #include "durable/detail/replay/journal.hpp"
 #include "durable/detail/utf8.hpp"
 #include "durable/error.hpp"
+#include "durable/states.hpp"
 
 namespace durable::detail {
 
@@ -172,7 +173,7 @@ DURABLE_DECL verdict escaped(run_state& run, std::exception_ptr e);
 
 /// The status, output, error and reason the final write of verdict `v` records.
 struct final_state {
-  std::string status;
+  workflow_state status;
   std::optional<std::string> output, error, reason;
 };
 /// The final state verdict `v` writes (v.writes_final_state()).

@@ -63,18 +63,21 @@ DURABLE_DECL verdict escaped(run_state& run, std::exception_ptr e) {
 DURABLE_DECL final_state final_state_of(const verdict& v) {
   switch (v.what) {
     case verdict::kind::succeeded:
-      return {"succeeded", v.output.value_or("null"), {}, {}};
+      return {workflow_state::succeeded, v.output.value_or("null"), {}, {}};
     case verdict::kind::failed:
-      return {"failed", {}, v.error, {}};
+      return {workflow_state::failed, {}, v.error, {}};
     case verdict::kind::dead_lettered:
-      return {"dead_letter", {}, v.error, v.reason};
+      return {workflow_state::dead_letter, {}, v.error, v.reason};
     case verdict::kind::cancelled: {
       const std::string why = valid_utf8(v.reason);
-      return {"cancelled", {}, error_json("durable::deadline_exceeded", why), why};
+      return {workflow_state::cancelled, {}, error_json("durable::deadline_exceeded", why), why};
     }
     default: {  // parked
       const std::string why = valid_utf8(v.reason);
-      return {"parked", {}, v.error.empty() ? error_json(error_type(v.cause), why) : v.error, why};
+      return {workflow_state::parked,
+              {},
+              v.error.empty() ? error_json(error_type(v.cause), why) : v.error,
+              why};
     }
   }
 }

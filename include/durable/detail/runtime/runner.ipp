@@ -33,7 +33,7 @@ namespace durable::detail {
 /// Writes a workflow's final state (fenced by its epoch, I3). The verdict is fenced_out if a
 /// newer epoch owns it now; a refusal throws.
 inline asio::awaitable<fence_verdict> write_final(std::shared_ptr<engine_state> s, std::string id,
-                                                  std::int64_t epoch, std::string status,
+                                                  std::int64_t epoch, workflow_state status,
                                                   std::optional<std::string> output,
                                                   std::optional<std::string> error_json,
                                                   std::optional<std::string> reason) {
@@ -50,8 +50,7 @@ inline asio::awaitable<void> park(std::shared_ptr<engine_state> s, std::string i
   std::optional<std::string> err = error_json(type, reason);
   std::optional<std::string> why = reason;
   std::optional<std::string> no_output;
-  const std::string status = "parked";
-  (void)co_await write_final(s, id, epoch, status, no_output, err, why);
+  (void)co_await write_final(s, id, epoch, workflow_state::parked, no_output, err, why);
 }
 
 asio::awaitable<void> execute(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> run,
@@ -287,17 +286,20 @@ inline void run_next_generation(const std::shared_ptr<engine_state>& s, const ru
 /// Counts and reports how a run ended.
 inline void account(engine_state& s, const std::string& id, const verdict& v) {
   auto& m = s.counters;
+  auto finished = [&m](workflow_state status) {
+    m.workflows_finished.add(m.workflows_finished.index(to_string(status)));
+  };
   switch (v.what) {
     case verdict::kind::succeeded:
-      m.workflows_finished.add(0);
+      finished(workflow_state::succeeded);
       break;
     case verdict::kind::failed:
-      m.workflows_finished.add(1);
+      finished(workflow_state::failed);
       s.report(severity::info, "runner", id, "failed: " + v.error);
       break;
     case verdict::kind::cancelled:
       if (v.elsewhere) break;  // cancel() wrote the status: this run did not end it
-      m.workflows_finished.add(2);
+      finished(workflow_state::cancelled);
       s.report(severity::info, "runner", id, "cancelled: " + v.reason);
       break;
     case verdict::kind::parked:

@@ -1,0 +1,218 @@
+// The `durable` program's verbs that act: cancel, resume, retry, fork and send go through the
+// engine's own operations (the same checks and statements as an application's calls); gc and
+// migrate maintain the schema.
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+
+namespace durable_cli {
+
+namespace {
+
+using durable::workflow_state;
+
+/// Whether `status` (as the database spells it) is `state`.
+bool is(const std::string& status, workflow_state state) {
+  return status == durable::to_string(state);
+}
+
+/// "pending, running, sleeping, parked, dead_letter": the statuses a cancel applies to.
+std::string unfinished_spellings() {
+  std::string out;
+  for (const workflow_state s : durable::all_workflow_states)
+    if (!is_finished(s)) out += (out.empty() ? "" : ", ") + std::string(durable::to_string(s));
+  return out;
+}
+
+}  // namespace
+
+int cmd_cancel(session& s, const settings& g, const std::string& id) {
+  if (run(s.io, s.eng.cancel(id))) {
+    print_action(g, "cancel", id,
+                 "cancelled '" + one_line(id) +
+                     "' (and its unfinished child workflows); a process running it stops it at "
+                     "its next step");
+    return done;
+  }
+  const auto status = s.status_of(id);
+  if (!status) s.unknown(id);
+  throw failure(not_done, "'" + one_line(id) + "' is " + *status + ": only unfinished workflows (" +
+                              unfinished_spellings() + ") can be cancelled");
+}
+
+int cmd_resume(session& s, const settings& g, const std::string& id, bool retry) {
+  bool ok = false;
+  try {
+    ok = run(s.io, retry ? s.eng.retry(id) : s.eng.resume(id));
+  } catch (const durable::workflow_conflict& e) {
+    throw failure(not_done, e.what());
+  }
+  const char* verb = retry ? "retry" : "resume";
+  if (ok) {
+    print_action(
+        g, verb, id,
+        std::string(retry ? "retrying" : "resumed") + " '" + one_line(id) +
+            "': due now; an executor that registers its workflow claims it and replays "
+            "its journal" +
+            (retry ? ", running the failed step again with a fresh count of attempts" : ""));
+    return done;
+  }
+  const auto status = s.status_of(id);
+  if (!status) s.unknown(id);
+  if (retry)
+    throw failure(not_done,
+                  "'" + one_line(id) + "' is " + *status +
+                      ": retry runs the failed step of a dead-lettered workflow again" +
+                      (is(*status, workflow_state::parked) || is(*status, workflow_state::cancelled)
+                           ? "; use 'durable resume " + one_line(id) + "' for a " + *status + " one"
+                           : std::string()));
+  throw failure(not_done, "'" + one_line(id) + "' is " + *status +
+                              ": resume continues a cancelled, parked or dead-lettered workflow");
+}
+
+int cmd_fork(session& s, const settings& g, const std::string& id, int from_step,
+             const std::string& new_id) {
+  durable::workflow_handle h;
+  try {
+    h = run(s.io, s.eng.fork(id, from_step, new_id));
+  } catch (const durable::workflow_conflict& e) {
+    throw failure(not_done, e.what());
+  } catch (const durable::pg::sql_error&) {
+    throw;
+  } catch (const durable::pg::connection_error&) {
+    throw;
+  } catch (const durable::error& e) {
+    throw failure(not_done, e.what());
+  }
+  ojson extra = ojson::object();
+  extra["new_id"] = h.id();
+  extra["from_step"] = from_step;
+  print_action(g, "fork", id,
+               "forked '" + one_line(id) + "' from step " + std::to_string(from_step) + " as '" +
+                   one_line(h.id()) + "'; an executor that registers its workflow runs it",
+               extra);
+  return done;
+}
+
+int cmd_send(session& s, const settings& g, const std::string& id, const std::string& topic,
+             const std::string& value, bool as_text, const std::string& key) {
+  nlohmann::json payload;
+  if (as_text) {
+    payload = value;
+  } else {
+    try {
+      payload = nlohmann::json::parse(value);
+    } catch (const nlohmann::json::exception& e) {
+      throw failure(bad_usage, "VALUE is not JSON (" + std::string(e.what()) +
+                                   "); quote a string as '\"text\"', or pass --text to send it "
+                                   "as a string");
+    }
+  }
+  // A finished workflow receives nothing more: refuse instead of storing a message for ever.
+  const auto status = s.status_of(id);
+  if (!status) s.unknown(id);
+  if (const auto state = durable::parse_workflow_state(*status); state && is_finished(*state))
+    throw failure(not_done, "'" + one_line(id) + "' is " + *status +
+                                ": a finished workflow receives no more messages; nothing was "
+                                "sent");
+  bool sent = false;
+  try {
+    sent = run(s.io, s.eng.send(id, topic, payload, key));
+  } catch (const durable::pg::sql_error&) {
+    throw;
+  } catch (const durable::pg::connection_error&) {
+    throw;
+  } catch (const durable::error& e) {
+    throw failure(not_done, e.what());
+  }
+  ojson extra = ojson::object();
+  extra["topic"] = topic;
+  extra["sent"] = sent;
+  print_action(g, "send", id,
+               sent ? "sent to '" + one_line(id) + "' on topic '" + one_line(topic) + "'"
+                    : "not sent again: a message with the idempotency key '" + one_line(key) +
+                          "' was sent to '" + one_line(id) + "' before",
+               extra);
+  return done;
+}
+
+int cmd_gc(session& s, const settings& g, const std::string& older_than,
+           std::vector<std::string> statuses, std::int64_t batch, bool dry_run) {
+  const double age_s = require_duration("--older-than", older_than);
+  if (statuses.empty())
+    for (const workflow_state st : durable::finished_workflow_states)
+      statuses.emplace_back(durable::to_string(st));
+  for (const auto& st : statuses)
+    if (const auto state = durable::parse_workflow_state(st); !state || !is_finished(*state))
+      throw failure(bad_usage, "--status " + one_line(st) +
+                                   ": gc deletes finished workflows only (succeeded, failed, "
+                                   "cancelled); cancel a parked or dead-lettered workflow first "
+                                   "if it should go");
+  if (batch < 1) throw failure(bad_usage, "--batch must be at least 1");
+  const std::string list = durable::detail::text_array(statuses);
+  std::int64_t n = 0;
+  if (dry_run) {
+    auto count = [&]() -> asio::awaitable<std::int64_t> {
+      auto q = s.st().admin_gc_count(age_s, list);
+      auto c = co_await s.eng.pool().acquire();
+      auto r = co_await durable::store::fetch_one(*c, std::move(q));
+      co_return r ? r->n : 0;
+    };
+    n = run(s.io, count());
+  } else {
+    // Small batches, each its own statement (SKIP LOCKED): no long locks on a busy table.
+    for (;;) {
+      auto one_batch = [&]() -> asio::awaitable<std::size_t> {
+        auto q = s.st().workflows_delete_finished(std::int64_t(age_s * 1000), batch, list);
+        auto c = co_await s.eng.pool().acquire();
+        auto r = co_await durable::store::fetch(*c, std::move(q));
+        co_return r.size();
+      };
+      const std::size_t deleted = run(s.io, one_batch());
+      n += std::int64_t(deleted);
+      if (std::int64_t(deleted) < batch) break;
+    }
+  }
+  std::string joined;
+  for (const auto& st : statuses) joined += (joined.empty() ? "" : ", ") + st;
+  if (g.json) {
+    ojson out = ojson::object();
+    out["action"] = "gc";
+    out["dry_run"] = dry_run;
+    out["older_than_s"] = age_s;
+    out["statuses"] = statuses;
+    out[dry_run ? "would_delete" : "deleted"] = n;
+    print_json(out);
+  } else {
+    std::printf("%s %lld workflows (%s) finished more than %s ago%s\n",
+                dry_run ? "would delete" : "deleted", static_cast<long long>(n), joined.c_str(),
+                older_than.c_str(),
+                dry_run ? "" : ", with their journal, attempts, history, messages and events");
+  }
+  return done;
+}
+
+int cmd_migrate(session& s, const settings& g) {
+  const int applied = run(s.io, s.eng.migrate());
+  auto version = [&]() -> asio::awaitable<int> {
+    auto c = co_await s.eng.pool().acquire();
+    co_return co_await s.st().version(*c);
+  };
+  const int v = run(s.io, version());
+  if (g.json) {
+    ojson out = ojson::object();
+    out["schema"] = s.eng.schema_name();
+    out["version"] = v;
+    out["applied"] = applied;
+    print_json(out);
+  } else {
+    std::printf("schema '%s' is at version %d (%d migration%s applied now)\n",
+                one_line(s.eng.schema_name()).c_str(), v, applied, applied == 1 ? "" : "s");
+  }
+  return done;
+}
+
+}  // namespace durable_cli

@@ -1,0 +1,202 @@
+// The `durable` program's parts (durable.cpp: main and its options): what they share. The
+// output helpers (output.cpp), the verbs that read (read.cpp, metrics.cpp) and the verbs that
+// act through the engine (actions.cpp) all take a session and the global settings.
+#pragma once
+
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <cstdint>
+#include <exception>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "durable.hpp"
+#include "durable/store.hpp"
+
+namespace durable_cli {
+
+using ojson = nlohmann::ordered_json;
+
+enum exit_status : int { done = 0, not_done = 1, bad_usage = 2, database_trouble = 3 };
+
+/// An ordinary failure: one line on stderr and an exit status.
+struct failure : std::runtime_error {
+  int status;
+  failure(int s, const std::string& what) : std::runtime_error(what), status(s) {}
+};
+
+// ---- running the engine's coroutines ---------------------------------------------------------
+
+/// Runs `a` until it completes or the io_context is stopped (a signal): false then.
+inline bool run(asio::io_context& io, asio::awaitable<void> a) {
+  std::exception_ptr error;
+  bool finished = false;
+  asio::co_spawn(io, std::move(a), [&](std::exception_ptr e) {
+    error = e;
+    finished = true;
+    io.stop();  // what else waits (a signal set) does not keep the program alive
+  });
+  io.restart();
+  io.run();
+  if (error) std::rethrow_exception(error);
+  return finished;
+}
+
+template <class T>
+T run(asio::io_context& io, asio::awaitable<T> a) {
+  std::exception_ptr error;
+  std::optional<T> out;
+  asio::co_spawn(io, std::move(a), [&](std::exception_ptr e, T v) {
+    error = e;
+    if (!e) out.emplace(std::move(v));
+  });
+  io.restart();
+  io.run();
+  if (error) std::rethrow_exception(error);
+  return std::move(*out);
+}
+
+// ---- durations and statuses (output.cpp) -----------------------------------------------------
+
+/// "90s", "15m", "2h", "7d", "500ms" or a plain number of seconds; nullopt otherwise.
+std::optional<double> parse_duration(const std::string& text);
+/// The duration `text` given to `option`; a failure (bad usage) when it is none.
+double require_duration(const std::string& option, const std::string& text);
+/// "" when `text` is a workflow status (durable/states.hpp), else "unknown status 'x'; one of:
+/// pending, ...": what the --status options check each value with.
+std::string check_status(const std::string& text);
+
+// ---- output (output.cpp) ---------------------------------------------------------------------
+
+/// Code points in `s` (UTF-8), for column widths.
+std::size_t width(const std::string& s);
+/// At most `max` code points, with "…" when cut.
+std::string cut(const std::string& s, std::size_t max);
+/// One line: newlines and tabs shown as \n and \t, other control characters as \xNN (as the
+/// library shows names in its messages).
+std::string one_line(const std::string& s);
+/// A value as a table shows it: "-" for null, timestamps (by column) to the second, JSON
+/// compact, control characters escaped.
+std::string cell(std::string_view key, const ojson& v);
+/// A JSON value on one line ("-" for null).
+std::string text_of(const ojson& v);
+
+struct column {
+  std::string key;
+  std::size_t max = 40;
+};
+
+void print_table(const std::vector<ojson>& rows, const std::vector<column>& columns,
+                 const std::string& indent = "");
+void print_json(const ojson& v);
+/// "key  value" lines, keys padded to one width.
+void print_fields(const std::vector<std::pair<std::string, std::string>>& fields);
+
+// ---- the session -----------------------------------------------------------------------------
+
+struct settings {
+  std::string database;
+  std::string schema = "durable";
+  bool json = false;
+};
+
+/// An engine that is never opened: it registers no executor and runs no workflow; its
+/// operations (cancel, resume, retry, fork, send, migrate) and its pool are what we use.
+struct session {
+  asio::io_context io;
+  durable::engine eng;
+  explicit session(const settings& s) : eng(io.get_executor(), options(s)) {}
+  static durable::engine_options options(const settings& s) {
+    durable::engine_options o;
+    o.conninfo = s.database;
+    o.schema = s.schema;
+    o.pool_size = 2;
+    o.min_severity = durable::severity::warning;
+    return o;
+  }
+  /// The schema's statements (the CLI is one of the library's own tools).
+  [[nodiscard]] const durable::store& st() const noexcept { return durable::detail::store_of(eng); }
+
+  // A plain function forwarding to the coroutine (GCC 12: see docs/concepts.md).
+  asio::awaitable<std::vector<ojson>> rows_of(durable::query<durable::store::json_value> q) {
+    return rows_of_impl(std::move(q.st));
+  }
+  asio::awaitable<std::vector<ojson>> rows_of_impl(durable::pg::statement st) {
+    std::vector<durable::store::json_value> rows;
+    {
+      durable::query<durable::store::json_value> q{std::move(st)};
+      auto c = co_await eng.pool().acquire();
+      rows = co_await durable::store::fetch(*c, std::move(q));
+    }
+    std::vector<ojson> out;
+    out.reserve(rows.size());
+    for (const auto& r : rows) out.push_back(ojson::parse(r.json));
+    co_return out;
+  }
+  std::vector<ojson> rows(durable::query<durable::store::json_value> q) {
+    return run(io, rows_of(std::move(q)));
+  }
+  /// The workflow's status, or nullopt when no workflow has the id.
+  std::optional<std::string> status_of(const std::string& id) {
+    auto get = [&]() -> asio::awaitable<std::optional<durable::store::workflow_record>> {
+      auto q = st().workflow_get(id);
+      auto c = co_await eng.pool().acquire();
+      co_return co_await durable::store::fetch_one(*c, std::move(q));
+    };
+    auto w = run(io, get());
+    if (!w) return std::nullopt;
+    return w->status;
+  }
+  [[noreturn]] void unknown(const std::string& id) {
+    throw failure(not_done, "no workflow has the id '" + one_line(id) + "' in schema '" +
+                                one_line(eng.schema_name()) + "'; see 'durable list'");
+  }
+};
+
+/// Rows as --json, a table, or `none` when there are none (output.cpp).
+int print_rows(const settings& g, const std::vector<ojson>& rows, const char* none,
+               const std::vector<column>& columns);
+/// What an action did: --json {"id", "action", "done", ...extra} or `message` (output.cpp).
+void print_action(const settings& g, const std::string& verb, const std::string& id,
+                  const std::string& message, ojson extra = ojson::object());
+
+// ---- the verbs that read (read.cpp, metrics.cpp) ---------------------------------------------
+
+struct list_args {
+  std::vector<std::string> statuses;
+  std::string name, queue, executor, since, until, after;
+  std::int64_t limit = 50, offset = 0;
+};
+
+int cmd_list(session& s, const settings& g, const list_args& a);
+int cmd_show(session& s, const settings& g, const std::string& id, std::size_t last_steps);
+int cmd_queues(session& s, const settings& g);
+int cmd_executors(session& s, const settings& g, double lease_s);
+int cmd_stats(session& s, const settings& g, double lease_s);
+int cmd_metrics(session& s, double lease_s, const std::string& listen);
+
+// ---- the verbs that act (actions.cpp) --------------------------------------------------------
+
+int cmd_cancel(session& s, const settings& g, const std::string& id);
+int cmd_resume(session& s, const settings& g, const std::string& id, bool retry);
+int cmd_fork(session& s, const settings& g, const std::string& id, int from_step,
+             const std::string& new_id);
+int cmd_send(session& s, const settings& g, const std::string& id, const std::string& topic,
+             const std::string& value, bool as_text, const std::string& key);
+int cmd_gc(session& s, const settings& g, const std::string& older_than,
+           std::vector<std::string> statuses, std::int64_t batch, bool dry_run);
+int cmd_migrate(session& s, const settings& g);
+
+// ---- errors (output.cpp) ---------------------------------------------------------------------
+
+/// Prints `message` as one line on stderr; returns `status`.
+int report(int status, std::string message);
+/// Inside a catch block: reports the exception being handled; returns the exit status.
+int explain(const settings& g);
+
+}  // namespace durable_cli

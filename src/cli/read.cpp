@@ -1,0 +1,240 @@
+// The `durable` program's verbs that read the database: list, show, queues, executors, stats.
+// Each runs one operator statement of the store (rows as JSON objects) and prints a table,
+// fields, or the rows as --json.
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+
+namespace durable_cli {
+
+namespace {
+
+/// A list cursor: "<created_at>|<id>" of the last row of a page.
+std::string cursor_of(const ojson& row) {
+  return row["created_at"].get<std::string>() + "|" + row["id"].get<std::string>();
+}
+
+/// --since/--until: a duration ago or a timestamp the server parses.
+void time_bound(const std::string& text, std::optional<double>& ago,
+                std::optional<std::string>& at) {
+  if (text.empty()) return;
+  if (auto d = parse_duration(text))
+    ago = d;
+  else
+    at = text;
+}
+
+// A date or time the server cannot read (22007, 22008), from --since, --until or --after.
+[[noreturn]] void bad_time(const durable::pg::data_exception& e) {
+  throw failure(bad_usage,
+                "--since/--until take a duration (90s, 15m, 2h, 7d) or a timestamp "
+                "('2026-11-30 17:00', '2026-11-30T17:00:00Z'), --after a cursor: " +
+                    e.server_message());
+}
+
+}  // namespace
+
+int cmd_list(session& s, const settings& g, const list_args& a) {
+  durable::store::list_filter f;
+  f.statuses = a.statuses;
+  if (!a.name.empty()) f.name = a.name;
+  if (!a.queue.empty()) f.queue = a.queue;
+  if (!a.executor.empty()) f.executor = a.executor;
+  time_bound(a.since, f.since_s, f.since_at);
+  time_bound(a.until, f.until_s, f.until_at);
+  f.limit = a.limit + 1;  // one more: is there a next page?
+  f.offset = a.offset;
+  if (!a.after.empty()) {
+    const auto bar = a.after.find('|');
+    if (bar == std::string::npos)
+      throw failure(bad_usage, "--after: '" + one_line(a.after) +
+                                   "' is not a cursor; pass the next_cursor of the previous "
+                                   "page (--json) or what the table's footer says");
+    f.after_created_at = a.after.substr(0, bar);
+    f.after_id = a.after.substr(bar + 1);
+  }
+  std::vector<ojson> rows;
+  try {
+    rows = s.rows(s.st().admin_list(f));
+  } catch (const durable::pg::invalid_datetime_format& e) {  // from --since, --until or --after
+    bad_time(e);
+  } catch (const durable::pg::datetime_field_overflow& e) {
+    bad_time(e);
+  }
+  const bool more = std::int64_t(rows.size()) > a.limit;
+  if (more) rows.pop_back();
+  if (g.json) {
+    ojson out = ojson::object();
+    out["workflows"] = rows;
+    out["offset"] = a.offset;
+    out["limit"] = a.limit;
+    out["next_offset"] = more ? ojson(a.offset + a.limit) : ojson(nullptr);
+    // Keyset paging: stable while workflows come and go (offsets shift).
+    out["next_cursor"] = more ? ojson(cursor_of(rows.back())) : ojson(nullptr);
+    print_json(out);
+    return done;
+  }
+  if (rows.empty()) {
+    std::puts(a.offset > 0 ? "no more workflows" : "no workflows match");
+    return done;
+  }
+  print_table(rows, {{"id", 36},
+                     {"name", 24},
+                     {"status", 11},
+                     {"queue", 16},
+                     {"steps", 8},
+                     {"created_at", 19},
+                     {"updated_at", 19},
+                     {"reason", 60}});
+  if (more) std::fprintf(stderr, "(more: add --after '%s')\n", cursor_of(rows.back()).c_str());
+  return done;
+}
+
+int cmd_show(session& s, const settings& g, const std::string& id, std::size_t last_steps) {
+  auto found = s.rows(s.st().admin_show(id));
+  if (found.empty()) s.unknown(id);
+  const ojson& all = found[0];
+  if (g.json) {
+    print_json(all);
+    return done;
+  }
+  const ojson& w = all["workflow"];
+  auto field = [&](const char* key) {
+    auto it = w.find(key);
+    return it == w.end() ? std::string("-") : cell(key, *it);
+  };
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"workflow", field("id")},
+      {"name", field("name")},
+      {"status", field("status")},
+  };
+  if (!w["status_reason"].is_null()) fields.emplace_back("reason", field("status_reason"));
+  if (w.contains("last_error") && !w["last_error"].is_null())
+    fields.emplace_back("last error", field("last_error"));
+  fields.emplace_back("queue", field("queue"));
+  const std::string claims = field("attempts");
+  fields.emplace_back("executor", field("executor_id") + " (epoch " + field("epoch") +
+                                      ", claimed " + claims +
+                                      (claims == "1" ? " time)" : " times)"));
+  fields.emplace_back("created", field("created_at"));
+  fields.emplace_back("started", field("started_at"));
+  fields.emplace_back("updated", field("updated_at"));
+  fields.emplace_back("completed", field("completed_at"));
+  if (!w["wake_at"].is_null()) fields.emplace_back("wakes at", field("wake_at"));
+  if (w.contains("wait_for") && !w["wait_for"].is_null())
+    fields.emplace_back("waits for", field("wait_for"));
+  if (!w["deadline"].is_null()) fields.emplace_back("deadline", field("deadline"));
+  if (!w["parent_id"].is_null()) fields.emplace_back("parent", field("parent_id"));
+  if (w.contains("forked_from") && !w["forked_from"].is_null())
+    fields.emplace_back("forked from", field("forked_from"));
+  if (!w["app_version"].get<std::string>().empty())
+    fields.emplace_back("app version", field("app_version"));
+  constexpr std::size_t long_value = 300;  // --json shows them whole
+  fields.emplace_back("inputs", cut(text_of(w["inputs"]), long_value));
+  if (!w["output"].is_null()) fields.emplace_back("output", cut(text_of(w["output"]), long_value));
+  if (!w["error"].is_null()) fields.emplace_back("error", cut(text_of(w["error"]), long_value));
+  print_fields(fields);
+
+  std::puts("");
+  std::puts("history");
+  print_table(all["history"].get<std::vector<ojson>>(),
+              {{"at", 19},
+               {"previous", 11},
+               {"status", 11},
+               {"executor_id", 30},
+               {"previous_executor", 30},
+               {"reason", 70}},
+              "  ");
+
+  auto steps = all["steps"].get<std::vector<ojson>>();
+  std::puts("");
+  std::printf("steps (%zu)\n", steps.size());
+  if (steps.size() > last_steps) {
+    std::printf("  ... %zu earlier steps (--steps N shows more, --json all)\n",
+                steps.size() - last_steps);
+    steps.erase(steps.begin(), steps.end() - std::ptrdiff_t(last_steps));
+  }
+  print_table(steps,
+              {{"seq", 6},
+               {"name", 28},
+               {"kind", 9},
+               {"status", 9},
+               {"attempts", 8},
+               {"duration_ms", 12},
+               {"completed_at", 19},
+               {"next_attempt_at", 19},
+               {"last_error", 60}},
+              "  ");
+  for (const char* part : {"children", "inbox", "events"}) {
+    const auto items = all[part].get<std::vector<ojson>>();
+    if (items.empty()) continue;
+    std::puts("");
+    std::printf("%s (%zu)\n", part, items.size());
+    if (std::string(part) == "children")
+      print_table(items, {{"id", 40}, {"name", 24}, {"status", 11}, {"completed_at", 19}}, "  ");
+    else if (std::string(part) == "inbox")
+      print_table(items, {{"id", 12}, {"topic", 24}, {"created_at", 19}, {"payload", 60}}, "  ");
+    else
+      print_table(items, {{"key", 24}, {"updated_at", 19}, {"value", 60}}, "  ");
+  }
+  return done;
+}
+
+int cmd_queues(session& s, const settings& g) {
+  const auto rows = s.rows(s.st().admin_queues());
+  return print_rows(g, rows, "no queues (no queued workflows, no configured limits)",
+                    {{"queue", 24},
+                     {"queued", 8},
+                     {"delayed", 8},
+                     {"running", 8},
+                     {"sleeping", 8},
+                     {"oldest_queued_s", 16},
+                     {"concurrency", 11},
+                     {"worker_concurrency", 18},
+                     {"rate_limit", 10},
+                     {"rate_period_ms", 14}});
+}
+
+int cmd_executors(session& s, const settings& g, double lease_s) {
+  const auto rows = s.rows(s.st().admin_executors(lease_s));
+  return print_rows(g, rows, "no executors have registered",
+                    {{"id", 40},
+                     {"state", 8},
+                     {"host", 24},
+                     {"pid", 8},
+                     {"heartbeat_age_s", 15},
+                     {"owned", 8},
+                     {"app_version", 16},
+                     {"started_at", 19}});
+}
+
+int cmd_stats(session& s, const settings& g, double lease_s) {
+  const auto rows = s.rows(s.st().admin_stats(lease_s));
+  const ojson& st = rows.at(0);
+  if (g.json) {
+    print_json(st);
+    return done;
+  }
+  std::vector<std::pair<std::string, std::string>> fields;
+  fields.emplace_back("schema version", cell("schema_version", st["schema_version"]));
+  for (const durable::workflow_state state : durable::all_workflow_states) {
+    const std::string status(durable::to_string(state));
+    const auto it = st["workflows"].find(status);
+    fields.emplace_back(status, it == st["workflows"].end() ? "0" : cell(status, *it));
+  }
+  for (const char* key :
+       {"journal_rows_estimate", "steps_retrying", "finished_last_hour", "failed_last_hour",
+        "failed_last_day", "queued", "oldest_queued_s", "messages_unconsumed", "executors_alive"}) {
+    std::string label = key;
+    for (char& c : label)
+      if (c == '_') c = ' ';
+    fields.emplace_back(label, cell(key, st[key]));
+  }
+  print_fields(fields);
+  return done;
+}
+
+}  // namespace durable_cli
