@@ -123,7 +123,8 @@ public:
     using T = detail::step_value_t<std::decay_t<F>>;
     detail::check_step_function<F>();
     detail::check_not_nested(*s_, name);
-    return run_step<T>(s_->next_seq++, std::move(name), "step", std::forward<F>(fn), policy);
+    return run_step<T>(s_->next_seq++, std::move(name), std::string(to_string(step_kind::step)),
+                       std::forward<F>(fn), policy);
   }
 
   /// Runs `fn(tx)` in a database transaction that commits together with the step's journal
@@ -172,7 +173,7 @@ public:
     detail::check_not_nested(*s_, change_id);
     const int seq = s_->next_seq;
     if (const detail::journal_entry* e = journal_at(seq)) {
-      if (e->kind != "patch" || e->name != change_id) return no_patch();
+      if (e->kind != to_string(step_kind::patch) || e->name != change_id) return no_patch();
       ++s_->next_seq;
       return replayed_patch();
     }
@@ -187,7 +188,7 @@ public:
   [[nodiscard]] asio::awaitable<void> deprecate_patch(std::string change_id) {
     detail::check_not_nested(*s_, change_id);
     if (const detail::journal_entry* e = journal_at(s_->next_seq);
-        e && e->kind == "patch" && e->name == change_id) {
+        e && e->kind == to_string(step_kind::patch) && e->name == change_id) {
       ++s_->next_seq;
       if (s_->counters) ++s_->counters->steps_replayed;
     }
@@ -321,14 +322,16 @@ public:
   /// 64 random bits, journaled (I6).
   [[nodiscard]] asio::awaitable<std::uint64_t> random() {
     detail::check_not_nested(*s_, "random");
-    return run_step<std::uint64_t>(s_->next_seq++, "random", "random", [] { return random_u64(); },
-                                   {});
+    return run_step<std::uint64_t>(s_->next_seq++, "random",
+                                   std::string(to_string(step_kind::random)),
+                                   [] { return random_u64(); }, {});
   }
 
   /// A random (version 4) UUID, journaled (I6).
   [[nodiscard]] asio::awaitable<std::string> uuid() {
     detail::check_not_nested(*s_, "uuid");
-    return run_step<std::string>(s_->next_seq++, "uuid", "uuid", [] { return make_uuid(); }, {});
+    return run_step<std::string>(s_->next_seq++, "uuid", std::string(to_string(step_kind::uuid)),
+                                 [] { return make_uuid(); }, {});
   }
 
 private:
@@ -363,7 +366,7 @@ private:
   asio::awaitable<std::chrono::system_clock::time_point> now_impl(int seq) {
     using namespace std::chrono;
     auto step = run_step<std::int64_t>(
-        seq, "now", "now",
+        seq, "now", std::string(to_string(step_kind::now)),
         [] { return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count(); },
         {});
     const auto us = co_await std::move(step);
@@ -381,7 +384,8 @@ private:
   }
   static asio::awaitable<void> no_op() { co_return; }
   asio::awaitable<bool> record_patch(int seq, std::string change_id) {
-    auto step = run_step<void>(seq, std::move(change_id), "patch", [] {}, {});
+    auto step = run_step<void>(seq, std::move(change_id), std::string(to_string(step_kind::patch)),
+                               [] {}, {});
     co_await std::move(step);
     co_return true;
   }
@@ -390,7 +394,8 @@ private:
     using namespace std::chrono;
     // The first run journals the wake-up time it asked for; a replay reads it back.
     const std::int64_t asked = duration_cast<microseconds>(until.time_since_epoch()).count();
-    auto step = run_step<std::int64_t>(seq, "sleep", "sleep", [asked] { return asked; }, {});
+    auto step = run_step<std::int64_t>(seq, "sleep", std::string(to_string(step_kind::sleep)),
+                                       [asked] { return asked; }, {});
     const std::int64_t wake_us = co_await std::move(step);
     const std::int64_t now_us =
         duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
@@ -407,7 +412,7 @@ private:
   asio::awaitable<std::optional<T>> recv_impl(int seq, std::string topic,
                                               std::chrono::milliseconds timeout) {
     const std::string text = co_await detail::receive(*s_, seq, topic, timeout);
-    const std::string kind = "recv";
+    const std::string kind = std::string(to_string(step_kind::recv));
     co_return detail::decode_arrival<T>(*s_, seq + 1, topic, kind, text);
   }
   asio::awaitable<void> set_event_impl(int seq, std::string key, std::string value) {
@@ -418,7 +423,8 @@ private:
                                                    std::string key,
                                                    std::chrono::milliseconds timeout) {
     const std::string text = co_await detail::await_event(*s_, seq, workflow_id, key, timeout);
-    const std::string kind = "get_event", name = workflow_id + ":" + key;
+    const std::string kind = std::string(to_string(step_kind::get_event)),
+                      name = workflow_id + ":" + key;
     co_return detail::decode_arrival<T>(*s_, seq + 1, name, kind, text);
   }
   asio::awaitable<child_handle> start_child_impl(int seq, std::string name, std::string inputs) {
@@ -429,7 +435,8 @@ private:
   asio::awaitable<R> child_result_impl(int seq, std::string child_id) {
     const std::string text = co_await detail::await_child(*s_, seq, child_id);
     if constexpr (!std::is_void_v<R>) {
-      const detail::journal_entry e{child_id, "child-result", false, text, {}};
+      const detail::journal_entry e{
+          child_id, std::string(to_string(step_kind::child_result)), false, text, {}};
       co_return detail::decode_text<R>(*s_, seq, e, text);
     }
   }
@@ -522,7 +529,7 @@ private:
   asio::awaitable<std::variant<detail::stored_t<T>...>> any_impl(
       int seq, std::tuple<asio::awaitable<T>...> branches) {
     detail::run_state& s = *s_;
-    const std::string name = "any", kind = "any";
+    const std::string name = "any", kind = std::string(to_string(step_kind::any));
     std::optional<std::size_t> journaled;
     if (const detail::journal_entry* e = detail::replay_entry(s, seq, name, kind)) {
       journaled = detail::decode_journaled<std::size_t>(s, seq, *e);
@@ -575,7 +582,8 @@ private:
       const typename State::call call{&st->fn, &st->items[i]};
       try {
         auto step = run_step<typename State::value>(
-            base + int(i), st->name + "[" + std::to_string(i) + "]", "step", call, st->policy);
+            base + int(i), st->name + "[" + std::to_string(i) + "]",
+            std::string(to_string(step_kind::step)), call, st->policy);
         if constexpr (std::is_void_v<typename State::value>) {
           co_await std::move(step);
           st->results[i].emplace();

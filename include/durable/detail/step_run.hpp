@@ -125,7 +125,7 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
 
 template <class T, class F>
 asio::awaitable<T> run_transaction(run_state& s, int seq, std::string name, F fn, retry policy) {
-  const std::string kind = "transaction";
+  const std::string kind = std::string(to_string(step_kind::transaction));
   if (const detail::journal_entry* e = detail::replay_entry(s, seq, name, kind))
     co_return detail::replay_value<T>(s, seq, *e);
   const detail::attempt_history* history = detail::attempt_state(s, seq, name, kind);

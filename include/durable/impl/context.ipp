@@ -219,7 +219,7 @@ DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
     pause = std::chrono::milliseconds(std::int64_t(p));
     unloads = can_unload(s, 1) && pause >= s.unload_after;  // 1: this step
   }
-  const std::string outcome = final ? "failed" : "retrying";
+  const std::string outcome(to_string(final ? attempt_outcome::failed : attempt_outcome::retrying));
   const std::string err = failure.to_json();
   std::optional<double> pause_ms;
   if (!final) pause_ms = double(pause.count());
@@ -281,7 +281,7 @@ DURABLE_DECL asio::awaitable<void> journal_value(run_state& s, int seq, const st
 
 DURABLE_DECL asio::awaitable<std::optional<double>> wait_deadline(
     run_state& s, int seq, const std::string& name, std::chrono::milliseconds timeout) {
-  const std::string kind = "deadline";
+  const std::string kind = std::string(to_string(step_kind::deadline));
   if (const journal_entry* e = replay_entry(s, seq, name, kind)) {
     if (s.counters) ++s.counters->steps_replayed;
     co_return decode_text<double>(s, seq, *e, e->output);
@@ -356,7 +356,7 @@ DURABLE_DECL asio::awaitable<bool> take_message(run_state& s, int seq, const std
 
 DURABLE_DECL asio::awaitable<std::string> receive(run_state& s, int seq, const std::string& topic,
                                                   std::chrono::milliseconds timeout) {
-  const std::string kind = "recv";
+  const std::string kind = std::string(to_string(step_kind::recv));
   if (const journal_entry* e = replay_entry(s, seq + 1, topic, kind)) {
     if (s.counters) ++s.counters->steps_replayed;
     co_return e->output;
@@ -393,7 +393,7 @@ DURABLE_DECL asio::awaitable<std::string> receive(run_state& s, int seq, const s
 DURABLE_DECL asio::awaitable<void> send_message(run_state& s, int seq, const std::string& to,
                                                 const std::string& topic,
                                                 const std::string& payload) {
-  const std::string kind = "send";
+  const std::string kind = std::string(to_string(step_kind::send));
   if (const journal_entry* e = replay_entry(s, seq, topic, kind)) {
     replay_value<void>(s, seq, *e);
     co_return;
@@ -421,7 +421,7 @@ DURABLE_DECL asio::awaitable<void> send_message(run_state& s, int seq, const std
 
 DURABLE_DECL asio::awaitable<void> publish_event(run_state& s, int seq, const std::string& key,
                                                  const std::string& value) {
-  const std::string kind = "event";
+  const std::string kind = std::string(to_string(step_kind::set_event));
   if (const journal_entry* e = replay_entry(s, seq, key, kind)) {
     replay_value<void>(s, seq, *e);
     co_return;
@@ -447,7 +447,7 @@ DURABLE_DECL asio::awaitable<bool> look_for_event(run_state& s, int seq, const s
   }
   if (!v) co_return false;
   got = "[" + *v + "]";
-  const std::string kind = "get_event";
+  const std::string kind = std::string(to_string(step_kind::get_event));
   co_await journal_value(s, seq, name, kind, *got, started);
   co_return true;
 }
@@ -456,7 +456,7 @@ DURABLE_DECL asio::awaitable<std::string> await_event(run_state& s, int seq,
                                                       const std::string& workflow_id,
                                                       const std::string& key,
                                                       std::chrono::milliseconds timeout) {
-  const std::string kind = "get_event";
+  const std::string kind = std::string(to_string(step_kind::get_event));
   const std::string name = workflow_id + ":" + key;
   if (const journal_entry* e = replay_entry(s, seq + 1, name, kind)) {
     if (s.counters) ++s.counters->steps_replayed;
@@ -493,26 +493,27 @@ DURABLE_DECL asio::awaitable<bool> look_for_child(run_state& s, int seq, const s
     note_read_failure(s, e);
     throw;
   }
-  const std::string kind = "child-result";
+  const std::string kind = std::string(to_string(step_kind::child_result));
   if (!w) {
     const std::string message =
         "workflow '" + s.id + "': its child workflow '" + child + "' does not exist (deleted?)";
     throw error(message);
   }
-  if (w->status == "succeeded") {
+  const std::optional<workflow_state> status = parse_workflow_state(w->status);
+  if (status == workflow_state::succeeded) {
     got = w->output.value_or("null");
     co_await journal_value(s, seq, child, kind, *got, started);
     co_return true;
   }
-  if (w->status != "failed" && w->status != "cancelled") co_return false;
+  const bool cancelled = status == workflow_state::cancelled;
+  if (status != workflow_state::failed && !cancelled) co_return false;
   // The child failed or was cancelled: journaled as this step's failure (step_failed here
   // and on every replay).
   auto j = nlohmann::json::parse(w->error.value_or("{}"), nullptr, false);
   if (!j.is_object()) j = nlohmann::json::object();
-  const std::string type =
-      j.value("type", w->status == "cancelled" ? "durable::cancelled" : "unknown");
+  const std::string type = j.value("type", cancelled ? "durable::cancelled" : "unknown");
   const std::string message = "child workflow '" + child + "' (" + w->name + ") " +
-                              (w->status == "cancelled" ? "was cancelled" : "failed") + ": " +
+                              (cancelled ? "was cancelled" : "failed") + ": " +
                               j.value("message", w->reason.value_or(""));
   const std::optional<std::string> no_output;
   const std::optional<std::string> err = captured_error{type, message}.to_json();
@@ -522,7 +523,7 @@ DURABLE_DECL asio::awaitable<bool> look_for_child(run_state& s, int seq, const s
 
 DURABLE_DECL asio::awaitable<std::string> await_child(run_state& s, int seq,
                                                       const std::string& child) {
-  const std::string kind = "child-result";
+  const std::string kind = std::string(to_string(step_kind::child_result));
   if (const journal_entry* e = replay_entry(s, seq, child, kind)) {
     if (e->failed) replay_value<void>(s, seq, *e);  // throws step_failed
     if (s.counters) ++s.counters->steps_replayed;
@@ -549,7 +550,7 @@ DURABLE_DECL asio::awaitable<std::string> await_child(run_state& s, int seq,
 DURABLE_DECL asio::awaitable<std::string> start_child_workflow(run_state& s, int seq,
                                                                const std::string& name,
                                                                const std::string& inputs) {
-  const std::string kind = "child";
+  const std::string kind = std::string(to_string(step_kind::child));
   if (const journal_entry* e = replay_entry(s, seq, name, kind)) {
     if (s.counters) ++s.counters->steps_replayed;
     co_return decode_text<std::string>(s, seq, *e, e->output);

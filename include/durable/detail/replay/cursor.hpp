@@ -16,6 +16,7 @@
 #include "durable/detail/config.hpp"
 #include "durable/detail/replay/verdict.hpp"
 #include "durable/error.hpp"
+#include "durable/states.hpp"
 
 namespace durable::detail {
 
@@ -41,18 +42,18 @@ struct attempt_history {
   void add(int attempt, const std::string& outcome, const std::optional<std::string>& err,
            const std::optional<double>& next) {
     last_attempt = std::max(last_attempt, attempt);
-    if (outcome == "due") {  // resume(): the next attempt is due now
+    if (outcome == to_string(attempt_outcome::due)) {  // resume(): the next attempt is due now
       next_attempt_at.reset();
       return;
     }
-    if (outcome == "reset") {
+    if (outcome == to_string(attempt_outcome::reset)) {
       failures = 0;
       failed = false;
       next_attempt_at.reset();
       return;
     }
     ++failures;
-    failed = outcome == "failed";
+    failed = outcome == to_string(attempt_outcome::failed);
     error = err.value_or("{}");
     next_attempt_at = next;
   }
@@ -138,7 +139,7 @@ struct cursor {
 
 /// "'name'" for a plain step, "'name' (kind)" otherwise: how messages name a step.
 inline std::string describe_step(const std::string& name, const std::string& kind) {
-  return kind == "step" ? "'" + name + "'" : "'" + name + "' (" + kind + ")";
+  return kind == to_string(step_kind::step) ? "'" + name + "'" : "'" + name + "' (" + kind + ")";
 }
 
 /// Notes that the workflow parks with `reason` for `cause` and returns the reason (for the

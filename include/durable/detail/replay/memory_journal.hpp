@@ -17,6 +17,7 @@
 #include "durable/detail/replay/cursor.hpp"
 #include "durable/detail/replay/journal.hpp"
 #include "durable/error.hpp"
+#include "durable/states.hpp"
 
 namespace durable::detail {
 
@@ -48,7 +49,7 @@ public:
   /// One workflow, as its rows in the engine's tables would hold it.
   struct workflow_record {
     std::string name;
-    std::string status = "running";
+    std::string status{to_string(workflow_state::running)};
     std::string inputs = "[]";  // JSON array
     std::int64_t epoch = 1;
     std::int64_t generation = 0;

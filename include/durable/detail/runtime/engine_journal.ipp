@@ -23,7 +23,7 @@ DURABLE_DECL asio::awaitable<pg::result> engine_journal::write(pg::statement st)
 
 DURABLE_DECL asio::awaitable<void> engine_journal::append(const std::string& id, std::int64_t epoch,
                                                           step_row row) {
-  const std::string status = row.error ? "failed" : "succeeded";
+  const std::string status(to_string(row.error ? step_status::failed : step_status::succeeded));
   group_committer::journal_row r{id,
                                  epoch,
                                  row.seq,
@@ -64,7 +64,7 @@ public:
   asio::awaitable<void> commit(const std::string& id, std::int64_t epoch, step_row row) override {
     // The journal row rides in the same round trip as COMMIT, inside the transaction: the
     // user's writes and the row commit together or not at all.
-    const std::string status = row.error ? "failed" : "succeeded";
+    const std::string status(to_string(row.error ? step_status::failed : step_status::succeeded));
     fenced_write write = st_.step_append(id, epoch, row.seq, row.name, row.kind, status, row.output,
                                          row.error, row.attempts, row.started_at);
     std::vector<pg::statement> rows;

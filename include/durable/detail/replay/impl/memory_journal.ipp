@@ -57,7 +57,7 @@ DURABLE_DECL const memory_journal::workflow_record& memory_journal::at(
 DURABLE_DECL std::optional<std::string> memory_journal::claim(const std::string& id, cursor& c) {
   workflow_record& w = at(id);
   ++w.epoch;
-  w.status = "running";
+  w.status = to_string(workflow_state::running);
   c.id = id;
   c.name = w.name;
   c.epoch = w.epoch;
@@ -160,7 +160,7 @@ memory_journal::begin_transaction(const std::string& id, int seq, const std::str
 DURABLE_DECL asio::awaitable<void> memory_journal::sleep(const std::string& id, std::int64_t epoch,
                                                          double) {
   workflow_record& w = writable(id, epoch);
-  w.status = "sleeping";
+  w.status = to_string(workflow_state::sleeping);
   ++w.epoch;  // unloaded: no run owns it until it is claimed again
   co_return;
 }
@@ -186,7 +186,7 @@ DURABLE_DECL asio::awaitable<continued_generation> memory_journal::continue_as_n
   w.inputs = inputs;
   ++w.generation;
   ++w.epoch;
-  w.status = "running";
+  w.status = to_string(workflow_state::running);
   w.output.reset();
   w.error.reset();
   w.reason.reset();
@@ -202,7 +202,8 @@ DURABLE_DECL asio::awaitable<std::optional<std::string>> memory_journal::take_me
     check_free(w, id, seq);
     m.consumed_seq = seq;
     std::string out = "[" + m.payload + "]";
-    w.steps.emplace(seq, step_row{seq, topic, "recv", out, std::nullopt, 1, started_at});
+    w.steps.emplace(seq, step_row{seq, topic, std::string(to_string(step_kind::recv)), out,
+                                  std::nullopt, 1, started_at});
     co_return out;
   }
   co_return std::nullopt;
@@ -217,8 +218,9 @@ DURABLE_DECL asio::awaitable<bool> memory_journal::send(const std::string& id, s
   workflow_record& w = writable(id, epoch);
   check_free(w, id, seq);
   deliver(to, topic, payload, key);
-  w.steps.emplace(seq, step_row{seq, topic, "send", memory_journal_detail::json_string(to),
-                                std::nullopt, 1, started_at});
+  w.steps.emplace(seq,
+                  step_row{seq, topic, std::string(to_string(step_kind::send)),
+                           memory_journal_detail::json_string(to), std::nullopt, 1, started_at});
   co_return true;
 }
 
@@ -230,7 +232,8 @@ DURABLE_DECL asio::awaitable<bool> memory_journal::set_event(const std::string& 
   workflow_record& w = writable(id, epoch);
   check_free(w, id, seq);
   w.events[key] = value;
-  w.steps.emplace(seq, step_row{seq, key, "event", std::nullopt, std::nullopt, 1, started_at});
+  w.steps.emplace(seq, step_row{seq, key, std::string(to_string(step_kind::set_event)),
+                                std::nullopt, std::nullopt, 1, started_at});
   co_return true;
 }
 
@@ -255,12 +258,12 @@ DURABLE_DECL asio::awaitable<bool> memory_journal::start_child(
     workflow_record& c = workflows_[child_id];
     c.name = name;
     c.inputs = inputs;
-    c.status = "sleeping";  // due at once for whoever runs `name`
+    c.status = to_string(workflow_state::sleeping);  // due at once for whoever runs `name`
     c.parent = id;
   }
   workflows_.at(id).steps.emplace(
-      seq, step_row{seq, name, "child", memory_journal_detail::json_string(child_id), std::nullopt,
-                    1, started_at});
+      seq, step_row{seq, name, std::string(to_string(step_kind::child)),
+                    memory_journal_detail::json_string(child_id), std::nullopt, 1, started_at});
   co_return true;
 }
 
