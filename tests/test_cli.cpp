@@ -606,8 +606,8 @@ asio::awaitable<int> elder_wf(context& ctx) {
 asio::awaitable<long> rows_in(engine& eng, std::string_view table_view, std::string_view id_view) {
   const std::string table(table_view), id(id_view);
   auto c = co_await eng.pool().acquire();
-  auto r = co_await c->exec("SELECT count(*) FROM " + detail::quote_identifier(eng.schema_name()) +
-                                "." + table + " WHERE workflow_id = $1",
+  auto r = co_await c->exec("SELECT count(*) FROM " + test::q(eng.schema_name()) + "." + table +
+                                " WHERE workflow_id = $1",
                             id);
   co_return r[0].get<long>(0);
 }
@@ -685,8 +685,8 @@ TEST_CASE("cli: the history records what is off the routine, in UTC, ids kept wh
     co_await test::wait_rows(eng, "h1", 1);
     // An owner change (a takeover moves executor_id from one executor to another), a cancel
     // and a resume are recorded.
-    const std::string takeover = "UPDATE " + detail::quote_identifier(schema) +
-                                 ".workflows SET executor_id = 'exec-other' WHERE id = $1";
+    const std::string takeover =
+        "UPDATE " + test::q(schema) + ".workflows SET executor_id = 'exec-other' WHERE id = $1";
     co_await exec_sql(eng, takeover, "h1");
     const bool cancelled = co_await eng.cancel("h1");
     CHECK(cancelled);

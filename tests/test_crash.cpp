@@ -82,9 +82,9 @@ std::string wid(int round, int w) {
 TEST_CASE("workflows survive 50+ SIGKILLs with every effect once and no journal row rewritten",
           "[crash][process]") {
   const std::string schema = test::fresh_schema("crash");
-  g_effects = detail::quote_identifier(schema) + ".effects";
-  const std::string steps = detail::quote_identifier(schema) + ".steps";
-  const std::string audit = detail::quote_identifier(schema) + ".journal_audit";
+  g_effects = test::q(schema) + ".effects";
+  const std::string steps = test::q(schema) + ".steps";
+  const std::string audit = test::q(schema) + ".journal_audit";
 
   // Schema, the effects table, and a trigger that records any UPDATE or DELETE of a journal row.
   test::run([&]() -> asio::awaitable<void> {
@@ -93,13 +93,12 @@ TEST_CASE("workflows survive 50+ SIGKILLs with every effect once and no journal 
     auto c = co_await eng.pool().acquire();
     co_await c->exec("CREATE TABLE " + g_effects + " (workflow_id text, seq int, pid int)");
     co_await c->exec("CREATE TABLE " + audit + " (op text, workflow_id text, seq int)");
-    co_await c->exec("CREATE FUNCTION " + detail::quote_identifier(schema) +
+    co_await c->exec("CREATE FUNCTION " + test::q(schema) +
                      ".audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
                      "INSERT INTO " +
                      audit + " VALUES (TG_OP, OLD.workflow_id, OLD.seq); RETURN NULL; END $$");
     co_await c->exec("CREATE TRIGGER journal_audit AFTER UPDATE OR DELETE ON " + steps +
-                     " FOR EACH ROW EXECUTE FUNCTION " + detail::quote_identifier(schema) +
-                     ".audit()");
+                     " FOR EACH ROW EXECUTE FUNCTION " + test::q(schema) + ".audit()");
   }());
 
   std::minstd_rand rng(std::random_device{}());
@@ -139,9 +138,9 @@ TEST_CASE("workflows survive 50+ SIGKILLs with every effect once and no journal 
       // Which workflows were in flight at this kill (started, not finished)?
       test::run([&]() -> asio::awaitable<void> {
         auto c = co_await pg::connection::connect(test::conninfo());
-        auto r = co_await c->exec(
-            "SELECT id, (SELECT count(*) FROM " + steps + " s WHERE s.workflow_id = w.id) FROM " +
-            detail::quote_identifier(schema) + ".workflows w WHERE status <> 'succeeded'");
+        auto r = co_await c->exec("SELECT id, (SELECT count(*) FROM " + steps +
+                                  " s WHERE s.workflow_id = w.id) FROM " + test::q(schema) +
+                                  ".workflows w WHERE status <> 'succeeded'");
         bool progress = false;
         for (const pg::row row : r) {
           ++kills_in_flight[row.get<std::string>(0)];
@@ -158,7 +157,7 @@ TEST_CASE("workflows survive 50+ SIGKILLs with every effect once and no journal 
 
   test::run([&]() -> asio::awaitable<void> {
     auto c = co_await pg::connection::connect(test::conninfo());
-    const std::string wf = detail::quote_identifier(schema) + ".workflows";
+    const std::string wf = test::q(schema) + ".workflows";
     // Every workflow finished with the right output.
     auto r = co_await c->exec("SELECT id, status, output::text FROM " + wf + " ORDER BY id");
     CHECK(r.rows() == rounds * workflows_per_round);
@@ -268,9 +267,8 @@ void wait_rows(const std::string& schema, const std::string& id, long n) {
   test::run([&]() -> asio::awaitable<void> {
     auto c = co_await pg::connection::connect(test::conninfo());
     for (int i = 0; i < 3000; ++i) {
-      auto r = co_await c->exec("SELECT count(*) FROM " + detail::quote_identifier(schema) +
-                                    ".steps WHERE workflow_id = $1",
-                                id);
+      auto r = co_await c->exec(
+          "SELECT count(*) FROM " + test::q(schema) + ".steps WHERE workflow_id = $1", id);
       if (r[0].get<long>(0) >= n) co_return;
       co_await test::sleep_ms(10);
     }
@@ -286,7 +284,7 @@ struct final_state {
 final_state final_of(const std::string& schema, const std::string& id) {
   return test::run([&]() -> asio::awaitable<final_state> {
     auto c = co_await pg::connection::connect(test::conninfo());
-    const auto s = detail::quote_identifier(schema);
+    const auto s = test::q(schema);
     auto r = co_await c->exec(
         "SELECT w.status, coalesce(w.output::text, ''), w.executor_id, w.epoch, "
         "(SELECT count(*) FROM " +
@@ -312,7 +310,7 @@ std::string audited_schema(const std::string& tag) {
     engine eng(co_await asio::this_coro::executor, test::options(schema, "setup"));
     (void)co_await eng.migrate();
     auto c = co_await eng.pool().acquire();
-    const auto s = detail::quote_identifier(schema);
+    const auto s = test::q(schema);
     co_await c->exec("CREATE TABLE " + s + ".journal_audit (op text, workflow_id text, seq int)");
     co_await c->exec(
         "CREATE FUNCTION " + s +
@@ -427,10 +425,9 @@ namespace {
 asio::awaitable<int> drain_queue(engine& eng, std::string queue) {
   for (int i = 0; i < 6000; ++i) {
     auto c = co_await eng.pool().acquire();
-    auto r =
-        co_await c->exec("SELECT count(*) FROM " + detail::quote_identifier(eng.schema_name()) +
-                             ".workflows WHERE queue = $1 AND status <> 'succeeded'",
-                         queue);
+    auto r = co_await c->exec("SELECT count(*) FROM " + test::q(eng.schema_name()) +
+                                  ".workflows WHERE queue = $1 AND status <> 'succeeded'",
+                              queue);
     if (r[0].get<long>(0) == 0) co_return 0;
     co_await test::sleep_ms(10);
   }
@@ -442,7 +439,7 @@ asio::awaitable<int> drain_queue(engine& eng, std::string queue) {
 void check_finished_once(const std::string& schema, int workflows) {
   test::run([&]() -> asio::awaitable<void> {
     auto c = co_await pg::connection::connect(test::conninfo());
-    const auto s = detail::quote_identifier(schema);
+    const auto s = test::q(schema);
     auto r = co_await c->exec(
         "SELECT count(*), count(*) FILTER (WHERE status = 'succeeded' AND output::text = '3') "
         "FROM " +
@@ -482,7 +479,7 @@ TEST_CASE("a queue's limits hold across executors", "[queues][process]") {
   long max_total = 0, max_per_executor = 0;
   test::run([&]() -> asio::awaitable<void> {
     auto c = co_await pg::connection::connect(test::conninfo());
-    const auto wf = detail::quote_identifier(schema) + ".workflows";
+    const auto wf = test::q(schema) + ".workflows";
     for (int i = 0; i < 20000; ++i) {
       auto r = co_await c->exec(
           "SELECT coalesce(sum(n), 0)::bigint, coalesce(max(n), 0)::bigint FROM (SELECT count(*) "
@@ -504,8 +501,8 @@ TEST_CASE("a queue's limits hold across executors", "[queues][process]") {
   check_finished_once(schema, workflows);
   test::run([&]() -> asio::awaitable<void> {
     auto c = co_await pg::connection::connect(test::conninfo());
-    auto r = co_await c->exec("SELECT count(DISTINCT executor_id) FROM " +
-                              detail::quote_identifier(schema) + ".workflows");
+    auto r = co_await c->exec("SELECT count(DISTINCT executor_id) FROM " + test::q(schema) +
+                              ".workflows");
     CHECK(r[0].get<int>(0) >= 2);  // the work was shared
   }());
 }
@@ -530,7 +527,7 @@ TEST_CASE("a queue's rate limit holds", "[queues][process]") {
   CHECK(wait_exit(b, 60) == 0);
   test::run([&]() -> asio::awaitable<void> {
     auto c = co_await pg::connection::connect(test::conninfo());
-    const auto wf = detail::quote_identifier(schema) + ".workflows";
+    const auto wf = test::q(schema) + ".workflows";
     // In every window of one period that starts at a start, at most 4 starts.
     auto r = co_await c->exec("SELECT max((SELECT count(*) FROM " + wf +
                               " o WHERE o.queue = 'rated' AND o.started_at >= w.started_at AND "
@@ -561,7 +558,7 @@ TEST_CASE("concurrent enqueues with one deduplication key yield one workflow",
   CHECK(codes == std::vector<int>(4, 0));
   test::run([&]() -> asio::awaitable<void> {
     auto c = co_await pg::connection::connect(test::conninfo());
-    auto r = co_await c->exec("SELECT count(*) FROM " + detail::quote_identifier(schema) +
+    auto r = co_await c->exec("SELECT count(*) FROM " + test::q(schema) +
                               ".workflows WHERE dedup_key = 'order-42'");
     CHECK(r[0].get<long>(0) == 1);
   }());
@@ -594,7 +591,7 @@ TEST_CASE("four executors run 2000 queued workflows, two are killed, each finish
   test::run([&]() -> asio::awaitable<void> {
     auto c = co_await pg::connection::connect(test::conninfo());
     for (int i = 0; i < 6000; ++i) {
-      auto r = co_await c->exec("SELECT count(*) FROM " + detail::quote_identifier(schema) +
+      auto r = co_await c->exec("SELECT count(*) FROM " + test::q(schema) +
                                 ".workflows WHERE status = 'succeeded'");
       if (r[0].get<long>(0) >= workflows / 4) break;
       co_await test::sleep_ms(5);
@@ -609,7 +606,7 @@ TEST_CASE("four executors run 2000 queued workflows, two are killed, each finish
   check_finished_once(schema, workflows);
   test::run([&]() -> asio::awaitable<void> {
     auto c = co_await pg::connection::connect(test::conninfo());
-    const auto s = detail::quote_identifier(schema);
+    const auto s = test::q(schema);
     auto taken = co_await c->exec("SELECT count(*) FROM " + s + ".workflows WHERE epoch > 1");
     WARN("bulk: " << taken[0].get<long>(0)
                   << " workflows were taken over from the killed executors");

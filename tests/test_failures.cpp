@@ -25,7 +25,7 @@ using test::probe;
 
 namespace {
 
-std::string q(const std::string& schema) { return detail::quote_identifier(schema); }
+using test::q;  // tests/support/workflows.hpp
 
 /// Events the engine reported, for assertions.
 struct event_log {

@@ -306,7 +306,7 @@ TEST_CASE("an orphan that its claim parks is not counted as recovered", "[metric
     // Ours, running nowhere (its process died), and claimed too often without progress: the
     // maintenance tick finds it, and its claim parks it instead of starting it (I9).
     auto c = co_await eng.pool().acquire();
-    const std::string sql = "INSERT INTO " + detail::quote_identifier(schema) +
+    const std::string sql = "INSERT INTO " + test::q(schema) +
                             ".workflows (id, name, status, inputs, executor_id, stalled_claims) "
                             "VALUES ($1, 'counter', 'running', '[1]', 'exec-o', 100)";
     const std::string id = "w-orphan";

@@ -24,7 +24,7 @@ using test::wait_status;
 
 namespace {
 
-std::string q(const std::string& schema) { return detail::quote_identifier(schema); }
+using test::q;  // tests/support/workflows.hpp
 
 // What the workflows under test do, set by each test (a forked process inherits it).
 struct knobs {

@@ -57,7 +57,7 @@ const std::string executor_id = "story-exec";
 // More than 10 bytes: the service labels it "long" (billing_service::label_for).
 const std::string doc_text = "The quarterly report, all forty pages of it.";
 
-std::string q(std::string_view schema) { return detail::quote_identifier(std::string(schema)); }
+using test::q;  // tests/support/workflows.hpp
 
 asio::awaitable<std::string> classify_wf(context& ctx, std::string doc_id, std::string text) {
   const std::string at_read = "read", at_classify = "classify", at_store = "store", at_end = "end";
@@ -145,13 +145,9 @@ struct story {
 /// Runs `body(engine)` on an engine of executor_id in this process (resuming what it owned).
 template <class Body>
 void with_engine(const std::string& schema, Body body) {
-  test::run([&]() -> asio::awaitable<void> {
-    const engine_options o = story_options(schema);
-    engine eng(co_await asio::this_coro::executor, o);
-    eng.register_workflow("classify", &classify_wf);
-    (void)co_await eng.open();
-    co_await body(eng);
-  }());
+  test::with_open_engine(
+      story_options(schema), [](engine& eng) { eng.register_workflow("classify", &classify_wf); },
+      body);
 }
 
 // ---- reading the database (parameters are string_views: see GCC 12) -------------------------

@@ -21,7 +21,7 @@ using test::probe;
 
 namespace {
 
-std::string q(const std::string& schema) { return detail::quote_identifier(schema); }
+using test::q;  // tests/support/workflows.hpp
 
 // ---- workflows under test -------------------------------------------------------------------
 
@@ -260,17 +260,12 @@ void register_all(engine& e) {
 template <class Body>
 void with_engine(const std::string& schema, Body body, const std::string& executor = "exec-a",
                  bool dispatch = true) {
-  test::run([&]() -> asio::awaitable<void> {
-    auto o = test::options(schema, executor);
-    if (!dispatch) {  // no queue dispatcher: its round trips would blur exact counts
-      o.queues.clear();
-      o.listen = false;
-    }
-    engine eng(co_await asio::this_coro::executor, o);
-    register_all(eng);
-    (void)co_await eng.open();
-    co_await body(eng);
-  }());
+  auto o = test::options(schema, executor);
+  if (!dispatch) {  // no queue dispatcher: its round trips would blur exact counts
+    o.queues.clear();
+    o.listen = false;
+  }
+  test::with_open_engine(o, &register_all, body);
 }
 
 struct workflow_row {

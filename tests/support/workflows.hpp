@@ -49,6 +49,10 @@ inline asio::awaitable<int> counter_wf(durable::context& ctx, int n) {
   co_return sum;
 }
 
+/// A schema name quoted as an SQL identifier, for the tests' own statements (the one quoter).
+inline std::string q(std::string_view schema) { return durable::detail::quote_identifier(schema); }
+
+/// The engine options every test starts from; a test states what it changes.
 inline durable::engine_options options(const std::string& schema,
                                        const std::string& executor = "exec-a") {
   durable::engine_options o;
@@ -66,10 +70,8 @@ inline durable::engine_options options(const std::string& schema,
 inline asio::awaitable<long> journal_rows(durable::engine& eng, const std::string& id,
                                           const char* table = "steps") {
   auto c = co_await eng.pool().acquire();
-  auto r = co_await c->exec("SELECT count(*) FROM " +
-                                durable::detail::quote_identifier(eng.schema_name()) + "." + table +
-                                " WHERE workflow_id = $1",
-                            id);
+  auto r = co_await c->exec(
+      "SELECT count(*) FROM " + q(eng.schema_name()) + "." + table + " WHERE workflow_id = $1", id);
   co_return r[0].get<long>(0);
 }
 
@@ -105,7 +107,7 @@ inline asio::awaitable<workflow_row> row_of(durable::engine& eng, std::string_vi
   auto r = co_await c->exec(
       "SELECT status, coalesce(status_reason, ''), coalesce(error::text, ''), "
       "stalled_claims FROM " +
-          durable::detail::quote_identifier(eng.schema_name()) + ".workflows WHERE id = $1",
+          q(eng.schema_name()) + ".workflows WHERE id = $1",
       id);
   if (r.empty()) throw std::runtime_error("no workflow " + id);
   co_return workflow_row{r[0].get<std::string>(0), r[0].get<std::string>(1),
@@ -129,6 +131,9 @@ inline asio::awaitable<workflow_row> wait_status(durable::engine& eng, std::stri
 /// Runs `body(engine&)` on an engine made from `o` whose workflows `add(engine&)` registers,
 /// after open(); afterwards the io_context is abandoned, like a process that died.
 template <class Register, class Body>
+/// The one engine fixture: an engine with options `o` (explicit: no default hides here) and the
+/// workflows `add` registers, opened on a fresh io_context; `body(engine)` runs, then the
+/// io_context is abandoned with whatever still runs there, like a process that died.
 void with_open_engine(const durable::engine_options& o, Register add, Body body) {
   run([&]() -> asio::awaitable<void> {
     durable::engine eng(co_await asio::this_coro::executor, o);
