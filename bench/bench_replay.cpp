@@ -293,7 +293,7 @@ void BM_replay_in_process(benchmark::State& state) {
     e.output = std::to_string(i);
     (void)run.add_entry(i, std::move(e));  // steps 0..n-1 in order: always usable
   }
-  // pool, st and counters stay null: a step without a journal row would throw.
+  // io and counters stay null: a step without a journal row would throw (no journal to run it).
   bench::run_loop(state, *g_io, in_process_loop(state, run, n));
   per_step_counter(state, n);
 }
