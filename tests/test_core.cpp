@@ -38,7 +38,7 @@ asio::awaitable<void> pause_for(std::chrono::milliseconds d) {
 std::string json(const nlohmann::json& v) { return v.dump(); }
 
 /// After `d`, what happens outside the run: a message arrives for `to` (spawned beside the run;
-/// a plain function, so that nothing it uses lives in a temporary lambda).
+/// a named coroutine, so that nothing it uses lives in a temporary lambda).
 asio::awaitable<void> deliver_later(memory_journal& j, std::chrono::milliseconds d, std::string to,
                                     std::string topic, std::string payload) {
   co_await pause_for(d);
@@ -544,7 +544,9 @@ TEST_CASE("core: a send is journaled with its message, and a replay does not sen
     co_return std::nullopt;
   };
   CHECK(run(j, "wf", b).outcome.what == verdict::kind::succeeded);
+  const int writes = j.writes();
   CHECK(run(j, "wf", b).outcome.what == verdict::kind::succeeded);
+  CHECK(j.writes() == writes + 1);  // the replay's final state only: no second send
   REQUIRE(j.at("peer").inbox.size() == 1);
   CHECK(j.at("peer").inbox[0].payload == "42");
   CHECK(j.at("peer").inbox[0].key == "wf:0");
@@ -607,8 +609,8 @@ TEST_CASE("core: a message that arrives while recv waits is received", "[core][m
   memory_journal j;
   j.create("wf", "demo");
   auto r = run(j, "wf", [&j](context& ctx) -> asio::awaitable<output> {
-    asio::co_spawn(co_await asio::this_coro::executor, deliver_later(j, 15ms, "wf", "t", "9"),
-                   asio::detached);
+    const auto ex = co_await asio::this_coro::executor;  // no co_await beside temporaries
+    asio::co_spawn(ex, deliver_later(j, 15ms, "wf", "t", "9"), asio::detached);
     auto m = co_await ctx.recv<int>("t", 30s);
     co_return json(m.value_or(-1));
   });
@@ -638,9 +640,10 @@ TEST_CASE("core: a child is started once and its result journaled", "[core][chil
   int finished = 0;
   const body b = [&j, &finished](context& ctx) -> asio::awaitable<output> {
     child_handle h = co_await ctx.start_child("kid", 7);
-    if (!ctx.replaying())
-      asio::co_spawn(co_await asio::this_coro::executor,
-                     succeed_later(j, 10ms, h.id(), "49", finished), asio::detached);
+    if (!ctx.replaying()) {
+      const auto ex = co_await asio::this_coro::executor;  // no co_await beside temporaries
+      asio::co_spawn(ex, succeed_later(j, 10ms, h.id(), "49", finished), asio::detached);
+    }
     const int v = co_await ctx.child_result<int>(h.id());
     co_return json({h.id(), v});
   };
@@ -707,6 +710,30 @@ TEST_CASE("core: a journal write refused for good parks the workflow", "[core][i
   CHECK_THAT(*j.at("wf").reason, Catch::Contains("value too large"));
 }
 
+TEST_CASE("core: a read refused for good parks the workflow, a transient one retries it",
+          "[core][io]") {
+  const bool permanent = GENERATE(true, false);
+  memory_journal j;
+  j.create("pub", "demo");
+  j.create("sub", "demo");
+  // The first look for the event fails (the deadline row is written before it).
+  j.at("sub").steps.emplace(0, step_row{0, "pub:k", "deadline", "1e12", {}, 1, 0});
+  j.fail_next(memory_journal::fault("permission denied for table events", permanent));
+  auto r = run(j, "sub", [](context& ctx) -> asio::awaitable<output> {
+    auto v = co_await ctx.get_event<int>("pub", "k", 1s);
+    co_return json(v.value_or(-1));
+  });
+  if (permanent) {
+    CHECK(r.outcome.what == verdict::kind::parked);
+    CHECK(r.outcome.cause == park_cause::journal_refused);
+    CHECK_THAT(*j.at("sub").reason, Catch::Contains("permission denied"));
+  } else {
+    CHECK(r.outcome.what == verdict::kind::retry);
+    CHECK(j.at("sub").status == "running");
+  }
+  CHECK(j.at("sub").steps.size() == 1);  // the value was not journaled
+}
+
 TEST_CASE("core: a run released by a shutdown writes nothing more", "[core][io]") {
   memory_journal j;
   j.create("wf", "demo");
@@ -737,6 +764,7 @@ TEST_CASE("core: a transactional step on the in-memory journal is refused, not p
   });
   CHECK_FALSE(ran);
   CHECK(j.at("wf").steps.empty());
-  CHECK(r.outcome.what == verdict::kind::failed);
-  CHECK_THAT(r.outcome.error, Catch::Contains("'debit'") && Catch::Contains("needs a database"));
+  CHECK(r.outcome.what == verdict::kind::parked);  // not the workflow's failure
+  CHECK(j.at("wf").status == "parked");
+  CHECK_THAT(*j.at("wf").reason, Catch::Contains("'debit'") && Catch::Contains("needs a database"));
 }

@@ -64,6 +64,11 @@ memory_run_result run_in_memory(memory_journal& j, const std::string& id, Body b
     if (!j.finish(id, run.epoch, std::string(to_string(f.status)), f.output, f.error, f.reason))
       r.outcome = verdict::released("a newer epoch owns the workflow");
   }
+  // The run state outlives this call (the caller inspects it): nothing in it may refer to `r`
+  // or to the journal any more.
+  run.report_retry = nullptr;
+  run.report_warning = nullptr;
+  run.io = nullptr;
   return r;
 }
 

@@ -180,7 +180,7 @@ struct final_state {
 DURABLE_DECL final_state final_state_of(const verdict& v);
 
 /// Notes a failure of a read the run made through its journal (an event, a child's state): a
-/// transient one retries the run; one that will recur is left to the caller (it propagates).
+/// transient one retries the run; one that will recur parks the workflow.
 DURABLE_DECL void note_read_failure(run_state& s, const std::exception& e);
 
 /// Records a failure of the library's own I/O while journaling step `seq`: a transient one

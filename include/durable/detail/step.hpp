@@ -203,8 +203,8 @@ DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
 /// refused it (with `if_fenced`, or the step's own message), any other failure noted
 /// (note_io_failure: retried or parked) and rethrown.
 template <class T>
-asio::awaitable<T> journaling(run_state& s, int seq, const std::string& name, asio::awaitable<T> op,
-                              const std::string* if_fenced = nullptr) {
+asio::awaitable<T> journaling_impl(run_state& s, int seq, const std::string& name,
+                                   asio::awaitable<T> op, const std::string* if_fenced) {
   try {
     if (s.joins_running > 0) {
       auto ex = co_await asio::this_coro::executor;
@@ -217,6 +217,13 @@ asio::awaitable<T> journaling(run_state& s, int seq, const std::string& name, as
     note_io_failure(s, seq, name, e);
     throw;
   }
+}
+/// A plain function, so that the awaitable made in the caller's co_await is moved into the
+/// coroutine, never relocated by GCC 12 (docs/architecture.md#compiler-notes).
+template <class T>
+asio::awaitable<T> journaling(run_state& s, int seq, const std::string& name, asio::awaitable<T> op,
+                              const std::string* if_fenced = nullptr) {
+  return journaling_impl<T>(s, seq, name, std::move(op), if_fenced);
 }
 
 /// The journal of run `s`, which must have one (it executes a step).

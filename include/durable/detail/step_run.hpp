@@ -153,8 +153,10 @@ asio::awaitable<T> run_transaction(run_state& s, int seq, std::string name, F fn
       std::unique_ptr<journal_transaction> tx;
       try {
         tx = co_await detail::io_of(s).begin_transaction(s.id, seq, name);
-      } catch (const journal_unsupported&) {
-        throw;  // a journal without a database: the workflow cannot run here at all
+      } catch (const journal_unsupported& e) {
+        // A journal without a database: not the workflow's failure, and it cannot run here.
+        s.outcome.note(detail::verdict::parked(detail::park_cause::journal_refused, e.what()));
+        throw;
       } catch (const std::exception& e) {
         // No transaction to run it in: the database's failure, never the step's.
         s.outcome.note(detail::verdict::retry(detail::io_of(s).judge(e).description));

@@ -85,7 +85,17 @@ DURABLE_DECL final_state final_state_of(const verdict& v) {
 DURABLE_DECL void note_read_failure(run_state& s, const std::exception& e) {
   if (!s.io) return;
   const io_judgement j = s.io->judge(e);
-  if (!j.permanent) s.outcome.note(verdict::retry(j.description));
+  if (!j.permanent) {
+    s.outcome.note(verdict::retry(j.description));
+    return;
+  }
+  // Refused, and it will be refused again: an operator looks (the failure model's park).
+  s.outcome.note(
+      verdict::parked(park_cause::journal_refused,
+                      valid_utf8("workflow '" + s.id + "' (" + s.name +
+                                 "): a read of its journal was refused (" + j.description +
+                                 "), and would be again. It is parked: fix the cause (the "
+                                 "database's permissions, its schema), then resume it")));
 }
 
 DURABLE_DECL void note_io_failure(run_state& s, int seq, const std::string& name,

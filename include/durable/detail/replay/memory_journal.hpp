@@ -85,7 +85,7 @@ public:
   DURABLE_DECL void deliver(const std::string& to, const std::string& topic, std::string payload,
                             std::optional<std::string> key = std::nullopt);
 
-  /// The next `count` writes fail with `f` (nothing is written by them).
+  /// The next `count` writes or reads fail with `f` (nothing is written by them).
   void fail_next(fault f, int count = 1) {
     fault_.emplace(std::move(f));
     faults_left_ = count;
@@ -138,6 +138,8 @@ public:
       const std::string& workflow_id) override;
 
 private:
+  /// Throws the injected fault, while one is due (before every write and read).
+  DURABLE_DECL void inject();
   /// Before every write: an injected fault, then the fence (I3). Returns the owner.
   DURABLE_DECL workflow_record& writable(const std::string& id, std::int64_t epoch);
   /// steps' primary key: a second row for one step number is refused (nothing written).

@@ -68,6 +68,7 @@ DURABLE_DECL std::optional<std::string> memory_journal::claim(const std::string&
     if (auto bad = c.add_entry(seq, std::move(e))) return bad;
   }
   for (const recorded_attempt& a : w.attempts) {
+    if (w.steps.contains(a.row.seq)) continue;  // attempts_load: only steps without a row
     attempt_history& h = c.attempts[a.row.seq];
     if (h.name.empty()) {
       h.name = a.row.name;
@@ -109,12 +110,16 @@ DURABLE_DECL io_judgement memory_journal::judge(const std::exception& e) const {
   return {true, e.what()};
 }
 
-DURABLE_DECL memory_journal::workflow_record& memory_journal::writable(const std::string& id,
-                                                                       std::int64_t epoch) {
+DURABLE_DECL void memory_journal::inject() {
   if (faults_left_ > 0 && fault_) {
     --faults_left_;
     throw *fault_;
   }
+}
+
+DURABLE_DECL memory_journal::workflow_record& memory_journal::writable(const std::string& id,
+                                                                       std::int64_t epoch) {
+  inject();
   auto it = workflows_.find(id);
   if (it == workflows_.end() || it->second.epoch != epoch)
     throw journal_fenced("workflow " + id + " is not owned under epoch " + std::to_string(epoch));
@@ -196,9 +201,13 @@ DURABLE_DECL asio::awaitable<continued_generation> memory_journal::continue_as_n
 DURABLE_DECL asio::awaitable<std::optional<std::string>> memory_journal::take_message(
     const std::string& id, std::int64_t epoch, int seq, const std::string& topic,
     double started_at) {
-  workflow_record& w = writable(id, epoch);
-  for (message& m : w.inbox) {
+  // As message_take: without a message nothing is written (nor fenced); with one, the take and
+  // its row are one fenced write.
+  auto it = workflows_.find(id);
+  if (it == workflows_.end()) co_return std::nullopt;
+  for (message& m : it->second.inbox) {
     if (m.topic != topic || m.consumed_seq) continue;
+    workflow_record& w = writable(id, epoch);
     check_free(w, id, seq);
     m.consumed_seq = seq;
     std::string out = "[" + m.payload + "]";
@@ -239,6 +248,7 @@ DURABLE_DECL asio::awaitable<bool> memory_journal::set_event(const std::string& 
 
 DURABLE_DECL asio::awaitable<std::optional<std::string>> memory_journal::get_event(
     const std::string& workflow_id, const std::string& key) {
+  inject();
   auto w = workflows_.find(workflow_id);
   if (w == workflows_.end()) co_return std::nullopt;
   auto e = w->second.events.find(key);
@@ -269,6 +279,7 @@ DURABLE_DECL asio::awaitable<bool> memory_journal::start_child(
 
 DURABLE_DECL asio::awaitable<std::optional<workflow_outcome>> memory_journal::workflow(
     const std::string& workflow_id) {
+  inject();
   auto it = workflows_.find(workflow_id);
   if (it == workflows_.end()) co_return std::nullopt;
   const workflow_record& w = it->second;
