@@ -231,6 +231,8 @@ inline asio::awaitable<void> metrics_connection(std::shared_ptr<metrics_server_s
   sock->shutdown(asio::ip::tcp::socket::shutdown_both, ec);
 }
 
+inline asio::awaitable<void> accept_loop(engine& eng, std::shared_ptr<metrics_server_state> m);
+
 inline asio::awaitable<void> serve_metrics_impl(engine& eng, asio::ip::tcp::endpoint where,
                                                 metrics_server_options options) {
   auto m = std::make_shared<metrics_server_state>(eng, std::move(options));
@@ -244,13 +246,26 @@ inline asio::awaitable<void> serve_metrics_impl(engine& eng, asio::ip::tcp::endp
   } close_at_end{m};
   // The server closes when the engine begins to shut down; when it ends first, it stops waiting
   // for that (the signal lives in `m`, which the completion keeps, as long as the operation).
-  struct unwatch {
-    std::shared_ptr<metrics_server_state> m;
-    ~unwatch() { m->stop_watching.emit(asio::cancellation_type::terminal); }
-  } unwatch_at_end{m};
+  // Not from a destructor: a frame destroyed with its io_context (never resumed) must not emit
+  // into timers whose services are already gone; that wait ends with the io_context anyway.
+  const auto unwatch = [&m] { m->stop_watching.emit(asio::cancellation_type::terminal); };
   eng.until_shutdown(asio::bind_cancellation_slot(m->stop_watching.slot(),
                                                   [m](std::exception_ptr) { m->close(); }));
-  if (eng.shutting_down()) co_return;
+  if (eng.shutting_down()) {
+    unwatch();
+    co_return;
+  }
+  try {
+    co_await accept_loop(eng, m);
+  } catch (...) {
+    unwatch();
+    throw;
+  }
+  unwatch();
+}
+
+/// Accepts connections until the server closes or the engine shuts down (serve_metrics_impl).
+inline asio::awaitable<void> accept_loop(engine& eng, std::shared_ptr<metrics_server_state> m) {
   if (m->options.on_listening) m->options.on_listening(m->acceptor.local_endpoint());
   co_await asio::this_coro::throw_if_cancelled(false);
   auto failed = [&](const std::string& what) { eng.report_background_failure("metrics", what); };
