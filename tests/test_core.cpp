@@ -3,6 +3,7 @@
 // replay (I4, I5), fencing (I3), retries and their accounting across runs (I9), joins, the
 // journal limit, continue_as_new, messages, events, children, and the run's verdict when the
 // journal fails. ctest runs these with no database reachable.
+#include <asio/detached.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
 #include <catch2/catch.hpp>

@@ -5,10 +5,10 @@
 #pragma once
 
 #include <asio/co_spawn.hpp>
-#include <asio/detached.hpp>
 #include <asio/io_context.hpp>
 #include <chrono>
 #include <cstddef>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,8 +54,13 @@ memory_run_result run_in_memory(memory_journal& j, const std::string& id, Body b
   run.report_retry = [&r](const std::string& what) { r.retries.push_back(what); };
   run.report_warning = [&r](const std::string& what) { r.warnings.push_back(what); };
   asio::io_context io;
-  asio::co_spawn(io, run_body(run, std::move(body)), asio::detached);
+  // run_body notes whatever the workflow throws; anything else escaping it is the library's
+  // and is raised to the caller, never dropped.
+  std::exception_ptr escaped_run;
+  asio::co_spawn(io, run_body(run, std::move(body)),
+                 [&escaped_run](std::exception_ptr e) { escaped_run = e; });
   io.run();
+  if (escaped_run) std::rethrow_exception(escaped_run);
   run.finishing = true;
   r.outcome = run.outcome.get();
   if (r.outcome.writes_final_state()) {
