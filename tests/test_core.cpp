@@ -492,6 +492,65 @@ TEST_CASE("core: nearing the journal limit is reported once per run", "[core][li
   CHECK(r.warnings.size() == 1);
 }
 
+TEST_CASE("core: a value over max_value_bytes is not journaled and parks the workflow",
+          "[core][limit]") {
+  memory_journal j;
+  j.create("wf", "demo");
+  std::vector<std::string> ran;
+  memory_run_options o;
+  o.max_value_bytes = 100;
+  auto r = run(
+      j, "wf",
+      [&ran](context& ctx) -> asio::awaitable<output> {
+        co_await ctx.step("small", [&ran] {
+          ran.push_back("small");
+          return std::string(50, 'a');
+        });
+        try {
+          co_await ctx.step("big", [&ran] {
+            ran.push_back("big");
+            return std::string(200, 'b');
+          });
+        } catch (const value_too_large&) {
+          ran.push_back("caught");
+        }
+        // Parked: a later step does not run, whatever the code does with the exception.
+        try {
+          co_await ctx.step("later", [&ran] { ran.push_back("later"); });
+        } catch (const value_too_large&) {
+          ran.push_back("refused");
+        }
+        co_return std::nullopt;
+      },
+      o);
+  CHECK(r.outcome.what == verdict::kind::parked);
+  CHECK(r.outcome.cause == park_cause::value_too_large);
+  CHECK_THAT(r.outcome.reason, Catch::Contains("step 1 'big'") && Catch::Contains("202 bytes") &&
+                                   Catch::Contains("max_value_bytes (100)"));
+  CHECK(ran == std::vector<std::string>{"small", "big", "caught", "refused"});
+  CHECK(rows(j, "wf") == std::vector<std::pair<int, std::string>>{{0, "small"}});
+  CHECK(j.at("wf").status == "parked");
+}
+
+TEST_CASE("core: a workflow result over max_value_bytes parks the workflow", "[core][limit]") {
+  memory_journal j;
+  j.create("wf", "demo");
+  memory_run_options o;
+  o.max_value_bytes = 100;
+  auto r = run(
+      j, "wf",
+      [](context& ctx) -> asio::awaitable<output> {
+        co_await ctx.step("s", [] {});
+        co_return json(std::string(300, 'r'));
+      },
+      o);
+  CHECK(r.outcome.what == verdict::kind::parked);
+  CHECK(r.outcome.cause == park_cause::value_too_large);
+  CHECK_THAT(r.outcome.reason, Catch::Contains("the workflow's result"));
+  // Counted under its own reason by the metrics.
+  CHECK(park_reason(error_type(park_cause::value_too_large)) == "value_too_large");
+}
+
 // ---- continue_as_new ------------------------------------------------------------------------
 
 TEST_CASE("core: continue_as_new empties the journal and starts the next generation",

@@ -12,6 +12,7 @@
 #include <asio/io_context.hpp>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -83,6 +84,51 @@ asio::awaitable<std::size_t> huge_value_wf(context& ctx) {
     return std::vector<std::string>(300, std::string(1 << 20, 'x'));
   });
   co_return v.size();
+}
+
+/// `bytes` letters and digits from a fixed seed: a value that compresses little (TOAST). Made
+/// once per size, so that a test can make it before its engine runs (making 48 MiB takes long
+/// enough to stall the event loop that the step function runs on).
+const std::string& letters(std::size_t bytes) {
+  static std::map<std::size_t, std::string> made;
+  auto& s = made[bytes];
+  if (s.size() == bytes) return s;
+  static const char alphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  s.assign(bytes, ' ');
+  std::uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (auto& c : s) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    c = alphabet[x % 62];
+  }
+  return s;
+}
+
+asio::awaitable<std::size_t> big_value_wf(context& ctx, std::size_t bytes) {
+  auto v = co_await ctx.step("big", [&] {
+    ++probe.calls["big"];
+    return letters(bytes);
+  });
+  co_return v.size();
+}
+
+asio::awaitable<std::size_t> length_wf(context&, std::string text) { co_return text.size(); }
+
+asio::awaitable<std::size_t> catches_big_value_wf(context& ctx, std::size_t bytes) {
+  try {
+    co_await ctx.step("big", [&] {
+      ++probe.calls["big"];
+      return letters(bytes);
+    });
+  } catch (const value_too_large&) {
+    probe.seen.push_back("caught");
+  }
+  // The run is parked: no later step runs, whatever the code does.
+  co_return co_await ctx.step("after", [] {
+    ++probe.calls["after"];
+    return std::size_t(1);
+  });
 }
 
 asio::awaitable<int> simple_wf(context& ctx) {
@@ -201,6 +247,9 @@ void register_all(engine& e) {
   e.register_workflow("bad_name", &bad_name_wf);
   e.register_workflow("nul_value", &nul_value_wf);
   e.register_workflow("huge_value", &huge_value_wf);
+  e.register_workflow("big_value", &big_value_wf);
+  e.register_workflow("catches_big_value", &catches_big_value_wf);
+  e.register_workflow("length", &length_wf);
   e.register_workflow("simple", &simple_wf);
   e.register_workflow("tx_counter", &tx_counter_wf);
   e.register_workflow("throws_bad_utf8", &throws_bad_utf8_wf);
@@ -297,13 +346,114 @@ TEST_CASE("a journal row the server refuses parks the workflow and the step runs
 TEST_CASE("a value over jsonb's size limit parks the workflow", "[failure][refused][large]") {
   probe.reset();
   const auto schema = test::fresh_schema("huge");
-  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
-    auto h = co_await eng.start("huge_value", "w-huge");
-    auto row = co_await wait_status(eng, h.id(), "parked");
-    CHECK_THAT(row.reason, Catch::Contains("SQLSTATE 54000") && Catch::Contains("'huge'"));
-    co_await test::sleep_ms(200);
-  });
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto h = co_await eng.start("huge_value", "w-huge");
+        auto row = co_await wait_status(eng, h.id(), "parked");
+        CHECK_THAT(row.reason, Catch::Contains("SQLSTATE 54000") && Catch::Contains("'huge'"));
+        co_await test::sleep_ms(200);
+      },
+      [](engine_options& o) { o.max_value_bytes = 0; });  // the server's own limit
   CHECK(probe.calls["huge"] == 1);
+}
+
+TEST_CASE(
+    "a value over max_value_bytes is not written and parks the workflow until the limit is "
+    "raised",
+    "[failure][large]") {
+  probe.reset();
+  events = {};
+  const auto schema = test::fresh_schema("big");
+  const std::size_t bytes = 300000;
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto h = co_await eng.start("big_value", "w-big", bytes);
+        auto row = co_await wait_status(eng, h.id(), "parked");
+        CHECK_THAT(row.reason, Catch::Contains("step 0 'big'") &&
+                                   Catch::Contains("engine_options::max_value_bytes (100000)") &&
+                                   Catch::Contains(std::to_string(bytes + 2) + " bytes"));
+        CHECK_THAT(row.error, Catch::Contains("durable::value_too_large"));
+        auto err = co_await test::error_of<workflow_parked>(h.result<std::size_t>());
+        CHECK(err);
+        auto c = co_await eng.pool().acquire();
+        auto steps = co_await c->exec(
+            "SELECT count(*) FROM " + q(eng.schema_name()) + ".steps WHERE workflow_id = $1",
+            std::string("w-big"));
+        CHECK(steps[0].get<std::int64_t>(0) == 0);  // nothing was journaled
+        // Refused before anything is written: inputs over the limit.
+        const std::string big_inputs = letters(200000);
+        auto refused = co_await test::error_of<durable::error>(
+            eng.start("length", "w-big-inputs", big_inputs));
+        REQUIRE(refused);
+        CHECK_THAT(*refused, Catch::Contains("start('length', 'w-big-inputs')") &&
+                                 Catch::Contains("max_value_bytes"));
+        auto none = co_await c->exec(
+            "SELECT count(*) FROM " + q(eng.schema_name()) + ".workflows WHERE id = $1",
+            std::string("w-big-inputs"));
+        CHECK(none[0].get<std::int64_t>(0) == 0);
+        // A workflow that catches the refusal stays parked and runs no further step.
+        auto caught = co_await eng.start("catches_big_value", "w-big-caught", bytes);
+        auto caught_row = co_await wait_status(eng, caught.id(), "parked");
+        CHECK_THAT(caught_row.error, Catch::Contains("durable::value_too_large"));
+        co_await test::sleep_ms(100);
+      },
+      [](engine_options& o) { o.max_value_bytes = 100000; });
+  CHECK(probe.calls["big"] == 2);
+  CHECK(probe.calls["after"] == 0);
+  CHECK(probe.seen == std::vector<std::string>{"caught"});
+  // Raised, and resumed: the step runs again and the workflow finishes.
+  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    co_await eng.resume("w-big");
+    auto h = eng.handle("w-big");
+    const std::size_t n = co_await h.result<std::size_t>();
+    CHECK(n == bytes);
+  });
+  CHECK(probe.calls["big"] == 3);
+}
+
+TEST_CASE("a large value that takes longer than the lease to write keeps the heartbeat going",
+          "[failure][large][lease]") {
+  probe.reset();
+  events = {};
+  const auto schema = test::fresh_schema("bigbeat");
+  const std::size_t bytes = std::size_t(48) << 20;
+  (void)letters(bytes);  // made before the engine runs
+  double worst = 0, took_ms = 0, lag = 0;
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto watch = co_await watch_heartbeat(eng);
+        const auto t0 = std::chrono::steady_clock::now();
+        auto h = co_await eng.start("big_value", "w-bigbeat", bytes);
+        bool done = false;
+        auto last = std::chrono::steady_clock::now();
+        for (int i = 0; i < 6000 && !done; ++i) {
+          co_await test::sleep_ms(20);
+          const auto now = std::chrono::steady_clock::now();
+          lag = std::max(lag, std::chrono::duration<double, std::milli>(now - last).count());
+          worst = std::max(worst, co_await watch.age());
+          last = std::chrono::steady_clock::now();
+          done = (co_await row_of(eng, h.id())).status == "succeeded";
+        }
+        took_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                      .count();
+        const std::size_t n = co_await h.result<std::size_t>();
+        CHECK(n == bytes);
+      },
+      [](engine_options& o) {
+        o.heartbeat_interval = 50ms;
+        o.lease_timeout = 300ms;
+        o.max_value_bytes = 0;
+      });
+  // The heartbeat is late by what stalls the event loop (encoding the value as JSON: about
+  // 40 MB/s), but never withheld: the write is given the time its size needs.
+  INFO("the workflow took " << took_ms << " ms; the worst heartbeat age was " << worst
+                            << " ms; the longest stall of the event loop seen " << lag << " ms");
+  CHECK(events.count("the heartbeat is withheld") == 0);
+  CHECK(events.count("could not be renewed") == 0);
+  CHECK(probe.calls["big"] == 1);
 }
 
 TEST_CASE("journal writes without EXECUTE permission park the workflow",

@@ -550,7 +550,7 @@ TEST_CASE("verdict: every park cause has its own error type", "[replay][verdict]
   const park_cause all[] = {park_cause::misuse,          park_cause::journal_limit,
                             park_cause::journal_refused, park_cause::nondeterminism,
                             park_cause::codec,           park_cause::requested,
-                            park_cause::journal_error};
+                            park_cause::journal_error,   park_cause::value_too_large};
   std::vector<std::string> seen;
   for (park_cause c : all) {
     const std::string t(error_type(c));
@@ -560,6 +560,7 @@ TEST_CASE("verdict: every park cause has its own error type", "[replay][verdict]
   }
   CHECK(error_type(park_cause::journal_limit) == "durable::journal_limit_exceeded");
   CHECK(error_type(park_cause::nondeterminism) == "durable::nondeterminism_error");
+  CHECK(error_type(park_cause::value_too_large) == "durable::value_too_large");
 }
 
 TEST_CASE("verdict: a retry keeps the latest I/O error, for workflows.last_error",

@@ -496,6 +496,8 @@ private:
   DURABLE_DECL asio::awaitable<void> configure_queue_impl(const queue_options& q);
   DURABLE_DECL void check_start(const std::string& name, const std::string& id,
                                 std::int64_t timeout_ms) const;
+  /// Throws when `bytes` of JSON are over engine_options::max_value_bytes.
+  DURABLE_DECL void refuse_large(const std::string& what, std::size_t bytes) const;
   DURABLE_DECL asio::awaitable<workflow_handle> start_encoded_impl(std::string name, std::string id,
                                                                    nlohmann::json inputs,
                                                                    std::int64_t timeout_ms);

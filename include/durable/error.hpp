@@ -194,4 +194,13 @@ public:
   using workflow_error::workflow_error;
 };
 
+/// A value (a step's output or error, the workflow's result) is larger than
+/// engine_options::max_value_bytes: it is not written, and the workflow is parked (whatever its
+/// code does with this exception) until an operator raises the limit and resumes it, or
+/// cancels it. See docs/failures.md#large-values.
+class value_too_large : public workflow_error {
+public:
+  using workflow_error::workflow_error;
+};
+
 }  // namespace durable

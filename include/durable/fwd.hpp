@@ -48,6 +48,7 @@ class duplicate_workflow;
 class workflow_failed;
 class workflow_parked;
 class journal_limit_exceeded;
+class value_too_large;
 
 namespace pg {
 // durable/pg/connection.hpp, durable/pg/pool.hpp

@@ -74,6 +74,14 @@ struct engine_options {
   /// One warning event (severity::warning) per run when a workflow's journal reaches this
   /// fraction of journal_limit, naming the workflow, its size, the limit and the remedy.
   double journal_warning = 0.8;
+  /// Largest value, as JSON text, that a run writes: a step's output or error, the
+  /// workflow's result (0: no limit but PostgreSQL's own, 255 MiB for a jsonb value). A larger
+  /// one is not written and the workflow is parked with a reason that names the step and the
+  /// size (durable::value_too_large); the step runs again once an operator raises the limit
+  /// and resumes it. Every claim loads the whole journal, and a write of N bytes takes about
+  /// N / 50 MB/s on a local server (docs/failures.md#large-values): keep large data in an
+  /// object store or a table of your own and journal a reference to it.
+  std::size_t max_value_bytes = std::size_t(64) << 20;
   /// At most this many workflows run in this process at once: queue dispatch, takeover and
   /// open() claim no more (start() of a registered workflow is not limited).
   std::size_t max_running = 1000;

@@ -110,8 +110,14 @@ public:
   /// batch's errors go to its submitters).
   void on_failure(std::function<void(const std::string&)> f) { on_failure_ = std::move(f); }
 
-  /// When the oldest batch now in flight was sent, if any: the lease keeper withholds the
-  /// heartbeat while journal writes hang, so that the lease does not outlive them.
+  /// A batch in flight is not late for the time its values need to travel and be stored, at
+  /// this many bytes a second (a local server writes large values at 25-50 MB/s).
+  static constexpr double write_allowance_bytes_per_second = 8.0 * 1024 * 1024;
+
+  /// The earliest time from which a batch now in flight counts as waiting, if any: when it was
+  /// sent, plus the time its values need (write_allowance_bytes_per_second). The lease keeper
+  /// withholds the heartbeat while journal writes hang, so that the lease does not outlive
+  /// them; a large value that is still travelling does not hang.
   [[nodiscard]] std::optional<std::chrono::steady_clock::time_point> oldest_in_flight() const {
     if (sent_at_.empty()) return std::nullopt;
     return *sent_at_.begin();

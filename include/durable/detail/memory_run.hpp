@@ -22,6 +22,7 @@ namespace durable::detail {
 struct memory_run_options {
   std::size_t journal_limit = 0;               // engine_options::journal_limit
   double journal_warning = 0.8;                // engine_options::journal_warning
+  std::size_t max_value_bytes = 0;             // engine_options::max_value_bytes
   std::chrono::milliseconds poll_interval{2};  // between looks of a wait
 };
 
@@ -49,6 +50,7 @@ memory_run_result run_in_memory(memory_journal& j, const std::string& id, Body b
   }
   run.io = &j;
   run.journal_limit = o.journal_limit;
+  run.max_value_bytes = o.max_value_bytes;
   run.journal_warning = o.journal_warning;
   run.poll_interval = o.poll_interval;
   run.report_retry = [&r](const std::string& what) { r.retries.push_back(what); };

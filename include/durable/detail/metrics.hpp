@@ -156,6 +156,7 @@ inline constexpr std::array<double, 11> batch_buckets = {1,  2,   4,   8,   16, 
   if (type == "durable::codec_error") return "codec";
   if (type == "durable::journal_error") return "journal_error";
   if (type == "durable::journal_limit_exceeded") return "journal_limit";
+  if (type == "durable::value_too_large") return "value_too_large";
   return "other";
 }
 

@@ -21,6 +21,9 @@ asio::awaitable<void> run_body(run_state& run, Body body) {
     context ctx(run);
     std::optional<std::string> output = co_await body(ctx);
     check_fully_replayed(run);
+    if (output)
+      check_value_size(run, output->size(), "the workflow's result",
+                       "the workflow runs from its last journaled step");
     run.outcome.note(verdict::succeeded(output.value_or("null")));
   } catch (...) {
     run.outcome.note(escaped(run, std::current_exception()));

@@ -121,6 +121,8 @@ struct run_state : cursor {
   std::optional<double> deadline;
   // A backoff at least this long unloads the workflow until the next attempt is due.
   std::chrono::milliseconds unload_after{2000};
+  // engine_options::max_value_bytes: a larger value is not written (0: no limit).
+  std::size_t max_value_bytes = 0;
   std::optional<double> unloaded_until;  // Unix seconds
   // Tells the engine's event hook of a failed attempt that will be retried.
   std::function<void(const std::string&)> report_retry;
@@ -192,6 +194,12 @@ DURABLE_DECL void note_io_failure(run_state& s, int seq, const std::string& name
 /// message when the journal gave one (the server's DU001).
 DURABLE_DECL std::string journal_fenced_message(const run_state& s, int seq,
                                                 const std::string& name, const journal_fenced& f);
+
+/// A value of `bytes` (JSON text) over the run's max_value_bytes is not written: notes the park
+/// (park_cause::value_too_large) and throws value_too_large. `what` names the value ("the
+/// output of step 3 'fetch'"), `then` says what happens on resume.
+DURABLE_DECL void check_value_size(run_state& s, std::size_t bytes, const std::string& what,
+                                   const char* then);
 
 /// Journals one step (I2: one round trip, fenced by the epoch in the same statement, I3).
 /// Through the group committer the round trip and its commit are shared with other runs;

@@ -44,6 +44,8 @@ DURABLE_DECL void require_running(run_state& s, int seq, const std::string& name
   }
   if (const std::string* refused = s.outcome.parked_for(park_cause::journal_refused))
     throw error(*refused);
+  if (const std::string* big = s.outcome.parked_for(park_cause::value_too_large))
+    throw value_too_large(s.id, *big);
   // After a journal write of unknown outcome, nothing more may be journaled in this run:
   // a later row could be built on a step result that never committed.
   if (v.what == verdict::kind::retry)
@@ -399,6 +401,9 @@ DURABLE_DECL asio::awaitable<void> send_message(run_state& s, int seq, const std
     co_return;
   }
   require_live(s, seq, topic);
+  check_value_size(s, payload.size(),
+                   "the message of step " + std::to_string(seq) + " (send '" + topic + "')",
+                   "the send runs again");
   const double started = unix_seconds();
   const std::string key = s.key(seq);
   reserve_row(s, seq, topic);
@@ -427,6 +432,9 @@ DURABLE_DECL asio::awaitable<void> publish_event(run_state& s, int seq, const st
     co_return;
   }
   require_live(s, seq, key);
+  check_value_size(s, value.size(),
+                   "the value of step " + std::to_string(seq) + " (set_event '" + key + "')",
+                   "the step runs again");
   reserve_row(s, seq, key);
   const bool published = co_await journaling(
       s, seq, key, io_of(s).set_event(s.id, s.epoch, seq, key, value, unix_seconds()));
@@ -556,6 +564,9 @@ DURABLE_DECL asio::awaitable<std::string> start_child_workflow(run_state& s, int
     co_return decode_text<std::string>(s, seq, *e, e->output);
   }
   require_live(s, seq, name);
+  check_value_size(s, inputs.size(),
+                   "the inputs of step " + std::to_string(seq) + " (child workflow '" + name + "')",
+                   "the step runs again");
   std::string child = s.child_id(seq);
   const std::string no_version;
   reserve_row(s, seq, name);

@@ -98,6 +98,7 @@ DURABLE_DECL detail::enqueue_request engine::make_enqueue(const enqueue_options&
   check_enqueue(opts, name, workflow_id, inputs);
   detail::enqueue_request req;
   req.inputs = inputs.dump();
+  refuse_large("enqueue('" + name + "', '" + workflow_id + "'): its inputs", req.inputs.size());
   req.queue = std::string(opts.queue);
   if (opts.dedup_key) req.dedup_key = std::string(*opts.dedup_key);
   req.q = s_->st.workflow_enqueue(workflow_id, name, req.inputs, opts.queue, opts.priority,
@@ -134,9 +135,21 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::enqueue_hop(pg::transactio
 DURABLE_DECL pg::statement engine::send_statement_encoded(
     const std::string& workflow_id, const std::string& topic, const std::string& payload,
     const std::string& idempotency_key) const {
+  refuse_large("send_statement('" + workflow_id + "', '" + topic + "'): the message",
+               payload.size());
   std::optional<std::string> key;
   if (!idempotency_key.empty()) key = idempotency_key;
   return s_->st.unprepared(s_->st.message_send(workflow_id, topic, payload, key).st);
+}
+
+DURABLE_DECL void engine::refuse_large(const std::string& what, std::size_t bytes) const {
+  const std::size_t limit = s_->options.max_value_bytes;
+  if (limit == 0 || bytes <= limit) return;
+  throw error(what + ": " + std::to_string(bytes) +
+              " bytes of JSON, more than engine_options::max_value_bytes (" +
+              std::to_string(limit) +
+              "); nothing was written. Keep large data outside the workflow (an object store, a "
+              "table of your own) and pass a reference to it, or raise max_value_bytes");
 }
 
 DURABLE_DECL void engine::check_start(const std::string& name, const std::string& id,
@@ -165,6 +178,7 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(std::st
                 "(enqueue() works without open() and leaves the run to the queue's executors)");
   it->second.check_arguments("start", id, inputs);
   const std::string inputs_text = inputs.dump();
+  refuse_large("start('" + name + "', '" + id + "'): its inputs", inputs_text.size());
   std::string existing_name, existing_inputs;
   {
     auto insert = s->st.workflow_insert(id, name, inputs_text, s->options.executor_id,
@@ -217,6 +231,7 @@ DURABLE_DECL asio::awaitable<bool> engine::send_impl(std::string workflow_id, st
 DURABLE_DECL asio::awaitable<bool> engine::send_on_strand(std::string workflow_id,
                                                           std::string topic, std::string payload,
                                                           std::string idempotency_key) {
+  refuse_large("send('" + workflow_id + "', '" + topic + "'): the message", payload.size());
   std::optional<std::string> key;
   if (!idempotency_key.empty()) key = idempotency_key;
   auto q = s_->st.message_send(workflow_id, topic, payload, key);

@@ -172,7 +172,13 @@ DURABLE_DECL asio::awaitable<void> group_committer::commit(std::vector<item_ptr>
       {
         auto c = co_await pool_->acquire();
         const auto sent = std::chrono::steady_clock::now();
-        if (carries_rows) unmark_sent.it = sent_at_.insert(sent);
+        if (carries_rows) {
+          std::size_t bytes = 0;
+          for (const auto& it : items) bytes += it->size();
+          const auto allowance = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+              std::chrono::duration<double>(double(bytes) / write_allowance_bytes_per_second));
+          unmark_sent.it = sent_at_.insert(sent + allowance);
+        }
         results = co_await c->run_batch(std::move(batch));
         if (metrics_)
           metrics_->group_commit_seconds.observe(

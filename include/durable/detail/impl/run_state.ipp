@@ -124,6 +124,20 @@ DURABLE_DECL std::string journal_fenced_message(const run_state& s, int seq,
          "); this run stops and the new owner continues";
 }
 
+DURABLE_DECL void check_value_size(run_state& s, std::size_t bytes, const std::string& what,
+                                   const char* then) {
+  if (s.max_value_bytes == 0 || bytes <= s.max_value_bytes) return;
+  std::string why = valid_utf8(
+      "workflow '" + s.id + "' (" + s.name + "): " + what + " is " + std::to_string(bytes) +
+      " bytes of JSON, over engine_options::max_value_bytes (" + std::to_string(s.max_value_bytes) +
+      "). It was not written, and the workflow is parked; when it is resumed " + then +
+      ". Keep large data outside the journal (an object store, a table of your own) and "
+      "return a reference to it, or raise max_value_bytes (a write must end well within "
+      "lease_timeout) and resume the workflow. See docs/failures.md#large-values");
+  s.outcome.note(verdict::parked(park_cause::value_too_large, why));
+  throw value_too_large(s.id, why);
+}
+
 DURABLE_DECL asio::awaitable<void> append(run_state& s, int seq, const std::string& name,
                                           const std::string& kind,
                                           const std::optional<std::string>& output,
@@ -132,6 +146,9 @@ DURABLE_DECL asio::awaitable<void> append(run_state& s, int seq, const std::stri
   if (!s.io)
     throw durable::error("workflow '" + s.id + "': step " + std::to_string(seq) + " '" + name +
                          "' cannot be journaled: this replay has no journal to write to");
+  const auto step = [&] { return "step " + std::to_string(seq) + " '" + name + "'"; };
+  if (output) check_value_size(s, output->size(), "the output of " + step(), "the step runs again");
+  if (error) check_value_size(s, error->size(), "the error of " + step(), "the step runs again");
   reserve_row(s, seq, name);
   try {
     step_row row{seq, name, kind, output, error, attempts, started_at};

@@ -26,6 +26,7 @@ enum class park_cause : std::uint8_t {
   codec,            ///< a journaled value no longer decodes
   requested,        ///< the workflow threw durable::workflow_parked
   journal_error,    ///< a journal row the code cannot use
+  value_too_large,  ///< a value over engine_options::max_value_bytes was not written
 };
 
 /// The error type a park records in workflows.error (and the metric's label comes from it).
@@ -45,6 +46,8 @@ enum class park_cause : std::uint8_t {
       return "durable::workflow_parked";
     case park_cause::journal_error:
       return "durable::journal_error";
+    case park_cause::value_too_large:
+      return "durable::value_too_large";
   }
   return "durable::error";
 }
@@ -161,6 +164,7 @@ struct verdict {
           case park_cause::journal_refused:
             return 5;
           case park_cause::journal_limit:
+          case park_cause::value_too_large:
             return 6;
           case park_cause::misuse:
             return 7;

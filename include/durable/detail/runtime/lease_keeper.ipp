@@ -80,7 +80,8 @@ inline asio::awaitable<void> lease_keeper(std::shared_ptr<engine_state> s) {
     const auto oldest = s->committer.oldest_in_flight();
     if (oldest && clock::now() - *oldest > o.lease_timeout) {
       // Journal writes hang (a lock, a stuck server): a fresh heartbeat would keep every
-      // other executor away from workflows this one cannot advance.
+      // other executor away from workflows this one cannot advance. (A large value is given
+      // the time its size needs first: see oldest_in_flight.)
       trouble = "journal writes have been waiting for " +
                 std::to_string(
                     std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - *oldest)

@@ -123,6 +123,7 @@ inline void launch(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> r
   };
   run->journal_limit = s->options.journal_limit;
   run->journal_warning = s->options.journal_warning;
+  run->max_value_bytes = s->options.max_value_bytes;
   run->report_warning = [reporter, id = run->id](const std::string& what) {
     if (auto st = reporter.lock()) st->report(severity::warning, "runner", id, what);
   };
