@@ -817,8 +817,9 @@ TEST_CASE("cli: database text reaches the terminal escaped, the list footer curs
   CHECK(contains(table.out, "\\u202e"));
   auto as_json = cli_in(schema, {"list", "--json"});
   CHECK(terminal_safe(as_json.out));
+  const json listed = as_json.parsed();
   std::vector<std::string> ids;
-  for (const auto& w : as_json.parsed()["workflows"]) ids.push_back(w["id"]);
+  for (const auto& w : listed["workflows"]) ids.push_back(w["id"]);
   std::sort(ids.begin(), ids.end());
   CHECK(ids == std::vector<std::string>{bidi, title});  // the JSON values are exact
 
