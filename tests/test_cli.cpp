@@ -47,28 +47,47 @@ std::string slurp(const std::string& path) {
   return s.str();
 }
 
-/// Runs build/bin/durable with `args` (and DURABLE_DATABASE_URL from this process), waits
-/// for it, and returns its exit status, stdout and stderr.
-cli_result cli(const std::vector<std::string>& args) {
+/// Runs the program `argv_s[0]` with `argv_s` (and DURABLE_DATABASE_URL from this process),
+/// `input` (when given) written to its standard input through a pipe, waits for it, and
+/// returns its exit status, stdout and stderr.
+cli_result run_program(const std::vector<std::string>& argv_in, const std::string* input) {
   char out_path[] = "/tmp/durable-cli-out-XXXXXX";
   char err_path[] = "/tmp/durable-cli-err-XXXXXX";
   const int out_fd = ::mkstemp(out_path);
   const int err_fd = ::mkstemp(err_path);
   REQUIRE(out_fd >= 0);
   REQUIRE(err_fd >= 0);
-  std::vector<std::string> argv_s{DURABLE_CLI_PATH};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<std::string> argv_s = argv_in;
   std::vector<char*> argv;
   for (auto& a : argv_s) argv.push_back(a.data());
   argv.push_back(nullptr);
+  int in_pipe[2] = {-1, -1};
+  if (input) REQUIRE(::pipe(in_pipe) == 0);
   const pid_t pid = ::fork();
   if (pid == 0) {
+    if (input) {
+      ::dup2(in_pipe[0], 0);
+      ::close(in_pipe[0]);
+      ::close(in_pipe[1]);
+    }
     ::dup2(out_fd, 1);
     ::dup2(err_fd, 2);
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
   REQUIRE(pid > 0);
+  if (input) {
+    // The program may refuse before it reads everything: no SIGPIPE for this process then.
+    const auto previous = ::signal(SIGPIPE, SIG_IGN);
+    ::close(in_pipe[0]);
+    for (std::size_t at = 0; at < input->size();) {
+      const ssize_t n = ::write(in_pipe[1], input->data() + at, input->size() - at);
+      if (n <= 0) break;
+      at += std::size_t(n);
+    }
+    ::close(in_pipe[1]);
+    ::signal(SIGPIPE, previous);
+  }
   int status = 0;
   ::waitpid(pid, &status, 0);
   ::close(out_fd);
@@ -82,10 +101,10 @@ cli_result cli(const std::vector<std::string>& args) {
   INFO("durable " <<
        [&] {
          std::string all;
-         for (const auto& a : args) all += a + " ";
+         for (const auto& a : argv_in) all += a + " ";
          return all;
        }() << "\nstdout:\n"
-                  << r.out << "\nstderr:\n"
+                  << r.out.substr(0, 4000) << "\nstderr:\n"
                   << r.err);
   // Never a crash, a stack trace or an uncaught exception, whatever the outcome.
   CHECK(r.status < 128);
@@ -94,11 +113,26 @@ cli_result cli(const std::vector<std::string>& args) {
   return r;
 }
 
+/// Runs build/bin/durable with `args`; `input` (when given) is its standard input.
+cli_result cli(const std::vector<std::string>& args, const std::string* input = nullptr) {
+  std::vector<std::string> argv_s{DURABLE_CLI_PATH};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  return run_program(argv_s, input);
+}
+
 /// cli() with --schema first.
 cli_result cli_in(const std::string& schema, std::initializer_list<std::string> args) {
   std::vector<std::string> all{"--schema", schema};
   all.insert(all.end(), args.begin(), args.end());
   return cli(all);
+}
+
+/// cli_in() with `input` as the program's standard input.
+cli_result cli_in_with(const std::string& schema, std::initializer_list<std::string> args,
+                       const std::string& input) {
+  std::vector<std::string> all{"--schema", schema};
+  all.insert(all.end(), args.begin(), args.end());
+  return cli(all, &input);
 }
 
 bool contains(const std::string& text, const std::string& part) {
@@ -249,6 +283,7 @@ TEST_CASE("cli: cancel, resume, send and fork steer a waiting workflow", "[cli]"
 
     auto resumed = cli_in(schema, {"resume", "w1"});
     CHECK(resumed.status == 0);
+    CHECK(contains(resumed.out, "1 executor is alive now; one that registers 'inbox' claims it"));
     auto not_json = cli_in(schema, {"send", "w1", "go", "{oops"});
     CHECK(not_json.status == 2);
     CHECK(contains(not_json.err, "--text"));
@@ -719,4 +754,256 @@ TEST_CASE("cli: the history records what is off the routine, in UTC, ids kept wh
     CHECK(contains(shown_table.out, "PREVIOUS_EXECUTOR"));
     CHECK(contains(shown_table.out, "exec-other"));
   });
+}
+
+// ---- issue 18: hostile text, secrets, big messages, what show and list say
+
+namespace {
+
+/// Whether a terminal shown `text` would only show it: no C0 control but the newline, no DEL,
+/// no C1 control (U+0080..U+009F), no bidirectional control, only valid UTF-8.
+bool terminal_safe(const std::string& text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if ((c < 0x20 && c != '\n') || c == 0x7f) return false;
+    if (c < 0x80) continue;
+    const std::size_t n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+    if (n == 0 || i + n > text.size()) return false;
+    for (std::size_t k = 1; k < n; ++k)
+      if ((static_cast<unsigned char>(text[i + k]) & 0xc0) != 0x80) return false;
+    const auto b1 = static_cast<unsigned char>(text[i + 1]);
+    if (c == 0xc2 && b1 < 0xa0) return false;   // C1
+    if (c == 0xd8 && b1 == 0x9c) return false;  // U+061C
+    if (n == 3 && c == 0xe2) {
+      const auto b2 = static_cast<unsigned char>(text[i + 2]);
+      if (b1 == 0x80 && (b2 == 0x8e || b2 == 0x8f || (b2 >= 0xa8 && b2 <= 0xae))) return false;
+      if (b1 == 0x81 && b2 >= 0xa6 && b2 <= 0xa9) return false;  // U+2066..U+2069
+    }
+    i += n - 1;
+  }
+  return true;
+}
+
+asio::awaitable<void> sql_in(std::string_view schema_view, std::string_view sql_view) {
+  const std::string schema(schema_view), sql(sql_view);
+  engine eng(co_await asio::this_coro::executor, test::options(schema));
+  auto c = co_await eng.pool().acquire();
+  (void)co_await c->exec(sql);
+}
+
+}  // namespace
+
+TEST_CASE("cli: database text reaches the terminal escaped, the list footer cursor pastes back",
+          "[cli]") {
+  const std::string schema = test::fresh_schema("cli_hostile");
+  // A title change (OSC ... BEL), a colour (CSI), a C1 CSI, bidi overrides, DEL.
+  const std::string title = "t \x1b]0;pwned\x07 \x1b[31mred";
+  const std::string bidi =
+      "b \xe2\x80\xae"
+      "fdp.exe \xc2\x9b"
+      "2J \xe2\x81\xa6x";
+  const std::string queue = "q\x7f\xe2\x80\x8f";
+  const std::string topic = "go\x1b[2J";
+  with_cli_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    (void)co_await eng.enqueue({.queue = queue}, "order", title, std::string("x"));
+    (void)co_await eng.enqueue({.queue = queue}, "order", bidi, std::string("x"));
+    (void)co_await eng.send(title, topic, 1);
+  });
+
+  auto table = cli_in(schema, {"list"});
+  CHECK(table.status == 0);
+  CHECK(terminal_safe(table.out));
+  CHECK(contains(table.out, "\\x1b]0;pwned\\x07"));
+  CHECK(contains(table.out, "\\u202e"));
+  auto as_json = cli_in(schema, {"list", "--json"});
+  CHECK(terminal_safe(as_json.out));
+  const json listed = as_json.parsed();
+  std::vector<std::string> ids;
+  for (const auto& w : listed["workflows"]) ids.push_back(w["id"]);
+  std::sort(ids.begin(), ids.end());
+  CHECK(ids == std::vector<std::string>{bidi, title});  // the JSON values are exact
+
+  // The footer: nothing raw, and the cursor it prints, pasted into a shell, is the next page.
+  auto page = cli_in(schema, {"list", "--limit", "1", "--json"}).parsed();
+  REQUIRE(page["workflows"].size() == 1);
+  const std::string first = page["workflows"][0]["id"];
+  auto footer = cli_in(schema, {"list", "--limit", "1"});
+  CHECK(footer.status == 0);
+  CHECK(terminal_safe(footer.out));
+  CHECK(terminal_safe(footer.err));
+  const auto at = footer.err.find("--after ");
+  REQUIRE(at != std::string::npos);
+  std::string word = footer.err.substr(at + 8);
+  word = word.substr(0, std::min(word.find("; the id holds"), word.rfind(')')));
+  CHECK(word.starts_with("$'"));
+  const std::string line =
+      "exec \"$0\" --schema " + schema + " list --limit 1 --json --after " + word;
+  auto next = run_program({"/bin/bash", "-c", line, DURABLE_CLI_PATH}, nullptr);
+  CHECK(next.status == 0);
+  const json next_page = next.parsed();
+  REQUIRE(next_page["workflows"].size() == 1);
+  CHECK(next_page["workflows"][0]["id"] == (first == title ? bidi : title));
+
+  // show: fields, tables (the inbox's topic), --json.
+  auto shown = cli_in(schema, {"show", title});
+  CHECK(shown.status == 0);
+  CHECK(terminal_safe(shown.out));
+  CHECK(contains(shown.out, "go\\x1b[2J"));
+  auto shown_json = cli_in(schema, {"show", bidi, "--json"});
+  CHECK(terminal_safe(shown_json.out));
+  CHECK(shown_json.parsed()["workflow"]["id"] == bidi);
+
+  // Messages: an unknown id, a value the server refuses (not UTF-8), CLI11's own errors.
+  for (const std::string& bad : {std::string("x\x1b[31m\xc2\x9b"), std::string("\xff\xfe")}) {
+    auto r = cli_in(schema, {"show", bad});
+    CHECK(r.status != 0);
+    CHECK(terminal_safe(r.err));
+  }
+  auto bad_status = cli_in(schema, {"list", "--status", "\x1b]0;x\x07"});
+  CHECK(bad_status.status == 2);
+  CHECK(terminal_safe(bad_status.err));
+  auto bad_cursor = cli_in(schema, {"list", "--after", bidi});
+  CHECK(bad_cursor.status == 2);
+  CHECK(terminal_safe(bad_cursor.err));
+}
+
+TEST_CASE("cli: no message shows a password, wherever the URL or conninfo is put", "[cli]") {
+  struct secret_case {
+    std::vector<std::string> args;
+    std::string secret;
+  };
+  const std::vector<secret_case> cases = {
+      {{"list", "postgresql://u:hunter2@h/db"}, "hunter2"},
+      {{"list", "--limit", "postgresql://u:hunter3@h/db"}, "hunter3"},
+      {{"list", "postgres://u:p%40ss@h/db"}, "p%40ss"},
+      {{"list", "postgresql://u:se/cret@h/db"}, "se/cret"},
+      {{"list", "host=h password=hunter4 dbname=x"}, "hunter4"},
+      {{"show", "a", "postgresql://u:hunter5@h/db"}, "hunter5"},
+      {{"list", "--after", "postgresql://u:hunter6@h/db"}, "hunter6"},
+      {{"--database", "postgresql://u:hunter7@127.0.0.1:1/x", "stats"}, "hunter7"},
+      {{"--database", "host=127.0.0.1 port=1 password=hunter8", "stats"}, "hunter8"},
+  };
+  for (const auto& c : cases) {
+    auto r = cli(c.args);
+    INFO(c.args.back() << ": " << r.err);
+    CHECK(r.status >= 2);
+    CHECK(!r.err.empty());
+    CHECK(!contains(r.err, c.secret));
+    CHECK(!contains(r.out, c.secret));
+  }
+  // A URL in the place of an argument: the message says where it goes.
+  auto misplaced = cli({"list", "postgresql://u:hunter2@h/db"});
+  CHECK(contains(misplaced.err, "postgresql://u:***@h/db"));
+  CHECK(contains(misplaced.err, "--database"));
+  CHECK(!contains(cli({"list", "postgres://u:p%40ss@h/db"}).err, "p@ss"));
+}
+
+TEST_CASE("cli: send reads a mebibyte value from standard input or a file", "[cli]") {
+  const std::string schema = test::fresh_schema("cli_send_big");
+  with_cli_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    std::vector<workflow_handle> waiting;
+    const std::vector<std::string> wids{"big-stdin", "big-file", "big-dash"};
+    for (const std::string& wid : wids) {
+      auto h = co_await eng.start("inbox", wid);
+      waiting.push_back(h);
+      co_await test::wait_rows(eng, wid, 1);
+    }
+    // Over the system's argument limit (about 128 KiB for one argument): 1 MiB.
+    const std::string big = "\"" + std::string(1 << 20, 'x') + "\"";
+    auto piped = cli_in_with(schema, {"send", "big-stdin", "go", "-"}, big);
+    CHECK(piped.status == 0);
+    CHECK(contains(piped.out, "sent to 'big-stdin'"));
+
+    char path[] = "/tmp/durable-cli-value-XXXXXX";
+    const int fd = ::mkstemp(path);
+    REQUIRE(fd >= 0);
+    ::close(fd);
+    const std::string object = R"({"blob":")" + std::string(1 << 20, 'y') + "\"}\n";
+    std::ofstream(path, std::ios::binary) << object;
+    auto from_file = cli_in(schema, {"send", "big-file", "go", "--file", path});
+    CHECK(from_file.status == 0);
+    const std::string text = "two\nlines";
+    auto dash = cli_in_with(schema, {"send", "big-dash", "go", "--file", "-", "--text"}, text);
+    CHECK(dash.status == 0);
+
+    // What is not JSON, a file that is not there, both or neither: refused, nothing sent.
+    auto not_json = cli_in_with(schema, {"send", "big-dash", "go", "-"}, std::string("{oops"));
+    CHECK(not_json.status == 2);
+    CHECK(contains(not_json.err, "standard input is not JSON"));
+    std::ofstream(path, std::ios::binary) << "[1, 2";
+    auto bad_file = cli_in(schema, {"send", "big-dash", "go", "--file", path});
+    CHECK(bad_file.status == 2);
+    CHECK(contains(bad_file.err, "not JSON"));
+    auto missing = cli_in(schema, {"send", "big-dash", "go", "--file", "/nonexistent/value"});
+    CHECK(missing.status == 2);
+    CHECK(contains(missing.err, "cannot read"));
+    auto both = cli_in(schema, {"send", "big-dash", "go", "1", "--file", path});
+    CHECK(both.status == 2);
+    auto neither = cli_in(schema, {"send", "big-dash", "go"});
+    CHECK(neither.status == 2);
+    CHECK(contains(neither.err, "--file"));
+    ::unlink(path);
+
+    const std::string got_stdin = co_await waiting[0].result<std::string>();
+    CHECK(got_stdin == big);
+    const std::string got_file = co_await waiting[1].result<std::string>();
+    CHECK(json::parse(got_file) == json::parse(object));
+    const std::string got_dash = co_await waiting[2].result<std::string>();
+    CHECK(json::parse(got_dash) == text);
+  });
+}
+
+TEST_CASE("cli: show and list count steps alike, name a reset step, keep a past error aside",
+          "[cli]") {
+  const std::string schema = test::fresh_schema("cli_retry_view");
+  ck = {};
+  const std::string id = "o-retried";
+  with_cli_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    (void)co_await eng.start("order", id, std::string("r"));
+    co_await wait_status(eng, id, "dead_letter");
+  });
+  // One journal row (reserve) and one step failed for good (charge): two steps, both ways.
+  auto listed = cli_in(schema, {"list", "--json"}).parsed();
+  REQUIRE(listed["workflows"].size() == 1);
+  CHECK(listed["workflows"][0]["steps"] == 2);
+  auto shown = cli_in(schema, {"show", id});
+  CHECK(contains(shown.out, "steps (2: 1 journaled, 1 with attempts but no journal row yet)"));
+  auto detail = cli_in(schema, {"show", id, "--json"}).parsed();
+  REQUIRE(detail["steps"].size() == 2);
+  CHECK(detail["steps"][0]["journaled"] == true);
+  CHECK(detail["steps"][1]["journaled"] == false);
+
+  // No executor alive (the one above is gone: its heartbeat made old): retry says nothing runs.
+  test::run(sql_in(schema, "UPDATE " + test::q(schema) +
+                               ".executors SET heartbeat_at = now() - interval '1 hour'"));
+  auto retried = cli_in(schema, {"retry", id});
+  CHECK(retried.status == 0);
+  CHECK(contains(retried.out,
+                 "no executor is alive now, so nothing runs until one that "
+                 "registers 'order' starts"));
+  auto resume_unknown = cli_in(schema, {"resume", "nobody"});
+  CHECK(resume_unknown.status == 1);
+  auto after_retry = cli_in(schema, {"show", id, "--json"}).parsed();
+  REQUIRE(after_retry["steps"].size() == 2);
+  CHECK(after_retry["steps"][1]["status"] == "reset");
+  auto after_table = cli_in(schema, {"show", id});
+  CHECK(contains(after_table.out, "reset"));
+  CHECK(!contains(after_table.out, " due "));
+
+  // An executor registering 'order' runs it; it succeeds. The old error is no longer "last".
+  ck.charge_fixed = true;
+  auto o = test::options(schema, "exec-cli-2");
+  o.poll_interval = 100ms;
+  test::with_open_engine(o, &register_cli, [&](engine& eng) -> asio::awaitable<void> {
+    co_await wait_status(eng, id, "succeeded");
+  });
+  auto done_table = cli_in(schema, {"show", id});
+  CHECK(done_table.status == 0);
+  CHECK(!contains(done_table.out, "\nlast error"));
+  CHECK(contains(done_table.out, "\nearlier error"));
+  CHECK(contains(done_table.out, "not current: the workflow is succeeded"));
+  auto done_list = cli_in(schema, {"list", "--json"}).parsed();
+  CHECK(done_list["workflows"][0]["reason"].is_null());
+  CHECK(done_list["workflows"][0]["steps"] == 2);
+  CHECK(contains(cli_in(schema, {"show", id}).out, "steps (2)"));
 }

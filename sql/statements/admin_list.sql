@@ -19,13 +19,22 @@
 -- created: $5 at most this many seconds ago, $6 at or after, $7 at least this many
 -- seconds ago, $8 before (each NULL = unbounded), $9 limit, $10 offset, $11 and $12 the
 -- cursor: only rows after (created_at $11, id $12) in the order (NULL: from the start).
--- Newest first; the journal sizes are counted for the rows returned only.
+-- Newest first. steps: the steps `durable show` lists, journal rows and steps with
+-- attempts but no row yet (retrying, failed for good, reset, due), counted for the rows
+-- returned only. reason: why it is where it is; an error of an earlier run (last_error)
+-- only while the workflow has not succeeded.
 SELECT row_to_json(t)::text FROM (
 SELECT p.id, p.name, p.status, p.queue, p.executor, p.created_at, p.updated_at, p.completed_at,
-       (SELECT count(*) FROM :"schema".steps s WHERE s.workflow_id = p.id) AS steps, p.reason
+       (SELECT count(*) FROM :"schema".steps s WHERE s.workflow_id = p.id)
+         + (SELECT count(DISTINCT a.seq) FROM :"schema".step_attempts a
+             WHERE a.workflow_id = p.id
+               AND NOT EXISTS (SELECT 1 FROM :"schema".steps s
+                                WHERE s.workflow_id = a.workflow_id AND s.seq = a.seq))
+         AS steps, p.reason
   FROM (
 SELECT w.id, w.name, w.status, w.queue, w.executor_id AS executor, w.created_at, w.updated_at,
-       w.completed_at, coalesce(w.status_reason, w.error->>'message', w.last_error) AS reason
+       w.completed_at, coalesce(w.status_reason, w.error->>'message',
+                CASE WHEN w.status <> 'succeeded' THEN w.last_error END) AS reason
   FROM :"schema".workflows w
  WHERE (cardinality($1::text[]) = 0 OR w.status = ANY($1::text[]))
    AND ($2::text IS NULL OR w.name = $2::text)

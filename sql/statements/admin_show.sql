@@ -2,9 +2,11 @@
 -- $1 id text
 --
 -- $1 id. One JSON object: the workflow's row, its history (created, started, what
--- workflow_history recorded, and its end), its steps (journal
--- rows, and steps being retried or failed for good, which have none), its children, its
--- unconsumed messages and its events. No row: no such workflow.
+-- workflow_history recorded, and its end), its steps (journal rows, journaled true, and
+-- the steps that have none yet: their status is the outcome of their latest attempt,
+-- retrying, failed (for good), reset (retry() gave it fresh attempts) or due (resume()
+-- made its next attempt due now)), its children, its unconsumed messages and its events.
+-- admin_list counts the same steps. No row: no such workflow.
 SELECT json_build_object(
   'workflow', row_to_json(w),
   'history', (SELECT coalesce(json_agg(json_build_object(
@@ -27,7 +29,7 @@ SELECT json_build_object(
                           WHERE x.workflow_id = w.id AND x.status = w.status
                             AND x.at >= w.completed_at)) h),
   'steps', (SELECT coalesce(json_agg(x ORDER BY x.seq), '[]') FROM (
-      SELECT s.seq, s.name, s.kind, s.status, s.attempts,
+      SELECT s.seq, s.name, s.kind, s.status, true AS journaled, s.attempts,
              round((extract(epoch FROM s.completed_at - s.started_at) * 1000)::numeric, 3)
                AS duration_ms,
              s.started_at, s.completed_at, NULL::timestamptz AS next_attempt_at,
@@ -39,10 +41,7 @@ SELECT json_build_object(
              s.output
         FROM :"schema".steps s WHERE s.workflow_id = w.id
       UNION ALL
-      SELECT r.seq, r.step, r.kind,
-             CASE r.outcome WHEN 'retrying' THEN 'retrying' WHEN 'failed' THEN 'failed'
-                            ELSE 'due' END,
-             r.failed_attempts::integer, NULL, NULL, r.last_attempt_at, r.next_attempt_at,
+      SELECT r.seq, r.step, r.kind, r.outcome, false, r.failed_attempts::integer, NULL, NULL, r.last_attempt_at, r.next_attempt_at,
              r.last_error, NULL
         FROM :"schema".step_retries r WHERE r.workflow_id = w.id) x),
   'children', (SELECT coalesce(json_agg(c ORDER BY c.created_at, c.id), '[]') FROM (

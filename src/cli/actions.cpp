@@ -1,8 +1,13 @@
 // The `durable` program's verbs that act: cancel, resume, retry, fork and send go through the
 // engine's own operations (the same checks and statements as an application's calls); gc and
 // migrate maintain the schema.
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -43,7 +48,7 @@ int cmd_cancel(session& s, const settings& g, const std::string& id) {
                               unfinished_spellings() + ") can be cancelled");
 }
 
-int cmd_resume(session& s, const settings& g, const std::string& id, bool retry) {
+int cmd_resume(session& s, const settings& g, const std::string& id, bool retry, double lease_s) {
   bool ok = false;
   try {
     ok = run(s.io, retry ? s.eng.retry(id) : s.eng.resume(id));
@@ -52,12 +57,26 @@ int cmd_resume(session& s, const settings& g, const std::string& id, bool retry)
   }
   const char* verb = retry ? "retry" : "resume";
   if (ok) {
-    print_action(
-        g, verb, id,
-        std::string(retry ? "retrying" : "resumed") + " '" + one_line(id) +
-            "': due now; an executor that registers its workflow claims it and replays "
-            "its journal" +
-            (retry ? ", running the failed step again with a fresh count of attempts" : ""));
+    // The CLI runs nothing itself: say who will, and whether anyone is there to.
+    const auto w = s.record_of(id);
+    const std::string name = w ? w->name : std::string("?");
+    std::int64_t alive = 0;
+    for (const auto& e : s.rows(s.st().admin_executors(lease_s)))
+      alive += e["state"] == "alive" ? 1 : 0;
+    const std::string who =
+        alive == 0 ? "no executor is alive now, so nothing runs until one that registers '" +
+                         one_line(name) + "' starts"
+                   : std::to_string(alive) + (alive == 1 ? " executor is" : " executors are") +
+                         " alive now; one that registers '" + one_line(name) +
+                         "' claims it (see 'durable show " + one_line(id) + "')";
+    ojson extra = ojson::object();
+    extra["name"] = name;
+    extra["executors_alive"] = alive;
+    print_action(g, verb, id,
+                 std::string(retry ? "retrying" : "resumed") + " '" + one_line(id) + "': due now" +
+                     (retry ? ", its failed step with a fresh count of attempts" : "") +
+                     ". It runs only in an executor that registers its workflow; " + who,
+                 extra);
     return done;
   }
   const auto status = s.status_of(id);
@@ -98,17 +117,46 @@ int cmd_fork(session& s, const settings& g, const std::string& id, int from_step
 }
 
 int cmd_send(session& s, const settings& g, const std::string& id, const std::string& topic,
-             const std::string& value, bool as_text, const std::string& key) {
+             const std::string& value_arg, const std::string& file, bool as_text,
+             const std::string& key) {
+  // VALUE, or the whole of a file or of standard input (no argument-size limit there).
+  const std::string from = !file.empty() ? file : value_arg;
+  const bool read_input = from == "-";
+  std::string value = value_arg;
+  std::string where = "VALUE";
+  if (!file.empty() || read_input) {
+    where = read_input ? "standard input" : "--file " + one_line(file);
+    std::ifstream in;
+    if (!read_input) {
+      in.open(file, std::ios::binary);
+      if (!in)
+        throw failure(bad_usage, "--file: cannot read '" + one_line(file) +
+                                     "': " + std::strerror(errno) + "; nothing was sent");
+    }
+    std::ostringstream text;
+    text << (read_input ? std::cin.rdbuf() : in.rdbuf());
+    if ((read_input ? std::cin : static_cast<std::istream&>(in)).bad())
+      throw failure(bad_usage, "cannot read the message from " + where + "; nothing was sent");
+    value = std::move(text).str();
+  }
   nlohmann::json payload;
   if (as_text) {
     payload = value;
+    // A JSON string holds UTF-8 only: refuse other bytes here, not in the engine's encoder.
+    try {
+      (void)payload.dump();
+    } catch (const nlohmann::json::exception&) {
+      throw failure(bad_usage, "the message from " + where +
+                                   " is not UTF-8 text, which --text needs; nothing was sent");
+    }
   } else {
     try {
       payload = nlohmann::json::parse(value);
     } catch (const nlohmann::json::exception& e) {
-      throw failure(bad_usage, "VALUE is not JSON (" + std::string(e.what()) +
+      throw failure(bad_usage, "the message from " + where + " is not JSON (" +
+                                   std::string(e.what()) +
                                    "); quote a string as '\"text\"', or pass --text to send it "
-                                   "as a string");
+                                   "as a string; nothing was sent");
     }
   }
   // A finished workflow receives nothing more: refuse instead of storing a message for ever.
@@ -189,7 +237,7 @@ int cmd_gc(session& s, const settings& g, const std::string& older_than,
   } else {
     std::printf("%s %lld workflows (%s) finished more than %s ago%s\n",
                 dry_run ? "would delete" : "deleted", static_cast<long long>(n), joined.c_str(),
-                older_than.c_str(),
+                one_line(older_than).c_str(),
                 dry_run ? "" : ", with their journal, attempts, history, messages and events");
   }
   return done;

@@ -77,9 +77,14 @@ std::string check_status(const std::string& text);
 std::size_t width(const std::string& s);
 /// At most `max` code points, with "…" when cut.
 std::string cut(const std::string& s, std::size_t max);
-/// One line: newlines and tabs shown as \n and \t, other control characters as \xNN (as the
-/// library shows names in its messages).
+/// One line, safe on a terminal: control characters (C0, DEL, C1), bidirectional controls and
+/// bytes that are not UTF-8 escaped (durable::detail::printable_name, which the library's
+/// messages use too). Everything the program prints from the database or its arguments goes
+/// through it (print_json through its JSON form).
 std::string one_line(const std::string& s);
+/// `s` as one shell word that gives `s` back when pasted into bash or zsh: '...' when one_line
+/// leaves it as is, else $'...' with every other byte as \xNN (nothing raw for the terminal).
+std::string shell_word(const std::string& s);
 /// A value as a table shows it: "-" for null, timestamps (by column) to the second, JSON
 /// compact, control characters escaped.
 std::string cell(std::string_view key, const ojson& v);
@@ -141,14 +146,18 @@ struct session {
   std::vector<ojson> rows(durable::query<durable::store::json_value> q) {
     return run(io, rows_of(std::move(q)));
   }
-  /// The workflow's status, or nullopt when no workflow has the id.
-  std::optional<std::string> status_of(const std::string& id) {
+  /// The workflow's row, or nullopt when no workflow has the id.
+  std::optional<durable::store::workflow_record> record_of(const std::string& id) {
     auto get = [&]() -> asio::awaitable<std::optional<durable::store::workflow_record>> {
       auto q = st().workflow_get(id);
       auto c = co_await eng.pool().acquire();
       co_return co_await durable::store::fetch_one(*c, std::move(q));
     };
-    auto w = run(io, get());
+    return run(io, get());
+  }
+  /// The workflow's status, or nullopt when no workflow has the id.
+  std::optional<std::string> status_of(const std::string& id) {
+    auto w = record_of(id);
     if (!w) return std::nullopt;
     return w->status;
   }
@@ -183,18 +192,29 @@ int cmd_metrics(session& s, double lease_s, const std::string& listen);
 // ---- the verbs that act (actions.cpp) --------------------------------------------------------
 
 int cmd_cancel(session& s, const settings& g, const std::string& id);
-int cmd_resume(session& s, const settings& g, const std::string& id, bool retry);
+/// resume, or retry: says that nothing runs until an executor registering the workflow claims
+/// it, and how many executors are alive (heartbeat within `lease_s`).
+int cmd_resume(session& s, const settings& g, const std::string& id, bool retry, double lease_s);
 int cmd_fork(session& s, const settings& g, const std::string& id, int from_step,
              const std::string& new_id);
+/// `value` is the message, or "-" to read it from standard input; `file` (when not empty) is
+/// a file to read it from instead ("-": standard input).
 int cmd_send(session& s, const settings& g, const std::string& id, const std::string& topic,
-             const std::string& value, bool as_text, const std::string& key);
+             const std::string& value, const std::string& file, bool as_text,
+             const std::string& key);
 int cmd_gc(session& s, const settings& g, const std::string& older_than,
            std::vector<std::string> statuses, std::int64_t batch, bool dry_run);
 int cmd_migrate(session& s, const settings& g);
 
 // ---- errors (output.cpp) ---------------------------------------------------------------------
 
-/// Prints `message` as one line on stderr; returns `status`.
+/// The passwords of `conninfo` (a --database value, an argument) never appear in a message
+/// report() prints, however the message quotes them.
+void hide_secrets_of(std::string conninfo);
+/// `message` without the passwords of URLs, password= settings, PGPASSWORD and what
+/// hide_secrets_of was given (each becomes ***).
+std::string redacted(std::string message);
+/// Prints `message` as one line on stderr, redacted and escaped; returns `status`.
 int report(int status, std::string message);
 /// Inside a catch block: reports the exception being handled; returns the exit status.
 int explain(const settings& g);

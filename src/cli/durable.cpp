@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli.hpp"
@@ -53,7 +54,7 @@ int main(int argc, char** argv) {
                  "schema holding durable's tables (default: $DURABLE_SCHEMA, else durable)");
   app.add_flag("--json", g.json, "print JSON for scripts instead of tables");
 
-  std::string id, new_id, topic, value, key, older_than;
+  std::string id, new_id, topic, value, value_file, key, older_than;
   int from_step = -1;
   bool as_text = false, dry_run = false;
   std::size_t last_steps = 50;
@@ -100,9 +101,14 @@ int main(int argc, char** argv) {
   auto* send = app.add_subcommand("send", "send a message to a workflow (its ctx.recv(TOPIC))");
   send->add_option("ID", id, "recipient workflow id")->required();
   send->add_option("TOPIC", topic, "topic")->required();
-  send->add_option("VALUE", value, "the message as JSON (e.g. '{\"ok\":true}', '\"text\"', 42)")
-      ->required();
-  send->add_flag("--text", as_text, "send VALUE as a JSON string, not parsed");
+  auto* value_option = send->add_option(
+      "VALUE", value,
+      "the message as JSON (e.g. '{\"ok\":true}', '\"text\"', 42); - reads it from standard input");
+  send->add_option("--file", value_file,
+                   "read the message from this file instead of VALUE (- = standard input): for "
+                   "values over the system's argument limit (about 128 KiB)")
+      ->excludes(value_option);
+  send->add_flag("--text", as_text, "send the value as a JSON string, not parsed");
   send->add_option("--key", key, "idempotency key: a second send with it sends nothing");
 
   auto* queues = app.add_subcommand("queues", "queues: depth, running, limits");
@@ -131,6 +137,10 @@ int main(int argc, char** argv) {
   metrics->add_option("--lease", lease, "heartbeat age under which an executor is alive")
       ->capture_default_str();
 
+  // Any argument may hold a password (a URL or conninfo in the wrong place, a --database
+  // value): no message of the program shows it (report() redacts them all).
+  for (int i = 1; i < argc; ++i) hide_secrets_of(argv[i]);
+  if (const char* url = std::getenv("DURABLE_DATABASE_URL")) hide_secrets_of(url);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -138,9 +148,21 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "durable: %s\n", e.what());
-    std::fprintf(stderr, "Run 'durable --help' or 'durable VERB --help'.\n");
-    return bad_usage;
+    // A URL or conninfo where an argument was expected: say where it goes.
+    auto conninfo_like = [](std::string_view a) {
+      return a.starts_with("postgresql://") || a.starts_with("postgres://") ||
+             a.starts_with("host=") || a.starts_with("dbname=") ||
+             a.find(" password=") != std::string_view::npos;
+    };
+    std::string hint = "run 'durable --help' or 'durable VERB --help'";
+    for (int i = 1; i < argc; ++i)
+      if (conninfo_like(argv[i]) && std::string_view(argv[i - 1]) != "-d" &&
+          std::string_view(argv[i - 1]) != "--database") {
+        hint =
+            "a database URL or conninfo goes after --database, or in DURABLE_DATABASE_URL; " + hint;
+        break;
+      }
+    return report(bad_usage, std::string(e.what()) + "; " + hint);
   }
 
   // Every timestamp the program shows is in UTC, whatever the server's or PGTZ's time zone.
@@ -156,10 +178,15 @@ int main(int argc, char** argv) {
     if (list->parsed()) return cmd_list(s, g, la);
     if (show->parsed()) return cmd_show(s, g, id, last_steps);
     if (cancel->parsed()) return cmd_cancel(s, g, id);
-    if (resume->parsed()) return cmd_resume(s, g, id, false);
-    if (retry->parsed()) return cmd_resume(s, g, id, true);
+    if (resume->parsed()) return cmd_resume(s, g, id, false, lease_s);
+    if (retry->parsed()) return cmd_resume(s, g, id, true, lease_s);
     if (fork->parsed()) return cmd_fork(s, g, id, from_step, new_id);
-    if (send->parsed()) return cmd_send(s, g, id, topic, value, as_text, key);
+    if (send->parsed()) {
+      if (value_option->count() == 0 && value_file.empty())
+        throw failure(bad_usage,
+                      "send: give the message as VALUE, as - (standard input) or with --file PATH");
+      return cmd_send(s, g, id, topic, value, value_file, as_text, key);
+    }
     if (queues->parsed()) return cmd_queues(s, g);
     if (executors->parsed()) return cmd_executors(s, g, lease_s);
     if (gc->parsed()) return cmd_gc(s, g, older_than, gc_statuses, batch, dry_run);

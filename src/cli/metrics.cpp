@@ -1,5 +1,8 @@
 // The `durable metrics` verb: the database's gauges (what every executor shares: workflows by
 // status, queues, executors, inboxes) in the Prometheus text format, printed or served.
+#include <unistd.h>
+
+#include <algorithm>
 #include <asio/ip/tcp.hpp>
 #include <asio/signal_set.hpp>
 #include <csignal>
@@ -121,7 +124,18 @@ asio::ip::tcp::endpoint parse_listen(const std::string& text) {
 
 int cmd_metrics(session& s, double lease_s, const std::string& listen) {
   if (listen.empty()) {
-    const std::string text = run(s.io, database_exposition(s, lease_s));
+    std::string text = run(s.io, database_exposition(s, lease_s));
+    if (::isatty(STDOUT_FILENO)) {
+      // Read by a person: queue and schema names may hold what a terminal acts on. Piped (to a
+      // scraper, a file), the exposition is exact.
+      std::string shown;
+      for (std::size_t at = 0; at < text.size();) {
+        const std::size_t end = std::min(text.find('\n', at), text.size());
+        shown += one_line(text.substr(at, end - at)) + "\n";
+        at = end + 1;
+      }
+      text = std::move(shown);
+    }
     std::fputs(text.c_str(), stdout);
     return done;
   }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cli.hpp"
 
@@ -64,17 +66,32 @@ std::string cut(const std::string& s, std::size_t max) {
   return out + "…";
 }
 
-std::string one_line(const std::string& s) {
-  std::string out;
-  for (const char& c : s) {
-    if (c == '\n')
-      out += "\\n";
-    else if (c == '\t')
-      out += "\\t";
-    else
-      out += durable::detail::printable_name(std::string_view(&c, 1));
+std::string one_line(const std::string& s) { return durable::detail::printable_name(s); }
+
+std::string shell_word(const std::string& s) {
+  if (one_line(s) == s) {  // nothing a terminal acts on: '...', each ' written as '\''
+    std::string out = "'";
+    for (const char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return out + "'";
   }
-  return out;
+  // Bytes as \xNN inside $'...' (bash, zsh, ksh; POSIX sh since 2024): the same bytes whatever
+  // the locale, and nothing on the line for the terminal to act on.
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out = "$'";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\\' || c == '\'') {
+      out += '\\';
+      out += ch;
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += ch;
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out + "'";
 }
 
 namespace {
@@ -137,7 +154,12 @@ void print_table(const std::vector<ojson>& rows, const std::vector<column>& colu
 }
 
 void print_json(const ojson& v) {
-  std::puts(v.dump(2, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+  // nlohmann escapes C0 controls; the rest a terminal acts on (DEL, C1, bidi controls) is
+  // escaped too, with JSON escapes: the same JSON value, safe on a terminal.
+  std::puts(durable::detail::printable_name(
+                v.dump(2, ' ', false, nlohmann::json::error_handler_t::replace),
+                durable::detail::printable_style::json)
+                .c_str());
 }
 
 void print_fields(const std::vector<std::pair<std::string, std::string>>& fields) {
@@ -178,7 +200,29 @@ void print_action(const settings& g, const std::string& verb, const std::string&
 
 // ---- errors ----------------------------------------------------------------------------------
 
+namespace {
+std::vector<std::string>& secret_sources() {
+  static std::vector<std::string> sources;
+  return sources;
+}
+}  // namespace
+
+void hide_secrets_of(std::string conninfo) {
+  if (!conninfo.empty()) secret_sources().push_back(std::move(conninfo));
+}
+
+std::string redacted(std::string message) {
+  // redact() also hides any URL password and password= setting the message quotes, and
+  // PGPASSWORD; each argument is read as a conninfo, so a password it holds is hidden however
+  // the message quotes it (percent-decoded, a '/' or '@' in it).
+  message = durable::pg::detail::redact(std::move(message), "");
+  for (const auto& source : secret_sources())
+    message = durable::pg::detail::redact(std::move(message), source);
+  return message;
+}
+
 int report(int status, std::string message) {
+  message = redacted(std::move(message));
   // One line: libpq's messages continue on indented lines.
   for (std::size_t at; (at = message.find("\n\t")) != std::string::npos;)
     message.replace(at, 2, " ");

@@ -89,7 +89,17 @@ int cmd_list(session& s, const settings& g, const list_args& a) {
                      {"created_at", 19},
                      {"updated_at", 19},
                      {"reason", 60}});
-  if (more) std::fprintf(stderr, "(more: add --after '%s')\n", cursor_of(rows.back()).c_str());
+  if (more) {
+    // The cursor holds the id: printed as one shell word that gives it back when pasted, with
+    // nothing raw in it for the terminal to act on.
+    const std::string cursor = cursor_of(rows.back());
+    const std::string word = shell_word(cursor);
+    std::fprintf(stderr, "(more: add --after %s%s)\n", word.c_str(),
+                 word.front() == '$'
+                     ? "; the id holds characters a terminal would act on, so the cursor is "
+                       "written as a bash/zsh $'...' string (or use --json: next_cursor)"
+                     : "");
+  }
   return done;
 }
 
@@ -112,8 +122,19 @@ int cmd_show(session& s, const settings& g, const std::string& id, std::size_t l
       {"status", field("status")},
   };
   if (!w["status_reason"].is_null()) fields.emplace_back("reason", field("status_reason"));
-  if (w.contains("last_error") && !w["last_error"].is_null())
-    fields.emplace_back("last error", field("last_error"));
+  // workflows.last_error outlives the trouble: while the workflow is unfinished it says why it
+  // is not moving; once it finished it is history, labelled as such (a failed workflow's own
+  // error is under "error").
+  if (w.contains("last_error") && !w["last_error"].is_null()) {
+    const auto state = durable::parse_workflow_state(w["status"].get<std::string>());
+    const bool finished = state && is_finished(*state);
+    const bool same = w["error"].is_object() && w["error"].value("message", "") == w["last_error"];
+    if (!finished)
+      fields.emplace_back("last error", field("last_error"));
+    else if (!same)
+      fields.emplace_back("earlier error", field("last_error") + " (not current: the workflow is " +
+                                               field("status") + ")");
+  }
   fields.emplace_back("queue", field("queue"));
   const std::string claims = field("attempts");
   fields.emplace_back("executor", field("executor_id") + " (epoch " + field("epoch") +
@@ -151,7 +172,14 @@ int cmd_show(session& s, const settings& g, const std::string& id, std::size_t l
 
   auto steps = all["steps"].get<std::vector<ojson>>();
   std::puts("");
-  std::printf("steps (%zu)\n", steps.size());
+  // The same steps as list's STEPS column: journal rows, and steps with attempts but no row.
+  std::size_t journaled = 0;
+  for (const auto& step : steps) journaled += step.value("journaled", true) ? 1 : 0;
+  if (journaled == steps.size())
+    std::printf("steps (%zu)\n", steps.size());
+  else
+    std::printf("steps (%zu: %zu journaled, %zu with attempts but no journal row yet)\n",
+                steps.size(), journaled, steps.size() - journaled);
   if (steps.size() > last_steps) {
     std::printf("  ... %zu earlier steps (--steps N shows more, --json all)\n",
                 steps.size() - last_steps);

@@ -670,10 +670,16 @@ SELECT e.id, e.host, e.pid, e.app_version, e.versions, e.started_at,
   {"admin_list",
    R"durable_sql(SELECT row_to_json(t)::text FROM (
 SELECT p.id, p.name, p.status, p.queue, p.executor, p.created_at, p.updated_at, p.completed_at,
-       (SELECT count(*) FROM :"schema".steps s WHERE s.workflow_id = p.id) AS steps, p.reason
+       (SELECT count(*) FROM :"schema".steps s WHERE s.workflow_id = p.id)
+         + (SELECT count(DISTINCT a.seq) FROM :"schema".step_attempts a
+             WHERE a.workflow_id = p.id
+               AND NOT EXISTS (SELECT 1 FROM :"schema".steps s
+                                WHERE s.workflow_id = a.workflow_id AND s.seq = a.seq))
+         AS steps, p.reason
   FROM (
 SELECT w.id, w.name, w.status, w.queue, w.executor_id AS executor, w.created_at, w.updated_at,
-       w.completed_at, coalesce(w.status_reason, w.error->>'message', w.last_error) AS reason
+       w.completed_at, coalesce(w.status_reason, w.error->>'message',
+                CASE WHEN w.status <> 'succeeded' THEN w.last_error END) AS reason
   FROM :"schema".workflows w
  WHERE (cardinality($1::text[]) = 0 OR w.status = ANY($1::text[]))
    AND ($2::text IS NULL OR w.name = $2::text)
@@ -734,7 +740,7 @@ SELECT n.queue,
                           WHERE x.workflow_id = w.id AND x.status = w.status
                             AND x.at >= w.completed_at)) h),
   'steps', (SELECT coalesce(json_agg(x ORDER BY x.seq), '[]') FROM (
-      SELECT s.seq, s.name, s.kind, s.status, s.attempts,
+      SELECT s.seq, s.name, s.kind, s.status, true AS journaled, s.attempts,
              round((extract(epoch FROM s.completed_at - s.started_at) * 1000)::numeric, 3)
                AS duration_ms,
              s.started_at, s.completed_at, NULL::timestamptz AS next_attempt_at,
@@ -746,10 +752,7 @@ SELECT n.queue,
              s.output
         FROM :"schema".steps s WHERE s.workflow_id = w.id
       UNION ALL
-      SELECT r.seq, r.step, r.kind,
-             CASE r.outcome WHEN 'retrying' THEN 'retrying' WHEN 'failed' THEN 'failed'
-                            ELSE 'due' END,
-             r.failed_attempts::integer, NULL, NULL, r.last_attempt_at, r.next_attempt_at,
+      SELECT r.seq, r.step, r.kind, r.outcome, false, r.failed_attempts::integer, NULL, NULL, r.last_attempt_at, r.next_attempt_at,
              r.last_error, NULL
         FROM :"schema".step_retries r WHERE r.workflow_id = w.id) x),
   'children', (SELECT coalesce(json_agg(c ORDER BY c.created_at, c.id), '[]') FROM (
