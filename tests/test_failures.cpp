@@ -131,6 +131,17 @@ asio::awaitable<std::size_t> catches_big_value_wf(context& ctx, std::size_t byte
   });
 }
 
+/// `n` steps with 30 ms between them (outside the steps): a run that keeps writing.
+asio::awaitable<int> paced_wf(context& ctx, int n) {
+  int sum = 0;
+  for (int i = 0; i < n; ++i) {
+    co_await test::sleep_ms(30);
+    const std::string name = "p" + std::to_string(i);
+    sum += co_await ctx.step(name, [i] { return i; });
+  }
+  co_return sum;
+}
+
 asio::awaitable<int> simple_wf(context& ctx) {
   co_return co_await ctx.step("one", [] {
     ++probe.calls["one"];
@@ -257,6 +268,7 @@ void register_all(engine& e) {
   e.register_workflow("nested_sync", &nested_sync_wf);
   e.register_workflow("nested_async", &nested_async_wf);
   e.register_workflow("hang", &test::counter_wf);
+  e.register_workflow("paced", &paced_wf);
   e.register_workflow("long_step", &long_step_wf);
   e.register_workflow("busy", &busy_wf);
 }
@@ -1041,6 +1053,133 @@ TEST_CASE("the heartbeat is withheld while journal writes hang past the lease",
   CHECK(events.count("the heartbeat is withheld") >= 1);
   CHECK(events.count("lease renewed") == 1);
   CHECK(probe.calls["one"] == 1);
+}
+
+TEST_CASE("after backends are killed for seconds, runs waiting to claim again resume soon after",
+          "[failure][io][kill]") {
+  probe.reset();
+  events = {};
+  const auto schema = test::fresh_schema("storm");
+  const std::string app = "durable-storm-" + std::to_string(::getpid());
+  constexpr int workflows = 20, steps = 150;  // 4.5 s of steps, 3 s of them in the storm
+  int sum = 0;
+  test::run([&]() -> asio::awaitable<void> {
+    auto o = options(schema);
+    o.conninfo = test::with_option(test::conninfo(), "application_name", app);
+    o.heartbeat_interval = 100ms;
+    o.lease_timeout = 60000ms;  // the lease outlives the storm: only retries are at stake
+    o.io_retry_delay = 50ms;
+    o.io_retry_max_delay = 60000ms;
+    engine eng(co_await asio::this_coro::executor, o);
+    register_all(eng);
+    (void)co_await eng.open();
+    std::vector<workflow_handle> handles;
+    for (int i = 0; i < workflows; ++i) {
+      const std::string id = "storm-" + std::to_string(i);
+      handles.push_back(co_await eng.start("paced", id, steps));
+    }
+    // Every backend of the engine is terminated every 20 ms for 3 s: claims fail too, and
+    // the runs' pauses double (50 ms, 100 ms, ... past a second).
+    auto killer = co_await pg::connection::connect(test::conninfo());
+    const auto storm_end = std::chrono::steady_clock::now() + 3s;
+    while (std::chrono::steady_clock::now() < storm_end) {
+      co_await killer->exec(
+          "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+          "WHERE application_name = $1 AND pid <> pg_backend_pid()",
+          app);
+      co_await test::sleep_ms(20);
+    }
+    for (auto& h : handles) sum += co_await h.result<int>();
+    auto r = co_await killer->exec("SELECT count(*), count(DISTINCT (workflow_id, seq)) FROM " +
+                                   q(schema) + ".steps");
+    CHECK(r[0].get<long>(0) == workflows * steps);
+    CHECK(r[0].get<long>(1) == workflows * steps);
+  }());
+  CHECK(sum == workflows * (steps * (steps - 1) / 2));
+  // Once the database answered again, the pauses that had grown were cut down.
+  CHECK(events.count("runs waiting to claim their workflow again after an I/O error do so "
+                     "within io_retry_delay") >= 1);
+}
+
+TEST_CASE(
+    "an executor cut off past its lease stops, another takes over, and the zombie writes "
+    "nothing once the cut ends",
+    "[failure][partition][I3]") {
+  probe.reset();
+  events = {};
+  const auto schema = test::fresh_schema("zombie");
+  with_engine(schema, [](engine&) -> asio::awaitable<void> { co_return; });  // migrate
+  test::tcp_proxy proxy(test::conninfo());  // holds the bytes while blackholed
+  constexpr int steps = 100;
+  int result = 0;
+  std::size_t zombie_runs = 1;
+  std::uint64_t taken_over = 0;
+  std::vector<std::string> before, after;
+  long rows = 0;
+  test::run([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    auto oa = options(schema, "exec-zombie");
+    oa.conninfo = proxy.conninfo(test::conninfo());
+    auto ob = options(schema, "exec-taker");
+    for (auto* o : {&oa, &ob}) {
+      o->heartbeat_interval = 100ms;
+      o->lease_timeout = 1000ms;
+    }
+    engine a(ex, oa);
+    engine b(ex, ob);
+    register_all(a);
+    register_all(b);
+    (void)co_await a.open();
+    (void)co_await b.open();
+    auto h = co_await a.start("paced", "w-zombie", steps);
+    auto watch = co_await pg::connection::connect(test::conninfo());
+    const std::string count_sql =
+        "SELECT count(*) FROM " + q(schema) + ".steps WHERE workflow_id = 'w-zombie'";
+    const std::string row_sql =
+        "SELECT status, coalesce(executor_id, ''), epoch::text, "
+        "coalesce(output::text, ''), coalesce(last_error, ''), "
+        "updated_at::text FROM " +
+        q(schema) + ".workflows WHERE id = 'w-zombie'";
+    for (int i = 0; i < 3000; ++i) {
+      auto r = co_await watch->exec(count_sql);
+      if (r[0].get<long>(0) >= 10) break;
+      co_await test::sleep_ms(5);
+    }
+    proxy.blackhole();  // the executor of the run is cut off mid-write
+    std::string status;
+    for (int i = 0; i < 6000 && status != "succeeded"; ++i) {
+      co_await test::sleep_ms(10);
+      auto r = co_await watch->exec(row_sql);
+      status = r[0].get<std::string>(0);
+    }
+    auto snapshot = [&](const pg::result& r) {
+      std::vector<std::string> v;
+      for (int c = 0; c < 6; ++c) v.push_back(r[0].get<std::string>(c));
+      return v;
+    };
+    auto r1 = co_await watch->exec(row_sql);
+    before = snapshot(r1);
+    proxy.forward();  // the cut ends: what the zombie held back reaches the server now
+    for (int i = 0; i < 3000 && a.running() > 0; ++i) co_await test::sleep_ms(10);
+    co_await test::sleep_ms(500);
+    zombie_runs = a.running();
+    auto r2 = co_await watch->exec(row_sql);
+    after = snapshot(r2);
+    auto c = co_await watch->exec(count_sql);
+    rows = c[0].get<long>(0);
+    auto taken = b.handle("w-zombie");
+    result = co_await taken.result<int>();
+    taken_over = b.metrics().workflows_taken_over;
+    (void)h;
+  }());
+  REQUIRE(before.size() == 6);
+  CHECK(before[0] == "succeeded");
+  CHECK(taken_over >= 1);   // the other executor took it over and finished it
+  CHECK(after == before);   // the zombie wrote nothing over it
+  CHECK(zombie_runs == 0);  // and its run stopped
+  CHECK(rows == steps);
+  CHECK(result == steps * (steps - 1) / 2);
+  CHECK(events.count("could not be renewed") >= 1);  // the zombie's lease ran out in the cut
 }
 
 TEST_CASE("an engine in a 63-byte schema whose name holds $fn$ and a quote", "[failure][schema]") {

@@ -238,7 +238,20 @@ asio::awaitable<int> slow_middle_wf(context& ctx, int x) {
   co_return sum;
 }
 
+/// Opened by the test: until then a "hold" transaction keeps its connection.
+bool gate_open = false;
+
+asio::awaitable<int> held_wf(context& ctx) {
+  co_await test::maybe_hang("hold");
+  co_return co_await ctx.transaction("hold", [](pg::transaction& tx) -> asio::awaitable<int> {
+    while (!gate_open) co_await test::sleep_ms(5);
+    co_await tx.exec("SELECT 1");
+    co_return 1;
+  });
+}
+
 void register_all(engine& e) {
+  e.register_workflow("held", &held_wf);
   e.register_workflow("visible", &visible_wf);
   e.register_workflow("slow_middle", &slow_middle_wf);
   e.register_workflow("counter", &test::counter_wf);
@@ -353,6 +366,51 @@ TEST_CASE("a new step costs one round trip, resuming loads the journal in one qu
       },
       "exec-a", false);
   for (int i = 0; i < n; ++i) CHECK(probe.calls["s" + std::to_string(i)] == 1);
+}
+
+TEST_CASE("open() claims every workflow it resumes before their runs take the pool",
+          "[workflow][recovery]") {
+  probe.reset();
+  gate_open = false;
+  const auto schema = test::fresh_schema("openmany");
+  const int n = 250;  // three claim statements of 100
+  probe.hang_before = "hold";
+  with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        for (int i = 0; i < n; ++i) {
+          const std::string id = "h" + std::to_string(i);
+          (void)co_await eng.start("held", id);
+        }
+      },
+      "exec-open");  // then abandoned, like a process that died
+  probe.hang_before.clear();
+  bool returned_first = false;
+  std::size_t resumed = 0;
+  int finished = 0;
+  test::run([&]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    engine eng(ex, test::options(schema, "exec-open"));  // 4 connections
+    register_all(eng);
+    // Every resumed run takes a connection and keeps it until the gate opens. Should open()
+    // wait for its own runs (a later claim behind them in the pool's queue), only this
+    // watchdog would let it return.
+    asio::steady_timer watchdog(ex, std::chrono::seconds(30));
+    watchdog.async_wait([](asio::error_code ec) {
+      if (!ec) gate_open = true;
+    });
+    resumed = co_await eng.open();
+    returned_first = !gate_open;
+    gate_open = true;
+    watchdog.cancel();
+    for (int i = 0; i < n; ++i) {
+      auto h = eng.handle("h" + std::to_string(i));
+      finished += co_await h.result<int>();
+    }
+  }());
+  CHECK(returned_first);
+  CHECK(resumed == std::size_t(n));
+  CHECK(finished == n);
 }
 
 TEST_CASE("concurrent runs share commits, and no step resumes before its row is committed",

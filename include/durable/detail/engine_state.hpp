@@ -156,7 +156,12 @@ struct run_table {
   std::size_t capacity;  // engine_options::max_running
   std::map<std::string, local_run, std::less<>> running;
   std::set<std::string, std::less<>> retrying;  // ids to claim again after an I/O error
-  waiter_registry waiters;                      // runs and get_event calls that wait here
+  // The pauses of those runs before they claim again. Once the database has answered for a
+  // while (no I/O failure seen for three heartbeat intervals), the lease keeper cuts each down
+  // to io_retry_delay: a pause that grew during an outage does not outlast it by half a minute.
+  std::set<std::shared_ptr<asio::steady_timer>> retry_pauses;
+  std::chrono::steady_clock::time_point last_io_failure{};  // by a run, a claim or a heartbeat
+  waiter_registry waiters;  // runs and get_event calls that wait here
 
   /// The workflows this process runs, or waits to claim again.
   [[nodiscard]] std::vector<std::string> busy_ids() const {

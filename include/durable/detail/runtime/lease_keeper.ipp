@@ -65,6 +65,33 @@ inline asio::awaitable<void> register_executor(std::shared_ptr<engine_state> s) 
 
 // ---- lease keeper ---------------------------------------------------------------------------
 
+/// After a heartbeat went through: once no I/O failure has been seen for three heartbeat
+/// intervals, the runs waiting to claim their workflow again after an I/O error do so within
+/// io_retry_delay, instead of sitting out a pause that doubled while the database was away.
+/// (Shortened only after a quiet spell: while the database flaps, the pauses keep growing,
+/// and I9 is not spent on claims that fail.)
+inline void shorten_retry_pauses(engine_state& s) {
+  using clock = std::chrono::steady_clock;
+  if (s.retry_pauses.empty()) return;
+  const auto now = clock::now();
+  const auto quiet = 3 * s.options.heartbeat_interval;
+  if (now - s.last_io_failure < quiet) return;
+  const auto soon = now + s.options.io_retry_delay;
+  std::size_t shortened = 0;
+  for (const auto& t : s.retry_pauses) {
+    if (t->expiry() <= soon) continue;
+    t->expires_at(soon);
+    ++shortened;
+  }
+  if (shortened == 0) return;
+  s.report(severity::info, "runner", "",
+           "the database has answered for " + std::to_string(quiet.count()) +
+               " ms: " + std::to_string(shortened) +
+               " runs waiting to claim their workflow again after an I/O error do so within "
+               "io_retry_delay (" +
+               std::to_string(s.options.io_retry_delay.count()) + " ms)");
+}
+
 inline asio::awaitable<void> lease_keeper(std::shared_ptr<engine_state> s) {
   const auto& o = s->options;
   using clock = std::chrono::steady_clock;
@@ -117,6 +144,7 @@ inline asio::awaitable<void> lease_keeper(std::shared_ptr<engine_state> s) {
           co_return;
         }
         renewed = clock::now();
+        shorten_retry_pauses(*s);
         if (s->lease_expired)
           s->report(severity::info, "lease", "", "lease renewed; this executor takes work again");
         s->lease_expired = false;
@@ -125,6 +153,7 @@ inline asio::awaitable<void> lease_keeper(std::shared_ptr<engine_state> s) {
         continue;
       } catch (const std::exception& e) {
         trouble = "heartbeat failed: " + describe_io_failure(e);
+        s->last_io_failure = clock::now();
       }
     }
     problems.failed(*s, trouble);

@@ -18,6 +18,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -171,30 +172,37 @@ inline void launch(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> r
 inline constexpr std::size_t claim_batch = 100;
 
 /// Claims the workflows `ids` for this executor (epoch bumped, I3) and loads their journals,
-/// in one round trip per `claim_batch` ids (I1: one query loads every journal), then starts
-/// their runs. A workflow the claim parks (I9) or whose journal cannot be used is parked
-/// and reported. Returns the number of runs started. A run started for `open`, `recover` or
-/// one of `orphans` (this executor's own, found running nowhere here) counts as recovered.
+/// in one round trip (I1: one query per `claim_batch` ids loads every journal, all of them in
+/// one pipeline), then starts their runs. Every workflow is claimed before any of them runs: a
+/// run started early would compete with the later claims for the pool (open() with 300 runs
+/// to resume and 8 connections waited for its own runs). A workflow the claim parks (I9) or whose
+/// journal cannot be used is parked and reported. Returns the number of runs started. A run started
+/// for `open`, `recover` or one of `orphans` (this executor's own, found running nowhere here)
+/// counts as recovered.
 inline asio::awaitable<std::size_t> claim_runs(
     std::shared_ptr<engine_state> s, std::vector<std::string> ids, std::string_view component,
     const std::set<std::string, std::less<>>* orphans = nullptr) {
   std::size_t started = 0;
-  for (std::size_t from = 0; from < ids.size(); from += claim_batch) {
-    const std::vector<std::string> chunk(
-        ids.begin() + std::ptrdiff_t(from),
-        ids.begin() + std::ptrdiff_t(std::min(ids.size(), from + claim_batch)));
-    std::vector<pg::result> r;
-    {
-      std::vector<pg::statement> batch;
+  if (ids.empty()) co_return started;
+  std::vector<pg::result> results;
+  {
+    std::vector<pg::statement> batch;
+    for (std::size_t from = 0; from < ids.size(); from += claim_batch) {
+      const std::vector<std::string> chunk(
+          ids.begin() + std::ptrdiff_t(from),
+          ids.begin() + std::ptrdiff_t(std::min(ids.size(), from + claim_batch)));
       batch.push_back(s->st
                           .workflows_claim(chunk, s->options.executor_id, s->names, s->versions,
                                            s->options.max_claims_without_progress)
                           .st);
       batch.push_back(s->st.journals_load(chunk).st);
       batch.push_back(s->st.attempts_load(chunk).st);
-      auto c = co_await s->pool.acquire();
-      r = co_await c->run_batch(std::move(batch));
     }
+    auto c = co_await s->pool.acquire();
+    results = co_await c->run_batch(std::move(batch));
+  }
+  for (std::size_t at = 0; at + 2 < results.size(); at += 3) {
+    const std::span<pg::result> r(results.data() + at, 3);
     ++s->counters.journal_loads;
     struct claimed {
       std::shared_ptr<run_state> run;
@@ -321,6 +329,30 @@ inline void account(engine_state& s, const std::string& id, const verdict& v) {
 
 // ---- a run ----------------------------------------------------------------------------------
 
+/// The pause of a run before it claims its workflow again after an I/O error: `d`, unless
+/// shutdown cuts it short or the lease keeper shortens it (the database works again; see
+/// run_table::retry_pauses).
+inline asio::awaitable<void> retry_pause(std::shared_ptr<engine_state> s,
+                                         std::chrono::milliseconds d) {
+  if (s->stopping) co_return;
+  auto t = std::make_shared<asio::steady_timer>(s->ex, d);
+  s->sleepers.insert(t);
+  s->retry_pauses.insert(t);
+  struct unmark {
+    engine_state& s;
+    std::shared_ptr<asio::steady_timer> t;
+    ~unmark() {
+      s.sleepers.erase(t);
+      s.retry_pauses.erase(t);
+    }
+  } guard{*s, t};
+  // A new expiry aborts the wait: wait again until the (earlier) time now set.
+  while (!s->stopping && std::chrono::steady_clock::now() < t->expiry()) {
+    asio::error_code ec;
+    co_await t->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+}
+
 inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
                                      std::shared_ptr<run_state> run, nlohmann::json inputs) {
   co_await run_body(*run, [&s, &run, &inputs](context& ctx) {
@@ -390,6 +422,7 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
   }
   std::string last = v.io_error;
   auto delay = s->options.io_retry_delay;
+  s->last_io_failure = std::chrono::steady_clock::now();
   for (int attempt = 1; !s->stopping; ++attempt) {
     // Jitter (±25 %) keeps many runs that failed together from retrying together.
     const auto jittered = std::chrono::milliseconds(std::int64_t(
@@ -397,7 +430,7 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
     s->report(severity::warning, "runner", id,
               "database I/O failed (" + last + "); claiming the workflow again in " +
                   std::to_string(jittered.count()) + " ms (retry " + std::to_string(attempt) + ")");
-    co_await pause(s, jittered);
+    co_await retry_pause(s, jittered);
     if (s->stopping || s->running.contains(id)) co_return;  // recover() may have resumed it
     try {
       std::vector<std::string> ids{id};
@@ -405,6 +438,7 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
       co_return;
     } catch (const std::exception& e) {
       last = describe_io_failure(e);
+      s->last_io_failure = std::chrono::steady_clock::now();
       if (classify(e) == io_verdict::permanent) {
         // The claim itself is refused (permissions, a damaged schema): retrying cannot help.
         // The workflow stays owned here; maintenance tries again at its ticks and reports.
