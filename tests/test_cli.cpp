@@ -605,6 +605,29 @@ TEST_CASE("cli: metrics prints and serves the database's gauges, and promtool ac
   const auto missing = test::parse_reply(
       test::run(test::http_exchange(port, "GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n")));
   CHECK(missing.status_line == "HTTP/1.1 404 Not Found");
+  // Idle and slow clients, more than it holds open, do not starve it (issue 18).
+  {
+    int answered = 0;
+    std::string last;
+    test::run([&]() -> asio::awaitable<void> {
+      test::hostile_clients hostile(co_await asio::this_coro::executor, port);
+      hostile.slow(2);
+      co_await hostile.idle(40);
+      for (int i = 0; i < 6; ++i) {
+        const auto r = test::parse_reply(
+            co_await test::http_exchange(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
+        if (r.status_line == "HTTP/1.1 200 OK") ++answered;
+        last = r.body;
+      }
+      hostile.close();
+      for (int i = 0; i < 500 && hostile.slow_running() > 0; ++i) co_await test::sleep_ms(10);
+    }());
+    CHECK(answered == 6);
+    CHECK(test::sample(last, "durable_metrics_server_connections").value_or(99) <= 16);
+    CHECK(test::sample(last, "durable_metrics_server_refused_total{reason=\"evicted\"}")
+              .value_or(0) >= 40 - 16);
+    test::check_with_promtool(last);
+  }
   // The same port again: in use, refused with status 1.
   auto busy = cli_in(schema, {"metrics", "--listen", "127.0.0.1:" + std::to_string(port)});
   CHECK(busy.status == 1);

@@ -390,6 +390,105 @@ TEST_CASE("the metrics endpoint survives bad requests (404, 405, 400) and stops 
   });
 }
 
+TEST_CASE("idle and slow-loris clients do not starve the metrics endpoint, too big is refused",
+          "[metrics]") {
+  const auto schema = test::fresh_schema("metrics_hostile");
+  std::vector<std::string> events;
+  auto o = test::options(schema);
+  o.on_event = [&](const event& e) {
+    events.push_back(std::string(e.component) + ": " + std::string(e.message));
+  };
+  test::with_open_engine(o, &register_all, [&](engine& eng) -> asio::awaitable<void> {
+    unsigned short port = 0;
+    metrics_server_options so;
+    so.on_listening = [&](const asio::ip::tcp::endpoint& ep) { port = ep.port(); };
+    so.max_connections = 16;
+    so.timeout = 3s;
+    bool served = false;
+    asio::co_spawn(co_await asio::this_coro::executor,
+                   serve_metrics(eng, {asio::ip::make_address("127.0.0.1"), 0}, so),
+                   [&](std::exception_ptr) { served = true; });
+    while (port == 0) co_await test::sleep_ms(1);
+    const std::string get = "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    int answered = 0;
+    std::string last;
+    auto scrape = [&]() -> asio::awaitable<void> {
+      const auto r = parse_reply(co_await http_exchange(port, get));
+      if (r.status_line == "HTTP/1.1 200 OK") ++answered;
+      last = r.body;
+    };
+
+    // As many idle connections as the server holds, and four slow lorises: every scrape answers.
+    test::hostile_clients hostile(co_await asio::this_coro::executor, port);
+    co_await hostile.idle(16);
+    hostile.slow(4);
+    co_await test::sleep_ms(100);
+    for (int i = 0; i < 6; ++i) co_await scrape();
+    CHECK(answered == 6);
+    // And four times as many.
+    co_await hostile.idle(64);
+    for (int i = 0; i < 6; ++i) co_await scrape();
+    CHECK(answered == 12);
+    // Bounded: the oldest clients that had not sent a whole request were closed for newer ones.
+    const auto open_now = sample(last, "durable_metrics_server_connections");
+    REQUIRE(open_now);
+    CHECK(*open_now >= 1);
+    CHECK(*open_now <= 16);
+    // (Timed out instead, on a machine slow enough to take the timeout for all that.)
+    const double evicted =
+        sample(last, "durable_metrics_server_refused_total{reason=\"evicted\"}").value_or(0) +
+        sample(last, "durable_metrics_server_refused_total{reason=\"timeout\"}").value_or(0);
+    CHECK(evicted >= 64 - 16);
+    CHECK(sample(last, "durable_metrics_server_refused_total{reason=\"rejected\"}") == 0.0);
+    check_with_promtool(last);
+    // Reported through the event hook (one report a minute at most).
+    const auto reported = std::count_if(events.begin(), events.end(), [](const std::string& e) {
+      return e.starts_with("metrics: the metrics endpoint at 127.0.0.1:") &&
+             e.find("closed before their request was whole") != std::string::npos;
+    });
+    CHECK(reported >= 1);
+    CHECK(count_of(eng.metrics().background_failures, "metrics") >= 1);
+    hostile.close();
+    for (int i = 0; i < 500 && hostile.slow_running() > 0; ++i) co_await test::sleep_ms(10);
+
+    // A slow loris that keeps going is closed once its head is not whole within the timeout.
+    test::hostile_clients slow(co_await asio::this_coro::executor, port);
+    slow.slow(2);
+    for (int i = 0; i < 3000 && slow.slow_running() > 0; ++i) co_await test::sleep_ms(10);
+    CHECK(slow.slow_cut() == 2);
+    co_await scrape();
+    CHECK(answered == 13);
+    CHECK(sample(last, "durable_metrics_server_refused_total{reason=\"timeout\"}").value_or(0) >=
+          2);
+
+    // Too big: a head over the limit (431), a body (413), however it is announced.
+    const std::string huge = "GET /metrics HTTP/1.1\r\nX-Big: " + std::string(64 * 1024, 'x');
+    const auto r431 = parse_reply(co_await http_exchange(port, huge));
+    CHECK(r431.status_line == "HTTP/1.1 431 Request Header Fields Too Large");
+    const std::string body = "GET /metrics HTTP/1.1\r\nContent-Length: 100000000000\r\n\r\n";
+    const auto r413 = parse_reply(co_await http_exchange(port, body));
+    CHECK(r413.status_line == "HTTP/1.1 413 Content Too Large");
+    const std::string chunked = "GET /metrics HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n";
+    const auto r413b = parse_reply(co_await http_exchange(port, chunked));
+    CHECK(r413b.status_line == "HTTP/1.1 413 Content Too Large");
+    const std::string bad_length = "GET /metrics HTTP/1.1\r\nContent-Length: -1\r\n\r\n";
+    const auto r400 = parse_reply(co_await http_exchange(port, bad_length));
+    CHECK(r400.status_line == "HTTP/1.1 400 Bad Request");
+    const std::string empty_body = "GET /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n";
+    const auto r200 = parse_reply(co_await http_exchange(port, empty_body));
+    CHECK(r200.status_line == "HTTP/1.1 200 OK");
+    co_await scrape();
+    CHECK(answered == 14);
+    CHECK(sample(last, "durable_metrics_server_refused_total{reason=\"too_large\"}") == 3.0);
+    CHECK(sample(last, "durable_metrics_server_refused_total{reason=\"malformed\"}") == 1.0);
+    CHECK(served == false);
+
+    co_await eng.shutdown();
+    for (int i = 0; i < 2000 && !served; ++i) co_await test::sleep_ms(1);
+    CHECK(served);
+  });
+}
+
 TEST_CASE("until_shutdown ends at shutdown or when cancelled, a reported failure counts",
           "[metrics]") {
   const auto schema = test::fresh_schema("metrics_public");

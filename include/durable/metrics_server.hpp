@@ -25,9 +25,12 @@ struct metrics_server_options {
   /// Receives the address the server listens on, once bound (with port 0, the port the system
   /// chose).
   std::function<void(const asio::ip::tcp::endpoint&)> on_listening{};
-  /// Connections served at once; more are closed as they arrive.
+  /// Connections held open at once (at least 1). Each has its own coroutine, so a slow one holds
+  /// up no other. When all are open, a new connection closes the oldest one whose request is
+  /// not whole yet (an idle or slow client), or is itself closed if every one is answering.
   std::size_t max_connections = 16;
-  /// A request must arrive within this long, and its answer be written within as long.
+  /// A request's whole head must arrive within this long (a client that trickles it in is closed
+  /// too), and its answer be written within as long.
   std::chrono::milliseconds timeout{10000};
   /// What `GET /metrics` serves instead of prometheus_text(eng), for example that text with the
   /// application's own metrics appended, or (the `durable metrics` program) gauges read from
@@ -36,12 +39,16 @@ struct metrics_server_options {
   std::function<asio::awaitable<std::string>()> exposition{};
 };
 
-/// Serves `GET /metrics` (HTTP/1.1; also HEAD) at `where` with prometheus_text(eng): 404 for
-/// another path, 405 for another method, 400 for a malformed request; one request per
-/// connection. Binds first (an address in use throws at once), then serves until the engine
-/// shuts down or the awaiting coroutine is cancelled, and returns. A failure to accept or to
-/// answer is reported through the engine's event hook (component "metrics") and counted; the
-/// server goes on. Runs on the engine's executor.
+/// Serves `GET /metrics` (HTTP/1.1; also HEAD) at `where` with prometheus_text(eng), followed by
+/// the server's own durable_metrics_server_connections and durable_metrics_server_refused_total:
+/// 404 for another path, 405 for another method, 400 for a malformed request, 431 for a head
+/// over 8 KiB, 413 for a request with a body; one request per connection. Binds first (an
+/// address in use throws at once), then serves until the engine shuts down or the awaiting
+/// coroutine is cancelled, and returns. A failure to accept or to answer is reported through the
+/// engine's event hook (component "metrics") and counted; the server goes on. Clients closed or
+/// refused without their metrics (timed out, evicted, turned away, too large, malformed) are
+/// counted each, and reported through the hook at most once a minute. Runs on the engine's
+/// executor.
 ///
 ///   asio::co_spawn(io, durable::serve_metrics(eng, {asio::ip::make_address("0.0.0.0"), 9464}),
 ///                  [](std::exception_ptr e) { if (e) std::rethrow_exception(e); });

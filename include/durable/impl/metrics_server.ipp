@@ -2,6 +2,8 @@
 // header-only, by durable/src.hpp otherwise.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/buffer.hpp>
 #include <asio/cancellation_signal.hpp>
@@ -12,8 +14,9 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/write.hpp>
+#include <list>
 #include <memory>
-#include <set>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -125,14 +128,41 @@ inline asio::awaitable<std::string> prometheus_text_on_strand(engine& eng) {
   co_return w.take();
 }
 
-struct metrics_server_state {
+/// One connection of the metrics server, listed by the server from its accept until its coroutine
+/// ends or the server closes it to make room for a newer one.
+struct metrics_connection_slot {
+  explicit metrics_connection_slot(const asio::any_io_executor& ex) : sock(ex) {}
+  asio::ip::tcp::socket sock;
+  bool answering = false;  // its request was read whole: it is never evicted
+  bool listed = false;
+  std::list<std::shared_ptr<metrics_connection_slot>>::iterator at{};
+};
+
+/// Why the server closed or refused a client without serving it its metrics.
+enum class metrics_refusal : std::size_t { timeout, evicted, rejected, too_large, malformed };
+inline constexpr std::array<std::string_view, 5> metrics_refusal_names = {
+    "timeout", "evicted", "rejected", "too_large", "malformed"};
+/// Refusals are counted one by one but reported through the event hook at most this often: a
+/// flood of idle clients must not become a flood of events.
+inline constexpr std::chrono::seconds metrics_report_interval{60};
+
+struct metrics_server_state : std::enable_shared_from_this<metrics_server_state> {
   metrics_server_state(engine& e, metrics_server_options o)
-      : eng(e), options(std::move(o)), acceptor(e.executor()), pause(e.executor()) {}
+      : eng(e),
+        options(std::move(o)),
+        acceptor(e.executor()),
+        pause(e.executor()),
+        report_timer(e.executor()) {}
   engine& eng;  // outlives the server (the engine outlives the operations started on it)
   metrics_server_options options;
   asio::ip::tcp::acceptor acceptor;
-  asio::steady_timer pause;  // after a failed accept; close() cuts it short
-  std::set<std::shared_ptr<asio::ip::tcp::socket>> connections;
+  asio::steady_timer pause;         // after a failed accept; close() cuts it short
+  asio::steady_timer report_timer;  // until the next report of refusals; close() cuts it short
+  std::list<std::shared_ptr<metrics_connection_slot>> connections;       // oldest first
+  std::array<std::uint64_t, metrics_refusal_names.size()> refused{};     // since the start
+  std::array<std::uint64_t, metrics_refusal_names.size()> unreported{};  // since the last event
+  bool report_due = false;                  // report_timer runs: refusals wait for it
+  std::string where;                        // the address, for messages
   asio::cancellation_signal stop_watching;  // ends the eng.until_shutdown() that closes us
   bool closed = false;
 
@@ -142,9 +172,130 @@ struct metrics_server_state {
     asio::error_code ec;
     acceptor.close(ec);
     pause.cancel();
-    for (const auto& c : connections) c->close(ec);
+    report_timer.cancel();
+    for (const auto& c : connections) c->sock.close(ec);
+  }
+
+  void unlist(metrics_connection_slot& c) {
+    if (!c.listed) return;
+    connections.erase(c.at);
+    c.listed = false;
+  }
+
+  /// Makes room for one more connection by closing the oldest one whose request is not whole
+  /// yet (an idle or slow client); false if every connection is answering.
+  bool make_room() {
+    for (const auto& c : connections) {
+      if (c->answering) continue;
+      const auto victim = c;  // unlist() destroys the list's copy
+      asio::error_code ec;
+      victim->sock.close(ec);
+      unlist(*victim);
+      refuse(metrics_refusal::evicted);
+      return true;
+    }
+    return false;
+  }
+
+  void refuse(metrics_refusal why) {
+    ++refused[std::size_t(why)];
+    ++unreported[std::size_t(why)];
+    if (!report_due) report();
+  }
+
+  /// Reports the refusals not reported yet, if any, and holds the next report back for
+  /// metrics_report_interval.
+  void report() {
+    std::uint64_t total = 0;
+    for (const auto n : unreported) total += n;
+    if (total == 0 || closed) {
+      report_due = false;
+      return;
+    }
+    const std::string limit = std::to_string(options.max_connections);
+    const std::string phrases[] = {
+        "sent no whole request within the timeout (" + std::to_string(options.timeout.count()) +
+            " ms)",
+        "were closed before their request was whole to make room for newer connections "
+        "(max_connections " +
+            limit + ")",
+        "were turned away: all " + limit + " connections were answering",
+        "sent a request over the size limit (431 or 413)", "sent a malformed request (400)"};
+    std::string what = "the metrics endpoint at " + where + " refused " + std::to_string(total) +
+                       (total == 1 ? " client" : " clients") + " without serving them the metrics";
+    const char* sep = ": ";
+    for (std::size_t i = 0; i < unreported.size(); ++i) {
+      if (unreported[i] == 0) continue;
+      what += sep + std::to_string(unreported[i]) + " " + phrases[i];
+      sep = "; ";
+    }
+    what +=
+        ". If these are not your scrapers, something idle or slow is connecting to the endpoint: "
+        "find it, or raise max_connections (durable_metrics_server_refused_total counts each "
+        "client; at most one such report a minute)";
+    unreported = {};
+    eng.report_background_failure("metrics", what);
+    report_due = true;
+    report_timer.expires_after(metrics_report_interval);
+    // A weak pointer: the timer lives in the state, and a handler destroyed with its io_context
+    // must not destroy the state from inside the timer's service.
+    report_timer.async_wait([w = weak_from_this()](const asio::error_code&) {
+      if (const auto m = w.lock()) m->report();
+    });
   }
 };
+
+/// The server's own gauge and counters, appended to what it serves.
+inline std::string metrics_server_text(const metrics_server_state& m) {
+  prometheus_writer w;
+  w.gauge("durable_metrics_server_connections",
+          "Connections the metrics endpoint holds open now, this scrape's included.",
+          double(m.connections.size()));
+  for (std::size_t i = 0; i < m.refused.size(); ++i) {
+    const metric_label l[] = {{"reason", metrics_refusal_names[i]}};
+    w.counter("durable_metrics_server_refused_total",
+              "Clients the metrics endpoint closed or refused without serving them, by reason: "
+              "timeout (no whole request in time), evicted (closed for a newer connection), "
+              "rejected (no room), too_large (431, 413), malformed (400).",
+              double(m.refused[i]), l);
+  }
+  return w.take();
+}
+
+inline bool iequals_ascii(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const auto lower = [](char ch) { return ch >= 'A' && ch <= 'Z' ? char(ch - 'A' + 'a') : ch; };
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+/// Whether a request head announces a body (a Content-Length over 0, or a Transfer-Encoding);
+/// nullopt for a Content-Length that is not a number.
+inline std::optional<bool> announces_body(std::string_view head) {
+  bool body = false;
+  for (std::size_t pos = head.find("\r\n"); pos != std::string_view::npos;) {
+    const std::size_t start = pos + 2;
+    pos = head.find("\r\n", start);
+    const std::string_view line =
+        head.substr(start, pos == std::string_view::npos ? pos : pos - start);
+    const auto colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    std::string_view value = line.substr(colon + 1);
+    while (!value.empty() && (value.front() == ' ' || value.front() == '\t'))
+      value.remove_prefix(1);
+    while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+    if (iequals_ascii(line.substr(0, colon), "content-length")) {
+      if (value.empty() || value.find_first_not_of("0123456789") != std::string_view::npos)
+        return std::nullopt;
+      if (value.find_first_not_of('0') != std::string_view::npos) body = true;
+    } else if (iequals_ascii(line.substr(0, colon), "transfer-encoding")) {
+      body = true;
+    }
+  }
+  return body;
+}
 
 inline std::string http_response(std::string_view status, std::string_view content_type,
                                  const std::string& body, bool head, std::string_view extra = {}) {
@@ -161,74 +312,93 @@ inline std::string http_response(std::string_view status, std::string_view conte
   return r;
 }
 
-/// Reads one request of a connection and answers it.
+/// The answer to a whole request head (its final empty line included).
+inline asio::awaitable<std::string> metrics_answer(std::shared_ptr<metrics_server_state> m,
+                                                   std::string_view head_text) {
+  const std::string plain = "text/plain; charset=utf-8";
+  const std::string_view line = head_text.substr(0, head_text.find("\r\n"));
+  const auto sp1 = line.find(' ');
+  const auto sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+  const bool well_formed = sp1 != std::string_view::npos && sp2 != std::string_view::npos &&
+                           line.find(' ', sp2 + 1) == std::string_view::npos &&
+                           line.substr(sp2 + 1).starts_with("HTTP/1.") && sp1 > 0 &&
+                           sp2 > sp1 + 1 && line[sp1 + 1] == '/';
+  const auto body_announced = well_formed ? announces_body(head_text) : std::nullopt;
+  if (!body_announced) {
+    m->refuse(metrics_refusal::malformed);
+    co_return http_response("400 Bad Request", plain, "malformed request\n", false);
+  }
+  const std::string_view method = line.substr(0, sp1);
+  std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  target = target.substr(0, target.find('?'));
+  const bool head = method == "HEAD";
+  if (method != "GET" && !head) {
+    co_return http_response("405 Method Not Allowed", plain, "only GET and HEAD\n", false,
+                            "Allow: GET, HEAD\r\n");
+  }
+  if (*body_announced) {  // never read: a GET of the metrics takes no body
+    m->refuse(metrics_refusal::too_large);
+    co_return http_response("413 Content Too Large", plain, "a request takes no body here\n",
+                            false);
+  }
+  if (target != "/metrics") {
+    co_return http_response("404 Not Found", plain, "not found; the metrics are at /metrics\n",
+                            head);
+  }
+  std::string body;
+  if (m->options.exposition) {
+    bool produced = true;
+    try {
+      body = co_await m->options.exposition();
+    } catch (const std::exception& e) {
+      produced = false;
+      m->eng.report_background_failure("metrics",
+                                       std::string("the metrics exposition failed: ") + e.what());
+    }
+    if (!produced) {
+      co_return http_response("500 Internal Server Error", plain,
+                              "the metrics could not be produced; see the log\n", head);
+    }
+  } else {
+    body = co_await prometheus_text_on_strand(m->eng);
+  }
+  if (!body.empty() && body.back() != '\n') body += '\n';
+  body += metrics_server_text(*m);
+  co_return http_response("200 OK", prometheus_writer::content_type, body, head);
+}
+
+/// Reads one request of a connection and answers it. Each connection has its own coroutine:
+/// one that is slow to send holds nobody else up.
 inline asio::awaitable<void> metrics_connection(std::shared_ptr<metrics_server_state> m,
-                                                std::shared_ptr<asio::ip::tcp::socket> sock) {
+                                                std::shared_ptr<metrics_connection_slot> c) {
   constexpr std::size_t max_head = 8192;
   std::string in;
   asio::error_code ec;
-  auto read = asio::async_read_until(*sock, asio::dynamic_buffer(in, max_head), "\r\n\r\n",
+  // One limit for the whole head, not per read: a client that sends a byte a second (slow
+  // loris) is closed as surely as one that sends nothing.
+  auto read = asio::async_read_until(c->sock, asio::dynamic_buffer(in, max_head), "\r\n\r\n",
                                      asio::redirect_error(asio::use_awaitable, ec));
   const auto got = co_await within(std::move(read), m->options.timeout);
-  if (!got) co_return;  // too slow: closed
+  if (!got) {
+    if (!m->closed) m->refuse(metrics_refusal::timeout);
+    co_return;
+  }
+  if (ec && ec != asio::error::not_found) co_return;  // gone, evicted, or the server closed
+  c->answering = true;
   std::string response;
-  const std::string plain = "text/plain; charset=utf-8";
-  if (ec == asio::error::not_found) {
-    const std::string body = "request head too large\n";
-    response = http_response("431 Request Header Fields Too Large", plain, body, false);
-  } else if (ec) {
-    co_return;  // the client went away before its request was complete
+  if (ec) {
+    m->refuse(metrics_refusal::too_large);
+    response = http_response("431 Request Header Fields Too Large", "text/plain; charset=utf-8",
+                             "request head too large\n", false);
   } else {
-    const std::string_view head_text(in.data(), *got);
-    const std::string_view line = head_text.substr(0, head_text.find("\r\n"));
-    const auto sp1 = line.find(' ');
-    const auto sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-    const bool well_formed = sp1 != std::string_view::npos && sp2 != std::string_view::npos &&
-                             line.find(' ', sp2 + 1) == std::string_view::npos &&
-                             line.substr(sp2 + 1).starts_with("HTTP/1.") && sp1 > 0 &&
-                             sp2 > sp1 + 1 && line[sp1 + 1] == '/';
-    if (!well_formed) {
-      const std::string body = "malformed request\n";
-      response = http_response("400 Bad Request", plain, body, false);
-    } else {
-      const std::string_view method = line.substr(0, sp1);
-      std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
-      target = target.substr(0, target.find('?'));
-      const bool head = method == "HEAD";
-      if (method != "GET" && !head) {
-        const std::string body = "only GET and HEAD\n";
-        response =
-            http_response("405 Method Not Allowed", plain, body, false, "Allow: GET, HEAD\r\n");
-      } else if (target != "/metrics") {
-        const std::string body = "not found; the metrics are at /metrics\n";
-        response = http_response("404 Not Found", plain, body, head);
-      } else if (m->options.exposition) {
-        std::string body;
-        bool produced = true;
-        try {
-          body = co_await m->options.exposition();
-        } catch (const std::exception& e) {
-          produced = false;
-          m->eng.report_background_failure(
-              "metrics", std::string("the metrics exposition failed: ") + e.what());
-        }
-        if (produced) {
-          response = http_response("200 OK", prometheus_writer::content_type, body, head);
-        } else {
-          const std::string failure = "the metrics could not be produced; see the log\n";
-          response = http_response("500 Internal Server Error", plain, failure, head);
-        }
-      } else {
-        const std::string body = co_await prometheus_text_on_strand(m->eng);
-        response = http_response("200 OK", prometheus_writer::content_type, body, head);
-      }
-    }
+    auto answer = metrics_answer(m, std::string_view(in.data(), *got));
+    response = co_await std::move(answer);
   }
   if (m->closed) co_return;
-  auto write = asio::async_write(*sock, asio::buffer(response),
+  auto write = asio::async_write(c->sock, asio::buffer(response),
                                  asio::redirect_error(asio::use_awaitable, ec));
   (void)co_await within(std::move(write), m->options.timeout);
-  sock->shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+  c->sock.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
 }
 
 inline asio::awaitable<void> accept_loop(engine& eng, std::shared_ptr<metrics_server_state> m);
@@ -236,10 +406,17 @@ inline asio::awaitable<void> accept_loop(engine& eng, std::shared_ptr<metrics_se
 inline asio::awaitable<void> serve_metrics_impl(engine& eng, asio::ip::tcp::endpoint where,
                                                 metrics_server_options options) {
   auto m = std::make_shared<metrics_server_state>(eng, std::move(options));
+  m->options.max_connections = std::max<std::size_t>(m->options.max_connections, 1);
   m->acceptor.open(where.protocol());
   m->acceptor.set_option(asio::ip::tcp::acceptor::reuse_address(true));
   m->acceptor.bind(where);
   m->acceptor.listen();
+  {
+    const auto at = m->acceptor.local_endpoint();
+    const std::string address = at.address().to_string();
+    m->where =
+        (at.address().is_v6() ? "[" + address + "]" : address) + ":" + std::to_string(at.port());
+  }
   struct closer {
     std::shared_ptr<metrics_server_state> m;
     ~closer() { m->close(); }
@@ -265,14 +442,16 @@ inline asio::awaitable<void> serve_metrics_impl(engine& eng, asio::ip::tcp::endp
 }
 
 /// Accepts connections until the server closes or the engine shuts down (serve_metrics_impl).
+/// At max_connections, a new connection takes the place of the oldest one still sending its
+/// request: idle clients can hold the endpoint only until the next one arrives.
 inline asio::awaitable<void> accept_loop(engine& eng, std::shared_ptr<metrics_server_state> m) {
   if (m->options.on_listening) m->options.on_listening(m->acceptor.local_endpoint());
   co_await asio::this_coro::throw_if_cancelled(false);
   auto failed = [&](const std::string& what) { eng.report_background_failure("metrics", what); };
   while (!m->closed && !eng.shutting_down()) {
-    auto sock = std::make_shared<asio::ip::tcp::socket>(eng.executor());
+    auto c = std::make_shared<metrics_connection_slot>(eng.executor());
     asio::error_code ec;
-    co_await m->acceptor.async_accept(*sock, asio::redirect_error(asio::use_awaitable, ec));
+    co_await m->acceptor.async_accept(c->sock, asio::redirect_error(asio::use_awaitable, ec));
     const auto cs = co_await asio::this_coro::cancellation_state;
     if (m->closed || eng.shutting_down() || cs.cancelled() != asio::cancellation_type::none) break;
     if (ec) {  // out of descriptors, say: report, wait a little, go on
@@ -281,15 +460,17 @@ inline asio::awaitable<void> accept_loop(engine& eng, std::shared_ptr<metrics_se
       co_await m->pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       continue;
     }
-    if (m->connections.size() >= m->options.max_connections) {
-      sock->close(ec);
+    if (m->connections.size() >= m->options.max_connections && !m->make_room()) {
+      c->sock.close(ec);
+      m->refuse(metrics_refusal::rejected);
       continue;
     }
-    m->connections.insert(sock);
-    asio::co_spawn(eng.executor(), metrics_connection(m, sock), [m, sock](std::exception_ptr e) {
-      m->connections.erase(sock);
+    c->at = m->connections.insert(m->connections.end(), c);
+    c->listed = true;
+    asio::co_spawn(eng.executor(), metrics_connection(m, c), [m, c](std::exception_ptr e) {
+      m->unlist(*c);
       asio::error_code ignored;
-      sock->close(ignored);
+      c->sock.close(ignored);
       if (e && !m->closed) {
         m->eng.report_background_failure("metrics", "a metrics request failed: " + describe(e));
       }
