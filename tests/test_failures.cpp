@@ -1096,6 +1096,9 @@ TEST_CASE("after backends are killed for seconds, runs waiting to claim again re
     CHECK(r[0].get<long>(1) == workflows * steps);
   }());
   CHECK(sum == workflows * (steps * (steps - 1) / 2));
+  // No statement waited for its deadline (60 s) on a connection whose backend was gone: a
+  // lost connection gives up its descriptor at once (pg::connection::forget_closed_socket).
+  CHECK(events.count("had no complete answer within its deadline") == 0);
   // Once the database answered again, the pauses that had grown were cut down.
   CHECK(events.count("runs waiting to claim their workflow again after an I/O error do so "
                      "within io_retry_delay") >= 1);

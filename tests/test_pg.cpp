@@ -792,6 +792,37 @@ TEST_CASE("a terminated backend is reported and replaced by the pool", "[pg][poo
   }());
 }
 
+TEST_CASE(
+    "a lost connection gives its descriptor up at once, so one that reuses the number "
+    "keeps its wake-ups",
+    "[pg][failure]") {
+  test::run([]() -> asio::awaitable<void> {
+    auto killer = co_await connect();
+    auto first = co_await connect();
+    const int pid = first->backend_pid();
+    co_await killer->exec("SELECT pg_terminate_backend($1)", pid);
+    // The first statement after the kill finds the connection closed: libpq closes its socket.
+    std::optional<std::string> lost;
+    for (int i = 0; i < 100 && !lost; ++i) {
+      lost = co_await test::error_of<pg::connection_lost>(first->exec("SELECT 1"));
+      if (!lost) co_await sleep_for(10ms);
+    }
+    REQUIRE(lost);
+    // A new connection most likely gets the lowest free descriptor number: the same one.
+    pg::connection_options o;
+    o.statement_timeout = 10s;
+    auto second = co_await pg::connection::connect(test::conninfo(), nullptr, o);
+    // The first one goes now. Had it kept the number registered with the reactor until this
+    // moment, deregistering it would remove the second one's registration, and the second
+    // one's reads would never be woken (its statements would end at their deadline).
+    first.reset();
+    auto r = co_await test::error_of<pg::statement_timeout>(second->exec("SELECT pg_sleep(0.05)"));
+    CHECK(!r);
+    auto one = co_await second->exec("SELECT 1");
+    CHECK(one[0].get<int>(0) == 1);
+  }());
+}
+
 TEST_CASE("the server restarted under a live pool", "[pg][pool][failure][restart]") {
   const char* restart = std::getenv("DURABLE_TEST_RESTART_CMD");
   if (!restart || !*restart) {

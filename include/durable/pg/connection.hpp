@@ -96,6 +96,7 @@ public:
   connection& operator=(const connection&) = delete;
   ~connection() {
     deadline_->owner = nullptr;
+    forget_closed_socket();
     if (socket_.is_open()) socket_.release();  // libpq owns the descriptor
     if (conn_) PQfinish(conn_);
   }
@@ -182,6 +183,11 @@ private:
   DURABLE_DECL void send(const statement& s);
   DURABLE_DECL void send_prepare(const std::string& name, const std::string& text);
   [[noreturn]] DURABLE_DECL void fail_lost(std::string_view during);
+  /// Once libpq has closed its socket (a lost connection), the descriptor is given up at once:
+  /// its number may be reused by the next connection, and giving it up later (in the
+  /// destructor) would take that connection's registration out of the reactor, leaving its
+  /// waits without wake-ups until their deadline.
+  DURABLE_DECL void forget_closed_socket() noexcept;
   DURABLE_DECL void arm_deadline(std::chrono::milliseconds in);
   DURABLE_DECL void disarm_deadline() noexcept;
   DURABLE_DECL void deadline_passed();

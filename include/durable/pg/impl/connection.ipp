@@ -174,8 +174,17 @@ DURABLE_DECL std::string connection::statement_label(const statement& s) const {
   return std::string(t) + (t.size() < s.text.size() ? "..." : "");
 }
 
+DURABLE_DECL void connection::forget_closed_socket() noexcept {
+  if (!socket_.is_open()) return;
+  if (conn_ && PQsocket(conn_) == socket_.native_handle()) return;  // still libpq's, open
+  // Closed by libpq already: deregistering now cannot touch a descriptor that reuses the
+  // number, because nothing has run since libpq closed it.
+  (void)socket_.release();
+}
+
 DURABLE_DECL void connection::fail_lost(std::string_view during) {
   broken_ = true;
+  forget_closed_socket();
   throw connection_lost("connection to PostgreSQL lost while " + std::string(during) + ": " +
                         detail::trim_message(PQerrorMessage(conn_)) +
                         "; the outcome of a statement in flight is unknown");
@@ -184,6 +193,7 @@ DURABLE_DECL void connection::fail_lost(std::string_view during) {
 DURABLE_DECL void connection::send_prepare(const std::string& name, const std::string& text) {
   if (!PQsendPrepare(conn_, name.c_str(), text.c_str(), 0, nullptr)) {
     broken_ = true;
+    forget_closed_socket();
     throw connection_lost("could not send prepare of '" + name +
                           "': " + detail::trim_message(PQerrorMessage(conn_)));
   }
@@ -206,6 +216,7 @@ DURABLE_DECL void connection::send(const statement& s) {
           : PQsendQueryParams(conn_, s.text.c_str(), n, nullptr, values, nullptr, nullptr, 0);
   if (!ok) {
     broken_ = true;
+    forget_closed_socket();
     throw connection_lost("could not send statement '" + statement_label(s) +
                           "': " + detail::trim_message(PQerrorMessage(conn_)));
   }
