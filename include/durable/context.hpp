@@ -372,7 +372,7 @@ private:
 
   /// Now, in microseconds since the Unix epoch, on the run's clock (detail::clock_now).
   static std::int64_t now_us(const detail::run_state* s) noexcept {
-    return std::llround(detail::clock_now(*s) * 1e6);
+    return static_cast<std::int64_t>(std::llround(detail::clock_now(*s) * 1e6));
   }
 
   asio::awaitable<std::chrono::system_clock::time_point> now_impl(int seq) {
