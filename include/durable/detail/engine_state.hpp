@@ -217,7 +217,7 @@ struct engine_state : engine_services,
                       run_table {
   engine_state(asio::any_io_executor e, engine_options o, std::string instance_token)
       : engine_services(e, std::move(o)),
-        lease_state{std::move(instance_token)},
+        lease_state{std::move(instance_token), false, false, {}},
         dispatch_state(options.queues),
         run_table(options.max_running) {}
 
