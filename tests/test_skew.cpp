@@ -1,4 +1,4 @@
-// Clock skew: an executor whose wall clock is an hour wrong (faketime, Debian's package; the
+// Clock skew: an executor whose wall clock is an hour wrong (libfaketime, Debian's package; the
 // monotonic clock left alone, as on a host whose time is not synchronized) takes over workflows
 // that wait in their run (a sleep, a recv with a timeout) after their executor was killed with
 // SIGKILL. Each wait must end no earlier than its journaled wake-up time and not much later,
@@ -16,35 +16,33 @@ using namespace durable;
 
 namespace {
 
-/// Whether the `faketime` program is on the PATH.
-bool have_faketime() {
-  const char* path = std::getenv("PATH");
-  std::string dirs = path ? path : "/usr/bin:/bin";
-  for (std::size_t from = 0; from <= dirs.size();) {
-    std::size_t to = dirs.find(':', from);
-    if (to == std::string::npos) to = dirs.size();
-    const std::string file = dirs.substr(from, to - from) + "/faketime";
-    if (::access(file.c_str(), X_OK) == 0) return true;
-    from = to + 1;
+/// libfaketime (Debian's package faketime), or empty when it is not installed. It is preloaded
+/// directly rather than through the `faketime` program, which runs the command as a child of its
+/// own: killing it would leave the executor running.
+std::string libfaketime() {
+  for (const char* dir : {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+                          "/usr/lib/i386-linux-gnu", "/usr/lib64", "/usr/lib"}) {
+    const std::string file = std::string(dir) + "/faketime/libfaketime.so.1";
+    if (::access(file.c_str(), R_OK) == 0) return file;
   }
-  return false;
+  return {};
 }
 
-/// Starts tests/support/skew_executor as a process; with `offset` (faketime's "+1h", "-1h")
-/// under faketime, its wall clock moved by `skew_s` seconds and its monotonic clock untouched.
+/// Starts tests/support/skew_executor as a process; with `offset` (libfaketime's "+1h", "-1h")
+/// its wall clock is moved by `skew_s` seconds and its monotonic clock left alone.
 pid_t spawn_skew_executor(const std::string& schema, const std::string& executor,
                           const std::string& mode, const char* offset, int skew_s) {
+  const std::string lib = libfaketime();
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
   const std::string skew = std::to_string(skew_s);
   if (offset) {
+    ::setenv("LD_PRELOAD", lib.c_str(), 1);
+    ::setenv("FAKETIME", offset, 1);
     ::setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
-    ::execlp("faketime", "faketime", "-f", offset, DURABLE_SKEW_EXECUTOR, schema.c_str(),
-             executor.c_str(), mode.c_str(), skew.c_str(), static_cast<char*>(nullptr));
-  } else {
-    ::execl(DURABLE_SKEW_EXECUTOR, DURABLE_SKEW_EXECUTOR, schema.c_str(), executor.c_str(),
-            mode.c_str(), skew.c_str(), static_cast<char*>(nullptr));
   }
+  ::execl(DURABLE_SKEW_EXECUTOR, DURABLE_SKEW_EXECUTOR, schema.c_str(), executor.c_str(),
+          mode.c_str(), skew.c_str(), static_cast<char*>(nullptr));
   ::_exit(127);
 }
 
@@ -99,8 +97,10 @@ void wait_for_waits(const std::string& schema) {
 }
 
 void takeover_with_skew(const char* offset, int skew_s) {
-  if (!have_faketime()) {
-    WARN("faketime is not installed (Debian package faketime): the clock-skew test is skipped");
+  if (libfaketime().empty()) {
+    WARN(
+        "libfaketime is not installed (Debian package faketime): the clock-skew test is "
+        "skipped");
     return;
   }
   const std::string schema = test::fresh_schema("skew");

@@ -4,6 +4,7 @@
 
 #include <asio/experimental/awaitable_operators.hpp>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <set>
 #include <string>
@@ -23,8 +24,8 @@ inline void report_clock(engine_state& s) {
   const double off = s.clock.offset();
   if (off < 1.0 && off > -1.0) return;
   s.report(severity::warning, "lease", "",
-           "this host's clock is " + std::to_string(std::int64_t(off < 0 ? -off : off)) +
-               " s " + (off < 0 ? "ahead of" : "behind") +
+           "this host's clock is " + std::to_string(std::llround(off < 0 ? -off : off)) + " s " +
+               (off < 0 ? "ahead of" : "behind") +
                " the database server's; every wake-up time is measured against the server's "
                "clock, but check this host's time synchronization (NTP)");
 }
