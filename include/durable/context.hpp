@@ -13,6 +13,7 @@
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
 #include <chrono>
+#include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <cstdio>
@@ -138,7 +139,9 @@ public:
     return run_transaction<T>(s_->next_seq++, std::move(name), std::forward<F>(fn), policy);
   }
 
-  /// The wall-clock time, journaled (I6): a replay sees the time of the first run.
+  /// The wall-clock time, journaled (I6): a replay sees the time of the first run. It is the
+  /// database server's clock as this executor measures it (not this host's, which may be
+  /// wrong), the clock sleep_until() and every other wake-up time are measured against.
   [[nodiscard]] asio::awaitable<std::chrono::system_clock::time_point> now() {
     detail::check_not_nested(*s_, "now");
     return now_impl(s_->next_seq++);
@@ -149,16 +152,20 @@ public:
   /// right after it. A sleep of at least engine_options::unload_after unloads the workflow: its
   /// coroutine frame is destroyed, its ownership released, and whichever executor is free when
   /// it is due resumes it by replay (found by an index on workflows.wake_at). Shorter ones
-  /// sleep in the run. Cancellation (cancel(), the deadline, shutdown) interrupts it.
+  /// sleep in the run. Cancellation (cancel(), the deadline, shutdown) interrupts it. The
+  /// wake-up time is on the database server's clock (see now()): an executor whose own clock is
+  /// wrong still wakes it on time, also after taking the workflow over.
   [[nodiscard]] asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
     detail::check_not_nested(*s_, "sleep");
-    return sleep_impl(s_->next_seq++, std::chrono::system_clock::now() + d);
+    return sleep_impl(s_->next_seq++, now_us(s_) + std::int64_t(d.count()) * 1000);
   }
 
-  /// Durable sleep until `t` (see sleep_for).
+  /// Durable sleep until `t` (see sleep_for), a time on the server's clock: take it from
+  /// ctx.now() (plus a duration), not from this host's system_clock, which may be wrong.
   [[nodiscard]] asio::awaitable<void> sleep_until(std::chrono::system_clock::time_point t) {
+    using namespace std::chrono;
     detail::check_not_nested(*s_, "sleep");
-    return sleep_impl(s_->next_seq++, t);
+    return sleep_impl(s_->next_seq++, duration_cast<microseconds>(t.time_since_epoch()).count());
   }
 
   /// Versioning: true for a workflow that reaches this point under code that has the change
@@ -363,12 +370,16 @@ private:
     throw detail::continued_as_new{};  // not reached: continue_run always throws
   }
 
+  /// Now, in microseconds since the Unix epoch, on the run's clock (detail::clock_now).
+  static std::int64_t now_us(const detail::run_state* s) noexcept {
+    return static_cast<std::int64_t>(std::llround(detail::clock_now(*s) * 1e6));
+  }
+
   asio::awaitable<std::chrono::system_clock::time_point> now_impl(int seq) {
     using namespace std::chrono;
-    auto step = run_step<std::int64_t>(
-        seq, "now", std::string(to_string(step_kind::now)),
-        [] { return duration_cast<microseconds>(system_clock::now().time_since_epoch()).count(); },
-        {});
+    const detail::run_state* run = s_;
+    auto step = run_step<std::int64_t>(seq, "now", std::string(to_string(step_kind::now)),
+                                       [run] { return now_us(run); }, {});
     const auto us = co_await std::move(step);
     co_return system_clock::time_point(duration_cast<system_clock::duration>(microseconds(us)));
   }
@@ -390,17 +401,16 @@ private:
     co_return true;
   }
 
-  asio::awaitable<void> sleep_impl(int seq, std::chrono::system_clock::time_point until) {
+  asio::awaitable<void> sleep_impl(int seq, std::int64_t asked) {
     using namespace std::chrono;
-    // The first run journals the wake-up time it asked for; a replay reads it back.
-    const std::int64_t asked = duration_cast<microseconds>(until.time_since_epoch()).count();
+    // The first run journals the wake-up time it asked for (on the server's clock); a replay
+    // reads it back and measures what is left against the same clock, wherever it runs.
     auto step = run_step<std::int64_t>(seq, "sleep", std::string(to_string(step_kind::sleep)),
                                        [asked] { return asked; }, {});
     const std::int64_t wake_us = co_await std::move(step);
-    const std::int64_t now_us =
-        duration_cast<microseconds>(system_clock::now().time_since_epoch()).count();
-    if (wake_us <= now_us) co_return;
-    const auto left = milliseconds((wake_us - now_us + 999) / 1000);
+    const std::int64_t now = now_us(s_);
+    if (wake_us <= now) co_return;
+    const auto left = milliseconds((wake_us - now + 999) / 1000);
     const std::string name = "sleep", what = "the wake-up of its sleep";
     co_await detail::pause_or_unload(*s_, seq, name, left, what, 0);
   }
@@ -548,7 +558,7 @@ private:
     // The winner's row is counted now, before the branches run (the journal limit).
     std::optional<detail::row_hold> hold;
     if (!journaled) hold.emplace(s, seq, name);
-    const double started = detail::unix_seconds();
+    const double started = detail::clock_now(s);
     auto ex = co_await asio::this_coro::executor;
     auto j = std::make_shared<detail::join_state>(ex);
     auto v = std::make_shared<any_values<T...>>();

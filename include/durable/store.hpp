@@ -441,7 +441,7 @@ public:
   }
 
   /// Renews executor `id`'s lease while `instance` holds it: fenced out when another process
-  /// took the id over.
+  /// took the id over. Its row (heartbeat_answer) holds the server's clock.
   [[nodiscard]] fenced_write executor_heartbeat(const std::string& id,
                                                 const std::string& instance) const {
     return {call("executor_heartbeat", id, instance), fenced_write::fence::matches_no_row};

@@ -11,7 +11,8 @@
 -- $1 id, $2 host, $3 pid, $4 app_version, $5 versions it runs (text[], empty = all),
 -- $6 instance, $7 lease timeout (ms), $8 take the id even if its holder looks alive.
 -- Registers this process under the id unless another live process holds it (its
--- heartbeat is younger than the lease): then no row.
+-- heartbeat is younger than the lease): then no row. The row holds the server's clock (Unix
+-- seconds, clock_timestamp()), the engine's first reading of it (server_clock).
 INSERT INTO :"schema".executors AS e (id, host, pid, app_version, versions,
                                instance)
 VALUES ($1, $2, $3, $4, $5::text[], $6)
@@ -20,4 +21,4 @@ app_version = excluded.app_version, versions = excluded.versions, instance = exc
 started_at = now(), heartbeat_at = now()
 WHERE e.instance = excluded.instance OR $8::boolean
    OR e.heartbeat_at < now() - make_interval(secs => $7::double precision / 1000)
-RETURNING true
+RETURNING extract(epoch FROM clock_timestamp())::double precision

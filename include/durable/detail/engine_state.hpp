@@ -115,11 +115,14 @@ struct lifecycle_state {
 
 /// This process's hold on its executor id. `instance` is fixed at construction; the lease keeper
 /// writes `lease_expired` and `id_taken`; the runner, dispatcher and maintenance read
-/// `lease_expired` (no new work while it is set).
+/// `lease_expired` (no new work while it is set). It also writes `clock` (the server's clock).
 struct lease_state {
   std::string instance;        // this engine's token in executors.instance
   bool lease_expired = false;  // the lease keeper could not renew the lease in time
   bool id_taken = false;       // another process registered under this executor id
+  // The server's clock, read by the lease keeper at registration and every heartbeat; every
+  // wake-up time is measured against it (runs reach it through the journal).
+  server_clock clock;
 };
 
 /// What the dispatcher serves and what wakes it. serve_queue() adds to `queues` (before open());
@@ -219,13 +222,13 @@ struct engine_state : engine_services,
                       run_table {
   engine_state(asio::any_io_executor e, engine_options o, std::string instance_token)
       : engine_services(e, std::move(o)),
-        lease_state{std::move(instance_token)},
+        lease_state{std::move(instance_token), false, false, {}},
         dispatch_state(options.queues),
         run_table(options.max_running) {}
 
   // The journal the runs reach PostgreSQL through (detail/runtime/engine_journal.hpp): the
   // services above, and the flags that release a run (stopping, lease_expired).
-  engine_journal journal{pool, committer, st, stopping, lease_expired};
+  engine_journal journal{pool, committer, st, stopping, lease_expired, clock};
 
   /// Whether a workflow this executor owns should be claimed here: registered, not busy.
   [[nodiscard]] bool claimable_here(std::string_view id, std::string_view name) const {

@@ -117,13 +117,14 @@ struct run_state : cursor {
   // The workflow function has returned: the run writes its outcome, and a cancellation that
   // arrives now (the deadline) must not interrupt that write.
   bool finishing = false;
-  // The workflow's deadline (Unix seconds), loaded when it was claimed.
+  // The workflow's deadline (Unix seconds on the journal's clock, clock_now), loaded when it was
+  // claimed.
   std::optional<double> deadline;
   // A backoff at least this long unloads the workflow until the next attempt is due.
   std::chrono::milliseconds unload_after{2000};
   // engine_options::max_value_bytes: a larger value is not written (0: no limit).
   std::size_t max_value_bytes = 0;
-  std::optional<double> unloaded_until;  // Unix seconds
+  std::optional<double> unloaded_until;  // Unix seconds (clock_now)
   // Tells the engine's event hook of a failed attempt that will be retried.
   std::function<void(const std::string&)> report_retry;
   int step_functions_running = 0;  // step functions (of this run) executing now
@@ -214,6 +215,11 @@ inline double unix_seconds() {
   using namespace std::chrono;
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
+
+/// Now (Unix seconds) on the clock the run's wake-up times are measured against: its journal's
+/// (the server's, for the engine), or this host's for a bare replay. Every wake-up time a run
+/// journals or compares comes from here, never from the host's wall clock.
+inline double clock_now(const run_state& s) noexcept { return s.io ? s.io->now() : unix_seconds(); }
 
 DURABLE_DECL asio::awaitable<void> sleep_for(std::chrono::milliseconds d);
 

@@ -842,7 +842,8 @@ SELECT :"schema".append_step($4, $5, $6, $2, 'child', 'succeeded', to_jsonb($1::
 FROM :"schema".executors WHERE id = $1)durable_sql"},
   {"executor_heartbeat",
    R"durable_sql(UPDATE :"schema".executors SET heartbeat_at = now()
- WHERE id = $1 AND instance = $2 AND heartbeat_at <> '-infinity')durable_sql"},
+ WHERE id = $1 AND instance = $2 AND heartbeat_at <> '-infinity'
+RETURNING extract(epoch FROM clock_timestamp())::double precision)durable_sql"},
   {"executor_register",
    R"durable_sql(INSERT INTO :"schema".executors AS e (id, host, pid, app_version, versions,
                                instance)
@@ -852,7 +853,7 @@ app_version = excluded.app_version, versions = excluded.versions, instance = exc
 started_at = now(), heartbeat_at = now()
 WHERE e.instance = excluded.instance OR $8::boolean
    OR e.heartbeat_at < now() - make_interval(secs => $7::double precision / 1000)
-RETURNING true)durable_sql"},
+RETURNING extract(epoch FROM clock_timestamp())::double precision)durable_sql"},
   {"executor_release",
    R"durable_sql(UPDATE :"schema".executors SET heartbeat_at = '-infinity'
  WHERE id = $1 AND instance = $2)durable_sql"},

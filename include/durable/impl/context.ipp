@@ -173,7 +173,7 @@ DURABLE_DECL void refuse_timeout(run_state& s, int seq, const std::string& name,
 DURABLE_DECL asio::awaitable<void> wait_until_due(run_state& s, int seq, const std::string& name,
                                                   const attempt_history* h) {
   if (!h || !h->next_attempt_at) co_return;
-  const double left = *h->next_attempt_at - unix_seconds();
+  const double left = *h->next_attempt_at - clock_now(s);
   if (left <= 0) co_return;
   const auto pause = std::chrono::milliseconds(std::int64_t(left * 1000) + 1);
   const std::string what = "the next attempt of step " + std::to_string(seq) + " '" + name + "'";
@@ -200,7 +200,7 @@ DURABLE_DECL asio::awaitable<void> pause_or_unload(run_state& s, int seq, const 
 }
 
 DURABLE_DECL void unload(run_state& s, std::chrono::milliseconds pause, const std::string& why) {
-  s.unloaded_until = unix_seconds() + double(pause.count()) / 1000.0;
+  s.unloaded_until = clock_now(s) + double(pause.count()) / 1000.0;
   s.outcome.note(verdict::released(why));
   throw run_released(why);
 }
@@ -289,9 +289,9 @@ DURABLE_DECL asio::awaitable<std::optional<double>> wait_deadline(
     co_return decode_text<double>(s, seq, *e, e->output);
   }
   if (timeout == forever) co_return std::nullopt;
-  const double deadline = unix_seconds() + double(timeout.count()) / 1000.0;
+  const double deadline = clock_now(s) + double(timeout.count()) / 1000.0;
   const std::string output = nlohmann::json(deadline).dump();
-  co_await journal_value(s, seq, name, kind, output, unix_seconds());
+  co_await journal_value(s, seq, name, kind, output, clock_now(s));
   co_return deadline;
 }
 
@@ -300,7 +300,7 @@ DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
     const wait_target& wait_for, std::optional<double> deadline,
     const std::function<asio::awaitable<bool>()>& look) {
   using std::chrono::milliseconds;
-  const double loaded = unix_seconds();
+  const double loaded = clock_now(s);
   const double in_run_for = double(s.unload_after.count()) / 1000.0;
   const asio::any_io_executor ex = co_await asio::this_coro::executor;
   waiter_registry::entry poke(s.waiters, key, ex);
@@ -308,7 +308,7 @@ DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
   // or a send between that look and this registration would wait for the next poll.
   if (co_await look()) co_return true;
   for (;;) {
-    const double now = unix_seconds();
+    const double now = clock_now(s);
     if (deadline && now >= *deadline) co_return false;
     const double left = deadline ? *deadline - now : 1e12;
     const double in_run_left = loaded + in_run_for - now;
@@ -371,7 +371,7 @@ DURABLE_DECL asio::awaitable<std::string> receive(run_state& s, int seq, const s
                         "for one topic with a timeout (ctx.recv(topic, timeout)) instead. The "
                         "workflow is parked: fix the code, then resume it");
   }
-  const double started = unix_seconds();
+  const double started = clock_now(s);
   std::optional<std::string> got;
   const std::function<asio::awaitable<bool>()> look = [&s, seq, &topic, started, &got] {
     return take_message(s, seq + 1, topic, started, got);
@@ -404,7 +404,7 @@ DURABLE_DECL asio::awaitable<void> send_message(run_state& s, int seq, const std
   check_value_size(s, payload.size(),
                    "the message of step " + std::to_string(seq) + " (send '" + topic + "')",
                    "the send runs again");
-  const double started = unix_seconds();
+  const double started = clock_now(s);
   const std::string key = s.key(seq);
   reserve_row(s, seq, topic);
   const bool delivered = co_await journaling(
@@ -437,7 +437,7 @@ DURABLE_DECL asio::awaitable<void> publish_event(run_state& s, int seq, const st
                    "the step runs again");
   reserve_row(s, seq, key);
   const bool published = co_await journaling(
-      s, seq, key, io_of(s).set_event(s.id, s.epoch, seq, key, value, unix_seconds()));
+      s, seq, key, io_of(s).set_event(s.id, s.epoch, seq, key, value, clock_now(s)));
   if (!published) throw error("workflow '" + s.id + "': event '" + key + "' was not published");
   if (s.counters) ++s.counters->steps_executed;
 }
@@ -471,7 +471,7 @@ DURABLE_DECL asio::awaitable<std::string> await_event(run_state& s, int seq,
     co_return e->output;
   }
   require_live(s, seq + 1, name);
-  const double started = unix_seconds();
+  const double started = clock_now(s);
   std::optional<std::string> got;
   const std::function<asio::awaitable<bool>()> look = [&s, seq, &name, &workflow_id, &key, started,
                                                        &got] {
@@ -538,7 +538,7 @@ DURABLE_DECL asio::awaitable<std::string> await_child(run_state& s, int seq,
     co_return e->output;
   }
   require_live(s, seq, child);
-  const double started = unix_seconds();
+  const double started = clock_now(s);
   std::optional<std::string> got;
   const std::function<asio::awaitable<bool>()> look = [&s, seq, &child, started, &got] {
     return look_for_child(s, seq, child, started, got);
@@ -572,7 +572,7 @@ DURABLE_DECL asio::awaitable<std::string> start_child_workflow(run_state& s, int
   reserve_row(s, seq, name);
   const bool started = co_await journaling(
       s, seq, name,
-      io_of(s).start_child(s.id, s.epoch, seq, child, name, inputs, unix_seconds(),
+      io_of(s).start_child(s.id, s.epoch, seq, child, name, inputs, clock_now(s),
                            s.app_version ? *s.app_version : no_version));
   if (!started) {
     throw misuse(s, "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +

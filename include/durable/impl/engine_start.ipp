@@ -191,7 +191,7 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(std::st
       run->name = name;
       run->epoch = 1;
       if (timeout_ms > 0)
-        run->deadline = detail::unix_seconds() + double(timeout_ms) / 1000.0;  // ~ the stored one
+        run->deadline = s->clock.now() + double(timeout_ms) / 1000.0;  // ~ the stored one
       detail::launch(s, std::move(run), std::move(inputs));
       s->counters.workflows_started.add(0);
       co_return workflow_handle(s, std::move(id));

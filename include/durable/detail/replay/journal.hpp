@@ -141,6 +141,11 @@ public:
   [[nodiscard]] virtual bool unloads() const noexcept = 0;
   /// Transient or permanent, and one line for operators.
   [[nodiscard]] virtual io_judgement judge(const std::exception& e) const = 0;
+  /// Now, in Unix seconds, on the clock that every wake-up time of a run is measured against
+  /// (journaled sleeps and wait deadlines, due retries, the workflow's deadline): for the
+  /// engine, the database server's clock as this process last measured it, so that hosts whose
+  /// clocks disagree agree on when a wait ends. Reads memory only; no I/O.
+  [[nodiscard]] virtual double now() const noexcept = 0;
 
   // ---- steps ---------------------------------------------------------------------------------
 

@@ -101,6 +101,8 @@ public:
   [[nodiscard]] bool executes() const noexcept override { return true; }
   [[nodiscard]] bool unloads() const noexcept override { return false; }
   [[nodiscard]] DURABLE_DECL io_judgement judge(const std::exception& e) const override;
+  /// This host's wall clock: the journal lives in this process.
+  [[nodiscard]] DURABLE_DECL double now() const noexcept override;
 
   DURABLE_DECL asio::awaitable<void> append(const std::string& id, std::int64_t epoch,
                                             step_row row) override;

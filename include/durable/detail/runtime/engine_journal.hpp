@@ -13,6 +13,7 @@
 #include "durable/detail/config.hpp"
 #include "durable/detail/group_commit.hpp"
 #include "durable/detail/replay/journal.hpp"
+#include "durable/detail/runtime/server_clock.hpp"
 #include "durable/pg/pool.hpp"
 #include "durable/store.hpp"
 
@@ -22,8 +23,13 @@ class engine_journal final : public journal {
 public:
   /// Lends the engine's services and flags; they outlive every run.
   engine_journal(pg::pool& pool, group_committer& committer, const store& st, const bool& stopping,
-                 const bool& lease_expired) noexcept
-      : pool_(pool), committer_(committer), st_(st), stopping_(stopping), lease_(lease_expired) {}
+                 const bool& lease_expired, const server_clock& clock) noexcept
+      : pool_(pool),
+        committer_(committer),
+        st_(st),
+        stopping_(stopping),
+        lease_(lease_expired),
+        clock_(clock) {}
 
   [[nodiscard]] run_standing standing() const noexcept override {
     if (stopping_) return run_standing::stopping;
@@ -33,6 +39,8 @@ public:
   [[nodiscard]] bool executes() const noexcept override { return true; }
   [[nodiscard]] bool unloads() const noexcept override { return true; }
   [[nodiscard]] DURABLE_DECL io_judgement judge(const std::exception& e) const override;
+  /// The server's clock (the lease keeper reads it at registration and every heartbeat).
+  [[nodiscard]] double now() const noexcept override { return clock_.now(); }
 
   DURABLE_DECL asio::awaitable<void> append(const std::string& id, std::int64_t epoch,
                                             step_row row) override;
@@ -79,6 +87,7 @@ private:
   const store& st_;
   const bool& stopping_;
   const bool& lease_;
+  const server_clock& clock_;
 };
 
 }  // namespace durable::detail

@@ -4,6 +4,7 @@
 
 #include <asio/experimental/awaitable_operators.hpp>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <set>
 #include <string>
@@ -16,6 +17,18 @@
 namespace durable::detail {
 
 // ---- registration ---------------------------------------------------------------------------
+
+/// Reports a host clock that is far from the server's: waits are measured against the server's
+/// clock (server_clock), so nothing breaks, but an operator should know.
+inline void report_clock(engine_state& s) {
+  const double off = s.clock.offset();
+  if (off < 1.0 && off > -1.0) return;
+  s.report(severity::warning, "lease", "",
+           "this host's clock is " + std::to_string(std::llround(off < 0 ? -off : off)) + " s " +
+               (off < 0 ? "ahead of" : "behind") +
+               " the database server's; every wake-up time is measured against the server's "
+               "clock, but check this host's time synchronization (NTP)");
+}
 
 /// Registers this process under its executor id. If another live process holds the id, waits
 /// (up to the lease timeout, plus a heartbeat) for its lease to run out, then refuses with a
@@ -31,8 +44,14 @@ inline asio::awaitable<void> register_executor(std::shared_ptr<engine_state> s) 
       auto reg = s->st.executor_register(o.executor_id, host, pid, o.app_version, s->versions,
                                          s->instance, std::int64_t(o.lease_timeout.count()), force);
       auto c = co_await s->pool.acquire();
+      const auto sent = std::chrono::steady_clock::now();
       const auto registered = co_await store::fetch_one(*c, std::move(reg));
-      if (registered) co_return;
+      if (registered) {
+        // The first reading of the server's clock, before any run measures a wait with it.
+        s->clock.sample(sent, std::chrono::steady_clock::now(), registered->server_time);
+        report_clock(*s);
+        co_return;
+      }
     }
     auto get = s->st.executor_get(o.executor_id);
     std::optional<store::executor_holder> holder;
@@ -132,8 +151,11 @@ inline asio::awaitable<void> lease_keeper(std::shared_ptr<engine_state> s) {
         }
         fenced_write beat = s->st.executor_heartbeat(o.executor_id, s->instance);
         pg::statement beat_st = std::move(beat.st);
+        const auto sent = clock::now();
         const pg::result r = co_await conn->run(std::move(beat_st));
         if (s->stopping) break;  // shutdown released the lease meanwhile
+        if (const auto answer = store::first<store::heartbeat_answer>(r))
+          s->clock.sample(sent, clock::now(), answer->server_time);
         if (beat.verdict(r).fenced_out()) {
           s->id_taken = true;
           s->lease_expired = true;

@@ -72,8 +72,9 @@ inline void end_run(engine_state& s, const std::string& id, const void* token) {
 /// (workflows_wake, at every maintenance tick); this one also looks at that moment instead of
 /// waiting for its next tick. One timer, for the earliest of at most `max_local_wakes` due
 /// times, so that memory stays flat however many workflows sleep (those beyond are found by
-/// the tick). (A little late: the due time was set by the server's clock when the workflow was
-/// unloaded, a round trip after this host computed it.)
+/// the tick). Due times are on the server's clock (engine_state::clock). (A little late: the
+/// due time was set by the server's now() when the workflow was unloaded, a round trip after
+/// this host computed it.)
 inline constexpr std::size_t max_local_wakes = 256;
 
 inline void arm_wake_timer(const std::shared_ptr<engine_state>& s) {
@@ -84,13 +85,13 @@ inline void arm_wake_timer(const std::shared_ptr<engine_state>& s) {
   }
   const double first = *s->local_wakes.begin();
   const auto due =
-      std::chrono::milliseconds(std::int64_t(std::max(0.0, first - unix_seconds()) * 1000) + 50);
+      std::chrono::milliseconds(std::int64_t(std::max(0.0, first - s->clock.now()) * 1000) + 50);
   s->wake_timer->expires_after(due);  // cancels the wait for a later one
   std::weak_ptr<engine_state> weak = s;
   s->wake_timer->async_wait([weak](const asio::error_code& ec) {
     auto st = weak.lock();
     if (ec || !st || st->stopping) return;
-    const double now = unix_seconds();
+    const double now = st->clock.now();
     while (!st->local_wakes.empty() && *st->local_wakes.begin() <= now + 0.05)
       st->local_wakes.erase(st->local_wakes.begin());
     st->wake_due();
@@ -139,7 +140,7 @@ inline void launch(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> r
   if (run->deadline) {
     // The deadline is stored with the workflow (it survives restarts); this timer enforces
     // it while the workflow runs here. One already past stops the run at its first step.
-    const double left = *run->deadline - unix_seconds();
+    const double left = *run->deadline - s->clock.now();
     if (left <= 0)
       run->outcome.note(verdict::cancelled("its deadline passed before it finished", false));
     deadline = std::make_shared<asio::steady_timer>(
@@ -222,8 +223,9 @@ inline asio::awaitable<std::size_t> claim_runs(
       run->name = std::move(w.name);
       run->epoch = w.epoch;
       run->generation = w.generation;
-      // Times from the server become times on this host's clock (hosts' clocks may differ).
-      if (w.deadline_in) run->deadline = unix_seconds() + *w.deadline_in;
+      // Times from the server, as the time left from its now(), become times on the server's
+      // clock as this process measures it (server_clock): hosts' wall clocks may be wrong.
+      if (w.deadline_in) run->deadline = s->clock.now() + *w.deadline_in;
       runs[w.id] = claimed{std::move(run), std::move(w.inputs)};
     }
     for (auto& a : store::rows<store::step_attempt>(r[2])) {
@@ -235,7 +237,7 @@ inline asio::awaitable<std::size_t> claim_runs(
         h.kind = std::move(a.kind);
       }
       std::optional<double> next;
-      if (a.next_attempt_in) next = unix_seconds() + *a.next_attempt_in;
+      if (a.next_attempt_in) next = s->clock.now() + *a.next_attempt_in;
       h.add(a.attempt, a.outcome, a.error, next);
     }
     for (auto& row : store::rows<store::loaded_step>(r[1])) {

@@ -253,7 +253,14 @@ struct store_rows {
 
   /// executor_register: present when this process now holds the executor id.
   struct executor_registered {
-    static executor_registered from(const pg::row&) { return {}; }
+    double server_time = 0;  ///< the server's clock_timestamp() (Unix seconds)
+    static executor_registered from(const pg::row& r) { return {r.get<double>(0)}; }
+  };
+
+  /// executor_heartbeat: the server's clock_timestamp() (Unix seconds) when it renewed the lease.
+  struct heartbeat_answer {
+    double server_time = 0;
+    static heartbeat_answer from(const pg::row& r) { return {r.get<double>(0)}; }
   };
 
   /// executor_get: the process that holds an executor id.

@@ -104,6 +104,10 @@ DURABLE_DECL void memory_journal::deliver(const std::string& to, const std::stri
   w.inbox.push_back(message{topic, std::move(payload), std::move(key), std::nullopt});
 }
 
+DURABLE_DECL double memory_journal::now() const noexcept {
+  return memory_journal_detail::now_seconds();
+}
+
 DURABLE_DECL io_judgement memory_journal::judge(const std::exception& e) const {
   if (const auto* f = dynamic_cast<const fault*>(&e)) return {f->permanent(), f->what()};
   // A refusal of this journal (a repeated step number, an unknown workflow) recurs.
