@@ -792,10 +792,8 @@ TEST_CASE("a terminated backend is reported and replaced by the pool", "[pg][poo
   }());
 }
 
-TEST_CASE(
-    "a lost connection gives its descriptor up at once, so one that reuses the number "
-    "keeps its wake-ups",
-    "[pg][failure]") {
+TEST_CASE("a lost connection gives its descriptor up at once: one reusing the number is woken",
+          "[pg][failure]") {
   test::run([]() -> asio::awaitable<void> {
     auto killer = co_await connect();
     auto first = co_await connect();
