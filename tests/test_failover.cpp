@@ -4,10 +4,12 @@
 // transactional and plain steps. Mid-run the primary is stopped (`pg_ctl stop -m immediate`)
 // and the standby promoted (`pg_ctl promote`). Checked: every workflow finishes; no step whose
 // row the engine had acknowledged runs again (synchronous replication loses no commit); each
-// transactional step's effect is in the test's table exactly once; no journal row was written
-// under a stale epoch. The figures (time from the stop to the first workflow finishing on the
-// new primary, time until all finished, re-runs of plain steps) are printed and appended to
-// $DURABLE_CHAOS_REPORT when set.
+// transactional step's effect is in the test's table exactly once; every journal is a prefix
+// without gaps; no journal row was written under a stale epoch. DURABLE_FAILOVER_OUTAGE_MS
+// leaves the database without a primary that long between the stop and the promotion (a
+// failover manager's detection time). The figures (time from the stop to the first workflow
+// finishing on the new primary, time until all finished, re-runs of plain steps) are printed and
+// appended to $DURABLE_CHAOS_REPORT when set.
 //
 // Skipped (with a warning) unless DURABLE_FAILOVER_CONNINFO, DURABLE_FAILOVER_STOP_PRIMARY_CMD
 // and DURABLE_FAILOVER_PROMOTE_CMD are set; ctest label `chaos`, which scripts/test leaves out.
@@ -45,14 +47,15 @@ struct tally {
 };
 tally t;
 
-/// `pairs` times: a transactional step that inserts (workflow, step) into `table`, then a plain
-/// step that counts its executions and waits `pause_ms` (so that the run spans the switch).
 /// A step returned to the workflow (run or replayed): the database answered.
 void acknowledge(const std::string& key) {
   t.acknowledged.insert(key);
   if (t.stopping && t.first_ack_after_stop == std::chrono::steady_clock::time_point{})
     t.first_ack_after_stop = std::chrono::steady_clock::now();
 }
+
+/// `pairs` times: a transactional step that inserts (workflow, step) into `table`, then a plain
+/// step that counts its executions and waits `pause_ms` (so that the run spans the switch).
 
 asio::awaitable<int> failover_wf(context& ctx, std::string table, int pairs, int pause_ms) {
   const std::string insert = "INSERT INTO " + table + " (workflow_id, step) VALUES ($1, $2)";
