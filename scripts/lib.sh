@@ -139,10 +139,14 @@ durable_stop_db() {
   fi
 }
 
-durable__on_exit() { durable_stop_db; }
+durable__on_exit() {
+  durable_stop_db
+  durable_stop_failover_pair
+}
 durable__on_signal() {
   trap - INT TERM
   durable_stop_db
+  durable_stop_failover_pair
   exit "$1"
 }
 
@@ -257,6 +261,153 @@ EOF
   fi
   export DURABLE_TEST_RESTART_CMD="$restart"
   durable_log "PostgreSQL 15 on 127.0.0.1:$port (cluster $dir)"
+}
+
+# ---------------------------------------------------------------------------------------------
+# A primary and a synchronous streaming standby (scripts/chaos's failover case)
+#
+# durable_start_failover_pair DIR: two throwaway PostgreSQL 15 clusters under DIR on 127.0.0.1,
+# a primary and a standby made from it with `pg_basebackup -R`, replicating synchronously
+# (`synchronous_standby_names` names the standby once it runs, `synchronous_commit = on`). It
+# waits (bounded) until the primary reports the standby as `sync`, then exports
+#   DURABLE_FAILOVER_PRIMARY_PORT, DURABLE_FAILOVER_STANDBY_PORT,
+#   DURABLE_FAILOVER_CONNINFO          host=127.0.0.1,127.0.0.1 port=P1,P2 ...
+#                                      target_session_attrs=read-write
+#   DURABLE_FAILOVER_STOP_PRIMARY_CMD  a shell command: pg_ctl stop -m immediate on the primary
+#   DURABLE_FAILOVER_PROMOTE_CMD       a shell command: pg_ctl promote -w on the standby
+# Both clusters are stopped and their data directories removed when the calling script exits,
+# fails or is interrupted (the server logs stay in DIR).
+
+DURABLE_FAILOVER_DIR=""
+DURABLE_FAILOVER_STARTED=0
+
+# durable__pg_ctl_cmd ARGS...: a shell command line running pg_ctl ARGS as the clusters' owner.
+durable__pg_ctl_cmd() {
+  local cmd
+  cmd="$(printf '%q ' "$DURABLE_PG_BIN/pg_ctl" "$@")"
+  if ((EUID == 0)); then
+    echo "cd / && runuser -u $DURABLE_PG_USER -- ${cmd% }"
+  else
+    echo "cd / && ${cmd% }"
+  fi
+}
+
+durable_stop_failover_pair() {
+  ((DURABLE_FAILOVER_STARTED)) || return 0
+  DURABLE_FAILOVER_STARTED=0
+  local node
+  for node in primary standby; do
+    durable_stop_stale "$DURABLE_FAILOVER_DIR/$node"
+    rm -rf "${DURABLE_FAILOVER_DIR:?}/$node/data"
+  done
+}
+
+# durable__failover_port DATA_DIR PORT (the standby's postgresql.conf is the primary's copy,
+# from the base backup; only its durable_port.conf differs).
+durable__failover_port() {
+  echo "port = $2" >"$1/durable_port.conf"
+  if ((EUID == 0)); then chown "$DURABLE_PG_USER": "$1/durable_port.conf"; fi
+}
+
+durable_start_failover_pair() {
+  local dir="$1"
+  mkdir -p "$dir"
+  dir="$(cd "$dir" && pwd -P)"
+  durable_ensure_pg_user
+  if ((EUID == 0)) && ! runuser -u "$DURABLE_PG_USER" -- test -x "$(dirname "$dir")" 2>/dev/null; then
+    dir="/tmp/durable-failover-$(printf '%s' "$dir" | md5sum | cut -c1-12)"
+  fi
+  DURABLE_FAILOVER_DIR="$dir"
+  trap durable__on_exit EXIT
+  trap 'durable__on_signal 130' INT
+  trap 'durable__on_signal 143' TERM
+
+  durable_stop_stale "$dir/primary"
+  durable_stop_stale "$dir/standby"
+  rm -rf "$dir"
+  mkdir -p "$dir/primary" "$dir/standby"
+  chmod 700 "$dir" "$dir/primary" "$dir/standby"
+  printf '%s\n' "$DURABLE_PG_PASSWORD" >"$dir/pwfile"
+  if ((EUID == 0)); then chown -R "$DURABLE_PG_USER": "$dir"; fi
+  DURABLE_FAILOVER_STARTED=1
+
+  local p="$dir/primary/data" s="$dir/standby/data"
+  if ! durable_pg_as_owner timeout 120 "$DURABLE_PG_BIN/initdb" -D "$p" -U durable -E UTF8 \
+         --locale=C --auth-local=trust --auth-host=scram-sha-256 --pwfile="$dir/pwfile" \
+         --no-sync --no-instructions >"$dir/initdb.log" 2>&1; then
+    cat "$dir/initdb.log" >&2
+    durable_die "initdb of the failover primary failed"
+  fi
+  rm -f "$dir/pwfile"
+  # initdb's pg_hba.conf already lets 127.0.0.1 replicate with a password (scram-sha-256).
+  cat >>"$p/postgresql.conf" <<EOF
+
+# --- durable failover pair (scripts/lib.sh) ---
+listen_addresses = '127.0.0.1'
+unix_socket_directories = ''
+max_connections = 200
+fsync = on
+wal_level = replica
+max_wal_senders = 5
+hot_standby = on
+synchronous_commit = on
+include 'durable_port.conf'
+EOF
+
+  local port1 port2
+  port1="$(durable_find_free_port)" || durable_die "no free TCP port in 20000-40000"
+  durable__failover_port "$p" "$port1"
+  if ! durable_pg_as_owner "$DURABLE_PG_BIN/pg_ctl" start -D "$p" -l "$dir/primary/server.log" \
+         -w -s -t 60 >/dev/null 2>&1; then
+    tail -n 20 "$dir/primary/server.log" >&2 || true
+    durable_die "could not start the failover primary on port $port1"
+  fi
+  local url1="postgresql://durable:${DURABLE_PG_PASSWORD}@127.0.0.1:${port1}"
+  PGCONNECT_TIMEOUT=10 timeout 60 "$DURABLE_PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 \
+    "$url1/postgres" -c 'CREATE DATABASE durable_test' >/dev/null ||
+    durable_die "could not create database durable_test on the failover primary"
+
+  # The base backup runs as the clusters' owner, so that the standby's files are its own; -R
+  # writes primary_conninfo (with the application_name that synchronous_standby_names names).
+  if ! durable_pg_as_owner env PGPASSWORD="$DURABLE_PG_PASSWORD" timeout 120 \
+         "$DURABLE_PG_BIN/pg_basebackup" -D "$s" -R -X stream -c fast --no-sync \
+         -d "host=127.0.0.1 port=$port1 user=durable application_name=durable_standby" \
+         >"$dir/basebackup.log" 2>&1; then
+    cat "$dir/basebackup.log" >&2
+    durable_die "pg_basebackup of the failover primary failed"
+  fi
+  port2="$(durable_find_free_port)" || durable_die "no free TCP port in 20000-40000"
+  durable__failover_port "$s" "$port2"
+  if ! durable_pg_as_owner "$DURABLE_PG_BIN/pg_ctl" start -D "$s" -l "$dir/standby/server.log" \
+         -w -s -t 60 >/dev/null 2>&1; then
+    tail -n 20 "$dir/standby/server.log" >&2 || true
+    durable_die "could not start the failover standby on port $port2"
+  fi
+
+  # Only now: with a synchronous standby named but absent, every commit would wait for it.
+  PGCONNECT_TIMEOUT=10 timeout 60 "$DURABLE_PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 \
+    "$url1/postgres" -c "ALTER SYSTEM SET synchronous_standby_names = 'durable_standby'" \
+    -c 'SELECT pg_reload_conf()' >/dev/null ||
+    durable_die "could not set synchronous_standby_names on the failover primary"
+  local i state=""
+  for ((i = 0; i < 300; i++)); do
+    state="$(PGCONNECT_TIMEOUT=5 timeout 10 "$DURABLE_PG_BIN/psql" -X -A -t -q "$url1/postgres" \
+      -c "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'durable_standby'" \
+      2>/dev/null || true)"
+    [[ "$state" == sync ]] && break
+    sleep 0.1
+  done
+  [[ "$state" == sync ]] ||
+    durable_die "the standby on port $port2 is not a synchronous standby after 30 s" \
+      "(state '${state}'; logs in $dir)"
+
+  export DURABLE_FAILOVER_PRIMARY_PORT="$port1" DURABLE_FAILOVER_STANDBY_PORT="$port2"
+  export DURABLE_FAILOVER_CONNINFO="host=127.0.0.1,127.0.0.1 port=$port1,$port2 dbname=durable_test user=durable password=$DURABLE_PG_PASSWORD target_session_attrs=read-write"
+  DURABLE_FAILOVER_STOP_PRIMARY_CMD="$(durable__pg_ctl_cmd stop -D "$p" -m immediate -w -s -t 30)"
+  DURABLE_FAILOVER_PROMOTE_CMD="$(durable__pg_ctl_cmd promote -D "$s" -w -s -t 60)"
+  export DURABLE_FAILOVER_STOP_PRIMARY_CMD DURABLE_FAILOVER_PROMOTE_CMD
+  durable_log "PostgreSQL 15 primary on 127.0.0.1:$port1, synchronous standby on" \
+    "127.0.0.1:$port2 ($dir)"
 }
 
 # ---------------------------------------------------------------------------------------------
