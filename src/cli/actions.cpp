@@ -133,9 +133,11 @@ int cmd_send(session& s, const settings& g, const std::string& id, const std::st
         throw failure(bad_usage, "--file: cannot read '" + one_line(file) +
                                      "': " + std::strerror(errno) + "; nothing was sent");
     }
+    std::istream* source = &in;
+    if (read_input) source = &std::cin;
     std::ostringstream text;
-    text << (read_input ? std::cin.rdbuf() : in.rdbuf());
-    if ((read_input ? std::cin : static_cast<std::istream&>(in)).bad())
+    text << source->rdbuf();
+    if (source->bad())
       throw failure(bad_usage, "cannot read the message from " + where + "; nothing was sent");
     value = std::move(text).str();
   }
