@@ -128,7 +128,9 @@ int cmd_show(session& s, const settings& g, const std::string& id, std::size_t l
   if (w.contains("last_error") && !w["last_error"].is_null()) {
     const auto state = durable::parse_workflow_state(w["status"].get<std::string>());
     const bool finished = state && is_finished(*state);
-    const bool same = w["error"].is_object() && w["error"].value("message", "") == w["last_error"];
+    const bool same =
+        w["error"].is_object() && w["last_error"].is_string() &&
+        w["error"].value("message", std::string()) == w["last_error"].get<std::string>();
     if (!finished)
       fields.emplace_back("last error", field("last_error"));
     else if (!same)
