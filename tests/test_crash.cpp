@@ -249,19 +249,6 @@ pid_t spawn_executor(const std::string& schema, const std::string& executor,
   ::_exit(code);
 }
 
-/// The exit code of `pid`, or -1 (after killing it) if it runs longer than `seconds`.
-int wait_exit(pid_t pid, int seconds) {
-  int status = 0;
-  for (int i = 0; i < seconds * 100; ++i) {
-    if (::waitpid(pid, &status, WNOHANG) == pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    ::usleep(10000);
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return -1;
-}
-
 /// Polls until the workflow has `n` journal rows.
 void wait_rows(const std::string& schema, const std::string& id, long n) {
   test::run([&]() -> asio::awaitable<void> {
@@ -350,10 +337,10 @@ TEST_CASE("a killed executor's workflow is taken over after its lease and finish
   });
   wait_rows(schema, "w-take", 3);
   ::kill(a, SIGKILL);
-  CHECK(wait_exit(a, 10) == 128 + SIGKILL);
+  CHECK(test::wait_exit(a, 10) == 128 + SIGKILL);
   const pid_t b = spawn_executor(schema, "exec-b", 1000ms,
                                  [](engine& eng) { return await_slow(eng, "w-take"); });
-  CHECK(wait_exit(b, 60) == 0);
+  CHECK(test::wait_exit(b, 60) == 0);
   const auto f = final_of(schema, "w-take");
   CHECK(f.status == "succeeded");
   CHECK(f.output == "45");
@@ -379,10 +366,10 @@ TEST_CASE("an executor paused past its lease is fenced out when it comes back (I
   ::kill(a, SIGSTOP);
   const pid_t b = spawn_executor(schema, "exec-b", 1000ms,
                                  [](engine& eng) { return await_slow(eng, "w-stop"); });
-  CHECK(wait_exit(b, 60) == 0);
+  CHECK(test::wait_exit(b, 60) == 0);
   const auto before = final_of(schema, "w-stop");
   ::kill(a, SIGCONT);
-  CHECK(wait_exit(a, 60) == 0);
+  CHECK(test::wait_exit(a, 60) == 0);
   const auto after = final_of(schema, "w-stop");
   CHECK(before.status == "succeeded");
   CHECK(after.status == "succeeded");
@@ -407,8 +394,8 @@ TEST_CASE("graceful shutdown hands work over without waiting for the lease",
   });
   const pid_t b =
       spawn_executor(schema, "exec-b", 1h, [](engine& eng) { return await_slow(eng, "w-grace"); });
-  CHECK(wait_exit(a, 60) == 0);
-  CHECK(wait_exit(b, 60) == 0);
+  CHECK(test::wait_exit(a, 60) == 0);
+  CHECK(test::wait_exit(b, 60) == 0);
   const auto f = final_of(schema, "w-grace");
   CHECK(f.status == "succeeded");
   CHECK(f.output == "45");
@@ -493,7 +480,7 @@ TEST_CASE("a queue's limits hold across executors", "[queues][process]") {
       co_await test::sleep_ms(2);
     }
   }());
-  for (pid_t pid : executors) CHECK(wait_exit(pid, 60) == 0);
+  for (pid_t pid : executors) CHECK(test::wait_exit(pid, 60) == 0);
   INFO("max running: " << max_total << ", per executor: " << max_per_executor);
   CHECK(max_total <= 3);
   CHECK(max_per_executor <= 2);
@@ -523,8 +510,8 @@ TEST_CASE("a queue's rate limit holds", "[queues][process]") {
       schema, "exec-a", 5000ms, [](engine& eng) { return drain_queue(eng, "rated"); }, "rated");
   const pid_t b = spawn_executor(
       schema, "exec-b", 5000ms, [](engine& eng) { return drain_queue(eng, "rated"); }, "rated");
-  CHECK(wait_exit(a, 60) == 0);
-  CHECK(wait_exit(b, 60) == 0);
+  CHECK(test::wait_exit(a, 60) == 0);
+  CHECK(test::wait_exit(b, 60) == 0);
   test::run([&]() -> asio::awaitable<void> {
     auto c = co_await pg::connection::connect(test::conninfo());
     const auto wf = test::q(schema) + ".workflows";
@@ -599,10 +586,10 @@ TEST_CASE("four executors run 2000 queued workflows, two are killed, each finish
   }());
   ::kill(executors[0], SIGKILL);
   ::kill(executors[1], SIGKILL);
-  CHECK(wait_exit(executors[0], 10) == 128 + SIGKILL);
-  CHECK(wait_exit(executors[1], 10) == 128 + SIGKILL);
-  CHECK(wait_exit(executors[2], 120) == 0);
-  CHECK(wait_exit(executors[3], 120) == 0);
+  CHECK(test::wait_exit(executors[0], 10) == 128 + SIGKILL);
+  CHECK(test::wait_exit(executors[1], 10) == 128 + SIGKILL);
+  CHECK(test::wait_exit(executors[2], 120) == 0);
+  CHECK(test::wait_exit(executors[3], 120) == 0);
   check_finished_once(schema, workflows);
   test::run([&]() -> asio::awaitable<void> {
     auto c = co_await pg::connection::connect(test::conninfo());

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "support/processes.hpp"
 #include "support/workflows.hpp"
 
 using namespace durable;
@@ -52,19 +53,6 @@ pid_t spawn_skew_executor(const std::string& schema, const std::string& executor
   ::execl(DURABLE_SKEW_EXECUTOR, DURABLE_SKEW_EXECUTOR, schema.c_str(), executor.c_str(),
           mode.c_str(), skew.c_str(), static_cast<char*>(nullptr));
   ::_exit(127);
-}
-
-/// The exit code of `pid`, or -1 (after killing it) if it runs longer than `seconds`.
-int exit_code(pid_t pid, int seconds) {
-  int status = 0;
-  for (int i = 0; i < seconds * 100; ++i) {
-    if (::waitpid(pid, &status, WNOHANG) == pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    ::usleep(10000);
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return -1;
 }
 
 /// When a wait was due and when it ended, both in Unix seconds on the server's clock: the
@@ -119,9 +107,9 @@ void takeover_with_skew(const char* offset, int skew_s) {
   const pid_t a = spawn_skew_executor(schema, "exec-a", "start", nullptr, 0);
   wait_for_waits(schema);
   ::kill(a, SIGKILL);
-  REQUIRE(exit_code(a, 10) == 128 + SIGKILL);
+  REQUIRE(test::wait_exit(a, 10) == 128 + SIGKILL);
   const pid_t b = spawn_skew_executor(schema, "exec-b", "resume", offset, skew_s);
-  const int code = exit_code(b, 60);
+  const int code = test::wait_exit(b, 60);
   INFO("the executor with its clock at " << offset << " exited with " << code
                                          << " (7: faketime did not skew its clock; -1: its waits "
                                             "did not end within a minute)");

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "support/http.hpp"
+#include "support/processes.hpp"
 #include "support/workflows.hpp"
 
 using namespace durable;
@@ -270,20 +271,6 @@ std::string classify_key(const std::string& id) { return id + ":1"; }
 
 // ---- processes -------------------------------------------------------------------------------
 
-/// The exit code of `pid`, 128 + signal if killed, or -1 (after killing it) if it runs longer
-/// than `seconds`.
-int wait_exit(pid_t pid, int seconds) {
-  int status = 0;
-  for (int i = 0; i < seconds * 100; ++i) {
-    if (::waitpid(pid, &status, WNOHANG) == pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    ::usleep(10000);
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return -1;
-}
-
 /// Forks a process that opens an engine of executor_id (resuming what the previous, killed one
 /// owned), starts workflow `id` (or finds it started) and runs `body(engine, handle) -> exit
 /// code`. Returns how the child ended (see wait_exit). Exit code 2: an exception.
@@ -311,7 +298,7 @@ int in_child(const std::string& schema, const std::string& id, const std::string
     }
     ::_exit(code);
   }
-  return wait_exit(pid, 60);
+  return test::wait_exit(pid, 60);
 }
 
 /// This process dies here, as with `kill -9` from outside.

@@ -1,6 +1,7 @@
 // Running test code in several real processes that start at the same moment.
 #pragma once
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,6 +10,20 @@
 #include <vector>
 
 namespace test {
+
+/// The exit code of `pid`, 128 + signal if killed, or -1 (after killing it) if it runs longer
+/// than `seconds`.
+inline int wait_exit(pid_t pid, int seconds) {
+  int status = 0;
+  for (int i = 0; i < seconds * 100; ++i) {
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    ::usleep(10000);
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
 
 /// Lets a child block until the parent releases every child at once.
 struct start_gate {
