@@ -22,6 +22,7 @@
 #include "durable/context.hpp"
 #include "durable/detail/completion.hpp"
 #include "durable/detail/config.hpp"
+#include "durable/detail/encode_text.hpp"
 #include "durable/detail/engine_state.hpp"
 #include "durable/detail/run_state.hpp"
 #include "durable/detail/workflow_signature.hpp"

@@ -114,11 +114,11 @@ inline asio::awaitable<workflow_row> row_of(durable::engine& eng, std::string_vi
                          r[0].get<std::string>(2), r[0].get<int>(3)};
 }
 
-/// Waits until workflow `id` has status `status` (or fails after ~20 s).
+/// Waits until workflow `id` has status `status` (or fails after `polls` polls: ~20 s by default).
 inline asio::awaitable<workflow_row> wait_status(durable::engine& eng, std::string_view id_view,
-                                                 std::string_view status_view) {
+                                                 std::string_view status_view, int polls = 4000) {
   const std::string id(id_view), status(status_view);
-  for (int i = 0; i < 4000; ++i) {
+  for (int i = 0; i < polls; ++i) {
     auto row = co_await row_of(eng, id);
     if (row.status == status) co_return row;
     co_await test::sleep_ms(5);

@@ -2,6 +2,7 @@
 // attempts, timeouts, and the one journal row (I2, fenced by the epoch, I3).
 #pragma once
 
+#include "durable/detail/encode_text.hpp"
 #include "durable/detail/step.hpp"
 
 namespace durable::detail {
@@ -92,7 +93,7 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
         // Named, not temporaries: GCC 12 corrupts owning temporaries inside co_await.
         std::optional<std::string> output;
         const std::optional<std::string> no_error;
-        if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
+        if constexpr (!std::is_void_v<T>) output = co_await detail::journal_text(*value);
         co_await detail::append(s, seq, name, kind, output, no_error, attempt, first_started);
         result = std::move(value);
         break;
@@ -192,7 +193,7 @@ asio::awaitable<T> run_transaction(run_state& s, int seq, std::string name, F fn
       if (!value && contention.empty()) detail::check_failure_is_the_steps(s, seq, name);
       if (value) {
         std::optional<std::string> output;
-        if constexpr (!std::is_void_v<T>) output = durable::encode<T>(*value).dump();
+        if constexpr (!std::is_void_v<T>) output = co_await detail::journal_text(*value);
         // Counted since the step was issued (the hold); held again below if the
         // transaction does not commit.
         detail::reserve_row(s, seq, name);

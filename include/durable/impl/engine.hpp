@@ -32,7 +32,7 @@ asio::awaitable<std::optional<std::string>> invoke_workflow(std::shared_ptr<Fn> 
     co_return std::nullopt;
   } else {
     R r = co_await std::apply(call, args);
-    co_return durable::encode<R>(r).dump();
+    co_return co_await detail::journal_text(r);
   }
 }
 
