@@ -142,11 +142,13 @@ durable_stop_db() {
 durable__on_exit() {
   durable_stop_db
   durable_stop_failover_pair
+  durable_stop_diskfull_cluster
 }
 durable__on_signal() {
   trap - INT TERM
   durable_stop_db
   durable_stop_failover_pair
+  durable_stop_diskfull_cluster
   exit "$1"
 }
 
@@ -408,6 +410,101 @@ EOF
   export DURABLE_FAILOVER_STOP_PRIMARY_CMD DURABLE_FAILOVER_PROMOTE_CMD
   durable_log "PostgreSQL 15 primary on 127.0.0.1:$port1, synchronous standby on" \
     "127.0.0.1:$port2 ($dir)"
+}
+
+# ---------------------------------------------------------------------------------------------
+# A cluster whose WAL disk fills up (scripts/chaos's disk-full case)
+#
+# durable_start_diskfull_cluster DIR: a throwaway PostgreSQL 15 cluster under DIR on 127.0.0.1
+# whose pg_wal lives on a tmpfs of 128 MiB mounted at DIR/wal, filled with a file that leaves
+# DURABLE_DISKFULL_FREE_MB (40) free: WAL writes soon fail with ENOSPC and the server PANICs.
+# Root only (it mounts); returns 1 with a message otherwise. Exports DURABLE_DISKFULL_URL,
+# DURABLE_DISKFULL_FREE_CMD (removes the filler) and DURABLE_DISKFULL_START_CMD (starts the
+# server if it is down, and waits for it). durable_stop_diskfull_cluster stops and unmounts.
+
+DURABLE_DISKFULL_DIR=""
+DURABLE_DISKFULL_STARTED=0
+
+durable_stop_diskfull_cluster() {
+  ((DURABLE_DISKFULL_STARTED)) || return 0
+  DURABLE_DISKFULL_STARTED=0
+  durable_stop_stale "$DURABLE_DISKFULL_DIR"
+  umount "$DURABLE_DISKFULL_DIR/wal" 2>/dev/null || true
+  rm -rf "${DURABLE_DISKFULL_DIR:?}/data"
+}
+
+durable_start_diskfull_cluster() {
+  local dir="$1"
+  if ((EUID != 0)); then
+    durable_log "the disk-full case mounts a small tmpfs for pg_wal and needs root: skipped"
+    return 1
+  fi
+  mkdir -p "$dir"
+  dir="$(cd "$dir" && pwd -P)"
+  durable_ensure_pg_user
+  if ! runuser -u "$DURABLE_PG_USER" -- test -x "$(dirname "$dir")" 2>/dev/null; then
+    dir="/tmp/durable-diskfull-$(printf '%s' "$dir" | md5sum | cut -c1-12)"
+  fi
+  DURABLE_DISKFULL_DIR="$dir"
+  trap 'durable__on_signal 130' INT
+  trap 'durable__on_signal 143' TERM
+  umount "$dir/wal" 2>/dev/null || true
+  rm -rf "$dir"
+  mkdir -p "$dir/wal"
+  if ! mount -t tmpfs -o size=128m,mode=0700 durable-wal "$dir/wal"; then
+    durable_log "could not mount a tmpfs on $dir/wal: the disk-full case is skipped"
+    return 1
+  fi
+  DURABLE_DISKFULL_STARTED=1
+  printf '%s\n' "$DURABLE_PG_PASSWORD" >"$dir/pwfile"
+  chown -R "$DURABLE_PG_USER": "$dir"
+  if ! durable_pg_as_owner timeout 120 "$DURABLE_PG_BIN/initdb" -D "$dir/data" \
+         --waldir="$dir/wal/pg_wal" -U durable -E UTF8 --locale=C --auth-local=trust \
+         --auth-host=scram-sha-256 --pwfile="$dir/pwfile" --no-sync --no-instructions \
+         >"$dir/initdb.log" 2>&1; then
+    cat "$dir/initdb.log" >&2
+    durable_die "initdb of the disk-full cluster failed"
+  fi
+  rm -f "$dir/pwfile"
+  local port
+  port="$(durable_find_free_port)" || durable_die "no free TCP port in 20000-40000"
+  cat >>"$dir/data/postgresql.conf" <<EOF
+
+# --- durable disk-full cluster (scripts/lib.sh) ---
+listen_addresses = '127.0.0.1'
+unix_socket_directories = ''
+port = $port
+max_connections = 100
+fsync = on
+max_wal_size = 64MB
+min_wal_size = 32MB
+checkpoint_timeout = 30s
+restart_after_crash = on
+EOF
+  if ! durable_pg_as_owner "$DURABLE_PG_BIN/pg_ctl" start -D "$dir/data" -l "$dir/server.log" \
+         -w -s -t 60 >/dev/null 2>&1; then
+    tail -n 20 "$dir/server.log" >&2 || true
+    durable_die "could not start the disk-full cluster on port $port"
+  fi
+  local url="postgresql://durable:${DURABLE_PG_PASSWORD}@127.0.0.1:${port}"
+  PGCONNECT_TIMEOUT=10 timeout 60 "$DURABLE_PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 \
+    "$url/postgres" -c 'CREATE DATABASE durable_test' >/dev/null ||
+    durable_die "could not create database durable_test on the disk-full cluster"
+  local avail fill
+  avail="$(df --output=avail -B1M "$dir/wal" | tail -n 1 | tr -d ' ')"
+  fill=$((avail - ${DURABLE_DISKFULL_FREE_MB:-40}))
+  ((fill > 0)) || durable_die "the WAL tmpfs has only ${avail} MiB free"
+  dd if=/dev/zero of="$dir/wal/filler" bs=1M count="$fill" status=none ||
+    durable_die "could not write the filler file on $dir/wal"
+  export DURABLE_DISKFULL_URL="$url/durable_test"
+  export DURABLE_DISKFULL_FREE_CMD="rm -f $(printf '%q' "$dir/wal/filler")"
+  local status start
+  status="$(durable__pg_ctl_cmd status -D "$dir/data")"
+  start="$(durable__pg_ctl_cmd start -D "$dir/data" -l "$dir/server.log" -w -s -t 120)"
+  export DURABLE_DISKFULL_START_CMD="( $status >/dev/null 2>&1 || $start )"
+  export DURABLE_DISKFULL_LOG="$dir/server.log"
+  durable_log "PostgreSQL 15 on 127.0.0.1:$port with pg_wal on a 128 MiB tmpfs," \
+    "${DURABLE_DISKFULL_FREE_MB:-40} MiB left free ($dir)"
 }
 
 # ---------------------------------------------------------------------------------------------

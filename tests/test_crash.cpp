@@ -227,7 +227,8 @@ asio::awaitable<long> slow_wf(context& ctx, int n, int step_ms) {
 /// Forks an executor process that opens an engine and runs `body(engine) -> exit code`.
 template <class Body>
 pid_t spawn_executor(const std::string& schema, const std::string& executor,
-                     std::chrono::milliseconds lease, Body body, const std::string& queue = "") {
+                     std::chrono::milliseconds lease, Body body, const std::string& queue = "",
+                     std::size_t max_running = 1000) {
   const pid_t pid = ::fork();
   if (pid != 0) return pid;
   int code = 1;
@@ -238,6 +239,7 @@ pid_t spawn_executor(const std::string& schema, const std::string& executor,
       o.heartbeat_interval = std::chrono::milliseconds(100);
       o.poll_interval = std::chrono::milliseconds(50);
       if (!queue.empty()) o.queues.push_back(queue);
+      o.max_running = max_running;
       engine eng(co_await asio::this_coro::executor, o);
       eng.register_workflow("slow", &slow_wf);
       (void)co_await eng.open();
@@ -349,6 +351,76 @@ TEST_CASE("a killed executor's workflow is taken over after its lease and finish
   CHECK(f.rows == 10);
   CHECK(f.seqs == 10);
   CHECK(f.rewritten == 0);
+}
+
+TEST_CASE("a database restart in the middle of a takeover leaves nothing stranded",
+          "[executors][process][restart]") {
+  const char* restart = std::getenv("DURABLE_TEST_RESTART_CMD");
+  if (!restart || !*restart) {
+    WARN("DURABLE_TEST_RESTART_CMD is not set (external server): skipping the restart test");
+    return;
+  }
+  const auto schema = audited_schema("midtake");
+  using namespace std::chrono_literals;
+  constexpr int n = 30;
+  auto id = [](int i) { return "w-mid-" + std::to_string(i); };
+  const pid_t a =
+      spawn_executor(schema, "exec-a", 1000ms, [&](engine& eng) -> asio::awaitable<int> {
+        for (int i = 0; i < n; ++i) (void)co_await eng.start("slow", id(i), 10, 50);
+        co_await test::sleep_ms(60000);
+        co_return 0;
+      });
+  wait_rows(schema, id(n - 1), 1);
+  ::kill(a, SIGKILL);
+  CHECK(test::wait_exit(a, 10) == 128 + SIGKILL);
+  // exec-b runs four at a time, so that its takeover of the thirty spans many ticks.
+  const pid_t b = spawn_executor(
+      schema, "exec-b", 1000ms,
+      [&](engine& eng) -> asio::awaitable<int> {
+        int bad = 0;
+        for (int i = 0; i < n; ++i) bad += (co_await await_slow(eng, id(i))) != 0;
+        co_return bad;
+      },
+      "", 4);
+  long finished = 0, left_to_a = 0, halfway = 0;
+  test::run([&]() -> asio::awaitable<void> {
+    auto c = co_await pg::connection::connect(test::conninfo());
+    const auto s = test::q(schema);
+    for (int i = 0; i < 6000 && !(finished >= 4 && left_to_a >= 8); ++i) {
+      co_await test::sleep_ms(5);
+      auto r = co_await c->exec(
+          "SELECT count(*) FILTER (WHERE status = 'succeeded'), "
+          "count(*) FILTER (WHERE executor_id = 'exec-a' AND status = 'running') FROM " +
+          s + ".workflows");
+      finished = r[0].get<long>(0);
+      left_to_a = r[0].get<long>(1);
+    }
+    // The first half of a takeover, as a restart between its two statements leaves it: five
+    // of exec-a's workflows name exec-b as their owner, their epoch not bumped by a claim.
+    auto h = co_await c->exec(
+        "UPDATE " + s + ".workflows SET executor_id = 'exec-b' WHERE id IN (SELECT id FROM " + s +
+        ".workflows WHERE executor_id = 'exec-a' AND status = 'running' ORDER BY created_at "
+        "DESC LIMIT 5) RETURNING id");
+    halfway = long(h.rows());
+  }());
+  INFO(finished << " finished and " << left_to_a << " still exec-a's when the server restarted; "
+                << halfway << " half taken over");
+  CHECK(finished >= 4);
+  CHECK(left_to_a >= 8);
+  CHECK(halfway == 5);
+  REQUIRE(std::system(restart) == 0);
+  CHECK(test::wait_exit(b, 180) == 0);
+  for (int i = 0; i < n; ++i) {
+    INFO("workflow " << id(i));
+    const auto f = final_of(schema, id(i));
+    CHECK(f.status == "succeeded");
+    CHECK(f.output == "45");
+    CHECK(f.executor == "exec-b");
+    CHECK(f.epoch >= 2);  // claimed by exec-b, whichever way it came
+    CHECK(f.rows == 10);
+    CHECK(f.seqs == 10);
+    CHECK(f.rewritten == 0);
+  }
 }
 
 TEST_CASE("an executor paused past its lease is fenced out when it comes back (I3)",

@@ -26,11 +26,15 @@
 #include <sstream>
 #include <thread>
 
+#include "support/chaos.hpp"
 #include "support/workflows.hpp"
 
 using namespace durable;
 using namespace std::chrono_literals;
+using test::env_int;
 using test::q;
+using test::run_command;
+using test::seconds_between;
 
 namespace {
 
@@ -83,24 +87,6 @@ asio::awaitable<int> failover_wf(context& ctx, std::string table, int pairs, int
     acknowledge(plain_key);
   }
   co_return done;
-}
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : fallback;
-}
-
-double seconds_between(clock_type::time_point a, clock_type::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-/// Runs a shell command on a thread while the event loop goes on; returns its exit status.
-asio::awaitable<int> run_command(const char* command) {
-  std::atomic<int> code{-1};
-  std::thread th([&] { code = std::system(command); });
-  while (code < 0) co_await test::sleep_ms(5);
-  th.join();
-  co_return code.load();
 }
 
 /// One number from the database, or -1 while it cannot be reached (during the switch).
