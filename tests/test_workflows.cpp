@@ -830,7 +830,11 @@ TEST_CASE("time, random numbers and uuids are journaled (I6)", "[workflow][repla
   with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     (void)co_await eng.start("inputs", "w-now");
     co_await test::wait_rows(eng, "w-now", 3);
+    // The third row is visible before the run has read its commit: wait for the run itself
+    // (abandoning the loop earlier would leave the first run without its value).
+    for (int i = 0; i < 2000 && probe.seen.empty(); ++i) co_await test::sleep_ms(5);
   });
+  REQUIRE(probe.seen.size() == 1);
   probe.hang_before.clear();
   with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     const auto s = co_await eng.handle("w-now").result<std::string>();
