@@ -46,6 +46,8 @@ inline constexpr std::size_t offload_bytes = std::size_t(256) << 10;
 /// A lower bound on the JSON text of `j`, walked until it passes `limit` (so a small value
 /// costs a short walk, and a large one at most `limit` steps).
 inline std::size_t json_weight(const nlohmann::json& j, std::size_t limit) {
+  if (j.is_string()) return j.get_ref<const std::string&>().size() + 2;
+  if (!j.is_structured()) return 4;  // no walk, no allocation for a scalar
   std::size_t total = 0;
   std::vector<const nlohmann::json*> todo{&j};
   while (!todo.empty() && total < limit) {
@@ -150,12 +152,30 @@ asio::awaitable<std::string> run_off_loop(Job job) {
   co_return std::move(shared->text);
 }
 
-/// The JSON text of `value` as journaled (codec<T>, then dump), encoded off the loop when
-/// the value is large. `value` is moved to the encoding thread and back.
 template <class T>
-asio::awaitable<std::string> journal_text(T& value) {
-  if constexpr (std::is_move_constructible_v<T> && std::is_move_assignable_v<T>) {
-    if (known_weight(value) >= offload_bytes) {
+inline constexpr bool offloadable = std::is_move_constructible_v<T>&& std::is_move_assignable_v<T>;
+
+/// The JSON text of `value` as journaled (codec<T>, then dump) when it can be made on the
+/// loop: the common, small case, with no coroutine frame and no thread. nullopt when the value
+/// is large; journal_text_off_loop then makes it, from `tree` when the JSON tree was made here.
+template <class T>
+std::optional<std::string> journal_text_here(const T& value,
+                                             std::shared_ptr<nlohmann::json>& tree) {
+  if constexpr (offloadable<T>) {
+    if (known_weight(value) >= offload_bytes) return std::nullopt;
+  }
+  nlohmann::json j = durable::encode<T>(value);
+  if (json_weight(j, offload_bytes) < offload_bytes) return j.dump();
+  tree = std::make_shared<nlohmann::json>(std::move(j));
+  return std::nullopt;
+}
+
+/// The text journal_text_here left: dumped from `tree`, or, without one, the whole of
+/// `value` encoded on the thread (moved there and back).
+template <class T>
+asio::awaitable<std::string> journal_text_off_loop(T& value, std::shared_ptr<nlohmann::json> tree) {
+  if constexpr (offloadable<T>) {
+    if (!tree) {
       auto holder = std::make_shared<std::optional<T>>(std::move(value));
       // Given back whatever happens. (No guard object: GCC 12 destroys some locals of a
       // coroutine twice.)
@@ -172,10 +192,16 @@ asio::awaitable<std::string> journal_text(T& value) {
       co_return text;
     }
   }
-  nlohmann::json j = durable::encode<T>(value);
-  if (json_weight(j, offload_bytes) < offload_bytes) co_return j.dump();
-  auto job = [tree = std::make_shared<nlohmann::json>(std::move(j))] { return tree->dump(); };
+  auto job = [tree] { return tree->dump(); };
   co_return co_await run_off_loop(std::move(job));
+}
+
+/// Both in one: the JSON text of `value`, off the loop when the value is large.
+template <class T>
+asio::awaitable<std::string> journal_text(T& value) {
+  std::shared_ptr<nlohmann::json> tree;
+  if (auto text = journal_text_here(value, tree)) co_return std::move(*text);
+  co_return co_await journal_text_off_loop(value, tree);
 }
 
 }  // namespace durable::detail

@@ -93,7 +93,12 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
         // Named, not temporaries: GCC 12 corrupts owning temporaries inside co_await.
         std::optional<std::string> output;
         const std::optional<std::string> no_error;
-        if constexpr (!std::is_void_v<T>) output = co_await detail::journal_text(*value);
+        if constexpr (!std::is_void_v<T>) {
+          // Encoded here unless large (a coroutine of its own only then).
+          std::shared_ptr<nlohmann::json> tree;
+          output = detail::journal_text_here(*value, tree);
+          if (!output) output = co_await detail::journal_text_off_loop(*value, tree);
+        }
         co_await detail::append(s, seq, name, kind, output, no_error, attempt, first_started);
         result = std::move(value);
         break;
@@ -193,7 +198,11 @@ asio::awaitable<T> run_transaction(run_state& s, int seq, std::string name, F fn
       if (!value && contention.empty()) detail::check_failure_is_the_steps(s, seq, name);
       if (value) {
         std::optional<std::string> output;
-        if constexpr (!std::is_void_v<T>) output = co_await detail::journal_text(*value);
+        if constexpr (!std::is_void_v<T>) {
+          std::shared_ptr<nlohmann::json> tree;
+          output = detail::journal_text_here(*value, tree);
+          if (!output) output = co_await detail::journal_text_off_loop(*value, tree);
+        }
         // Counted since the step was issued (the hold); held again below if the
         // transaction does not commit.
         detail::reserve_row(s, seq, name);
