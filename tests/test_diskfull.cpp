@@ -204,10 +204,7 @@ TEST_CASE("a WAL disk that fills up loses no acknowledged step", "[diskfull][cha
          << d.acknowledged_ran_again << "; effect rows " << effects << " (distinct "
          << distinct_effects << ", expected " << tx_total << "); journal rows " << journal_rows
          << ", journals with a gap " << with_holes << "\n";
-  std::fputs(report.str().c_str(), stdout);
-  std::fflush(stdout);
-  if (const char* file = std::getenv("DURABLE_CHAOS_REPORT"); file && *file)
-    std::ofstream(file, std::ios::app) << report.str();
+  test::publish_figures(report.str());
 
   CHECK(succeeded == workflows);
   CHECK(finished == workflows);

@@ -325,10 +325,7 @@ TEST_CASE("a failover to a synchronous standby loses no step and keeps the epoch
          << ", journals with a gap " << c.with_holes << "; workflows claimed again " << c.reclaimed
          << " (highest epoch " << c.max_epoch << "); result() connection errors retried "
          << result_errors << "\n";
-  std::fputs(report.str().c_str(), stdout);
-  std::fflush(stdout);
-  if (const char* file = std::getenv("DURABLE_CHAOS_REPORT"); file && *file)
-    std::ofstream(file, std::ios::app) << report.str();
+  test::publish_figures(report.str());
 
   CHECK(finished == workflows);
   CHECK(c.succeeded == workflows);

@@ -1,10 +1,13 @@
 // Helpers of the chaos cases (test_failover.cpp, test_diskfull.cpp): sizes from the environment,
-// durations, and shell commands run while the event loop goes on.
+// durations, shell commands run while the event loop goes on, and the figures' report.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "support/workflows.hpp"
@@ -29,6 +32,15 @@ inline asio::awaitable<int> run_command(const char* command) {
   while (code < 0) co_await test::sleep_ms(5);
   th.join();
   co_return code.load();
+}
+
+/// Prints a case's figures and appends them to $DURABLE_CHAOS_REPORT when set (scripts/chaos
+/// prints that file after the table).
+inline void publish_figures(const std::string& figures) {
+  std::fputs(figures.c_str(), stdout);
+  std::fflush(stdout);
+  if (const char* file = std::getenv("DURABLE_CHAOS_REPORT"); file && *file)
+    std::ofstream(file, std::ios::app) << figures;
 }
 
 }  // namespace test
