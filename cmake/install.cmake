@@ -18,7 +18,7 @@ install(FILES "${DURABLE_SQL_HEADER}"
         DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/durable/detail"
         COMPONENT durable_development)
 
-install(TARGETS durable durable_compiled EXPORT durable-targets
+install(TARGETS durable durable_compiled durable_testing EXPORT durable-targets
         ARCHIVE DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT durable_development)
 install(EXPORT durable-targets
         NAMESPACE durable::

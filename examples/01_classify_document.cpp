@@ -15,6 +15,9 @@
 //          and "classify" return their journaled results without running, so the service has
 //          been called once in total; "store" runs for the first time.
 //
+// The workflow is in 01_classify_document.hpp, which the test suite also checks with the test
+// kit (crashed at every step, docs/testing.md).
+//
 // Run 2 then checks all of that and prints the journal. The program exits with 0 and prints OK
 // only if every expectation holds.
 //
@@ -41,10 +44,13 @@
 #include <string_view>
 #include <vector>
 
+#include "01_classify_document.hpp"
+
 namespace {
 
+using classify_example::ran;
+
 const std::string doc_id = "doc-42";
-const std::string rule_version = "v1";
 // open() resumes the unfinished workflows owned by this id, so it must stay the same across
 // restarts of the same process slot (the default is the host name).
 const std::string executor_id = "demo-executor";
@@ -55,30 +61,16 @@ const char* const crash_env = "DURABLE_DEMO_CRASH_AFTER_CLASSIFY";
 
 std::string tag;  // "[run N] pid P", the prefix of this process's output lines
 
-// Which step functions really ran in this process. A replayed step returns its journaled result
-// without calling its function, so its flag stays false.
-struct {
-  bool read = false;
-  bool classify = false;
-  bool store = false;
-} ran;
-
 // ---- the outside world -------------------------------------------------------------------
 
-// Stands in for a document store.
-std::string read_document(const std::string& id) {
-  if (id != "doc-42") throw std::runtime_error("no document " + id);
-  return "Invoice INV-0042. Acme Corp, 3 widgets, total EUR 129.00, due 2024-07-31.";
-}
-
-// Stands in for a remote classification API that is slow and billed per call. It records every
-// call it receives, through its own connection and transaction as a remote system would, so the
-// demo can count the calls afterwards. A real service would also deduplicate on the key.
-class classifier_service {
+// The classification service, standing in for a remote API: it records every call it receives,
+// through its own connection and transaction as a remote system would, so the demo can count
+// the calls afterwards. A real service would also deduplicate on the key.
+class classifier_service final : public classify_example::classifier {
 public:
   explicit classifier_service(durable::pg::pool& pool) : pool_(pool) {}
 
-  asio::awaitable<std::string> classify(std::string idempotency_key, std::string text) {
+  asio::awaitable<std::string> classify(std::string idempotency_key, std::string text) override {
     auto conn = co_await pool_.acquire();
     co_await conn->exec("INSERT INTO demo.classifier_calls (idempotency_key) VALUES ($1)",
                         idempotency_key);
@@ -93,61 +85,16 @@ private:
   durable::pg::pool& pool_;
 };
 
-// A workflow function receives only its journaled inputs, so the services it uses are reached
-// from outside (here a pointer set before the engine runs any workflow).
-classifier_service* classifier = nullptr;
-
-// ---- the workflow ------------------------------------------------------------------------
-
-// On replay this function runs again from the top. Everything that touches the outside world
-// goes through a step, so the code between steps may safely run any number of times.
-asio::awaitable<std::string> classify_document(durable::context& ctx, std::string doc) {
-  // Step 0: a plain function. Its result is journaled (as JSON) before the workflow goes on.
-  const std::string text = co_await ctx.step("read", [&] {
-    ran.read = true;
-    return read_document(doc);
-  });
-
-  // Step 1: an asynchronous call. The key names the request (document and rule version), not
-  // this run: a retry, a replay or another workflow classifying the same document under the
-  // same rules sends the same key, so a service that deduplicates on it works only once.
-  const std::string key = "classify:" + doc + ":" + rule_version;
-  // Its retry policy: up to 5 attempts, 200 ms, 400 ms, ... apart (each +-20 %), each recorded
-  // in durable_demo.step_attempts before the next, so a crash continues the count. A
-  // permanent_error stops at once; a step that fails for good dead-letters the workflow until
-  // someone fixes the cause and calls engine::retry (docs/failures.md).
-  const durable::retry policy{
-      .max_attempts = 5, .initial = std::chrono::milliseconds(200), .factor = 2.0, .jitter = 0.2};
-  const std::string label = co_await ctx.step(
-      "classify",
-      [&]() -> asio::awaitable<std::string> {
-        ran.classify = true;
-        co_return co_await classifier->classify(key, text);
-      },
-      policy);
-
-  // Here the label is durable: a crash from now on never calls the classifier again.
-  if (const char* crash = std::getenv(crash_env); crash && std::string_view(crash) == "1") {
-    fmt::print(
-        "{}: read {} ({} chars), classified as \"{}\" (classifier called with key {}), "
-        "journaled; now SIGKILL\n",
-        tag, doc, text.size(), label, key);
-    std::fflush(stdout);
-    ::raise(SIGKILL);  // no destructors, no cleanup: as hard as a crash gets
-  }
-
-  // Step 2: a transaction step. The INSERT and the step's journal row commit in one database
-  // transaction, so the row is written exactly once however the process dies around it.
-  // ON CONFLICT DO NOTHING keeps the row unique per rule version across workflows as well.
-  co_await ctx.transaction("store", [&](durable::pg::transaction& tx) -> asio::awaitable<void> {
-    ran.store = true;
-    co_await tx.exec(
-        "INSERT INTO demo.classifications (doc_id, rule_version, label) VALUES ($1, $2, $3) "
-        "ON CONFLICT (doc_id, rule_version) DO NOTHING",
-        doc, rule_version, label);
-  });
-
-  co_return label;
+// Run 1 kills itself once the label is journaled.
+void crash_after_classify(const std::string& doc, const std::string& text, const std::string& label,
+                          const std::string& key) {
+  if (const char* crash = std::getenv(crash_env); !crash || std::string_view(crash) != "1") return;
+  fmt::print(
+      "{}: read {} ({} chars), classified as \"{}\" (classifier called with key {}), "
+      "journaled; now SIGKILL\n",
+      tag, doc, text.size(), label, key);
+  std::fflush(stdout);
+  ::raise(SIGKILL);  // no destructors, no cleanup: as hard as a crash gets
 }
 
 // ---- the two runs ------------------------------------------------------------------------
@@ -182,8 +129,9 @@ asio::awaitable<int> first_run() {
   auto ex = co_await asio::this_coro::executor;
   durable::engine eng(ex, demo_options());
   classifier_service service(eng.pool());
-  classifier = &service;
-  eng.register_workflow("classify_document", &classify_document);
+  classify_example::service = &service;
+  classify_example::after_classify = crash_after_classify;
+  eng.register_workflow("classify_document", &classify_example::classify_document);
 
   co_await reset_database(eng.pool());
   co_await eng.open();  // creates the journal schema; nothing to resume yet
@@ -199,8 +147,9 @@ asio::awaitable<int> second_run() {
   auto ex = co_await asio::this_coro::executor;
   durable::engine eng(ex, demo_options());
   classifier_service service(eng.pool());
-  classifier = &service;
-  eng.register_workflow("classify_document", &classify_document);
+  classify_example::service = &service;
+  classify_example::after_classify = crash_after_classify;
+  eng.register_workflow("classify_document", &classify_example::classify_document);
 
   // Resumes by replay every unfinished workflow this executor id owns: here doc-42.
   const std::size_t resumed = co_await eng.open();

@@ -13,6 +13,7 @@
 //
 // Database: DURABLE_DATABASE_URL (a libpq URL or conninfo string); unset or empty means libpq's
 // PG* environment variables. The program drops and recreates the schema `durable_demo_orders`.
+// The workflows are in 02_order_approval.hpp, which the test suite checks with the test kit.
 
 #include <fmt/core.h>
 #include <asio/co_spawn.hpp>
@@ -26,39 +27,11 @@
 #include <string>
 #include <vector>
 
+#include "02_order_approval.hpp"  // the workflows
+
 using namespace std::chrono_literals;
 
 namespace {
-
-// A child workflow: reserves stock in one warehouse (a stand-in for a call to its API).
-asio::awaitable<int> reserve(durable::context& ctx, std::string warehouse) {
-  co_return co_await ctx.step("reserve", [&](const durable::step_info& info) {
-    fmt::print("  reserving in {} (idempotency key {})\n", warehouse, info.idempotency_key);
-    return int(warehouse.size());  // "units reserved"
-  });
-}
-
-asio::awaitable<std::string> order(durable::context& ctx, std::vector<std::string> parcels) {
-  // Fan-out over child workflows: both are started (ids "<order>/0" and "<order>/1"), then
-  // awaited together. Each awaitable takes its step number when it is created.
-  auto north = co_await ctx.start_child("reserve", std::string("north"));
-  auto south = co_await ctx.start_child("reserve", std::string("south"));
-  auto north_units = north.result<int>();
-  auto south_units = south.result<int>();
-  auto [n, s] = co_await ctx.all(std::move(north_units), std::move(south_units));
-
-  // Tell the outside world where the order stands, then wait for a person.
-  co_await ctx.set_event("stage", std::string("awaiting approval"));
-  const auto approval = co_await ctx.recv<std::string>("approval", 30s);
-  if (!approval) co_return "expired";
-
-  // A bounded map: one journaled step per parcel, four at a time.
-  const auto labels = co_await ctx.map("ship", std::move(parcels), 4,
-                                       [](const std::string& p) { return "label-" + p; });
-  co_await ctx.set_event("stage", std::string("shipped"));
-  co_return fmt::format("{} units reserved, approved by {}, {} parcels shipped", n + s, *approval,
-                        labels.size());
-}
 
 durable::engine_options demo_options() {
   durable::engine_options o;
@@ -116,8 +89,8 @@ asio::awaitable<void> run() {
     co_await c->exec("DROP SCHEMA IF EXISTS durable_demo_orders CASCADE");
   }
   durable::engine eng(ex, demo_options());
-  eng.register_workflow("order", &order);
-  eng.register_workflow("reserve", &reserve);
+  eng.register_workflow("order", &order_example::order);
+  eng.register_workflow("reserve", &order_example::reserve);
   (void)co_await eng.open();
 
   // The engine's background work runs until shutdown(): stop it whatever happens.

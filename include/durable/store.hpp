@@ -339,6 +339,26 @@ public:
   [[nodiscard]] query<json_value> admin_show(const std::string& id) const {
     return {call("admin_show", id)};
   }
+  /// Workflow `id` (with its descendants when `children`) as one versioned JSON document
+  /// (sql/statements/admin_export.sql); no row: no such workflow.
+  [[nodiscard]] query<json_value> admin_export(const std::string& id, bool children) const {
+    return {call("admin_export", id, children)};
+  }
+  /// admin_import: workflows and rows inserted, and the root's id here.
+  struct import_outcome {
+    std::int64_t workflows = 0, rows = 0;
+    std::string id;
+    static import_outcome from(const pg::row& r) {
+      return {r.get<std::int64_t>(0), r.get<std::int64_t>(1), r.get<std::string>(2)};
+    }
+  };
+  /// Loads an admin_export document as new workflows (the root as `new_id` if given); the
+  /// unfinished ones parked with `reason`. Nothing is written if an id is taken (0 workflows).
+  [[nodiscard]] query<import_outcome> admin_import(const std::string& document,
+                                                   const std::optional<std::string>& new_id,
+                                                   const std::string& reason) const {
+    return {call("admin_import", document, new_id, reason)};
+  }
   [[nodiscard]] query<json_value> admin_queues() const { return {call("admin_queues")}; }
   /// Executors; alive when they heartbeat within `lease_s`.
   [[nodiscard]] query<json_value> admin_executors(double lease_s) const {

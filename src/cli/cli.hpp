@@ -206,6 +206,15 @@ int cmd_gc(session& s, const settings& g, const std::string& older_than,
            std::vector<std::string> statuses, std::int64_t batch, bool dry_run);
 int cmd_migrate(session& s, const settings& g);
 
+// ---- the verbs that move journals (transfer.cpp) ---------------------------------------------
+
+/// Writes workflow `id`'s journal (with its descendants when `children`) to `output` (empty or
+/// "-": standard output).
+int cmd_export(session& s, const settings& g, const std::string& id, bool children,
+               const std::string& output);
+/// Loads a document of cmd_export from `file` ("-": standard input) as new workflows.
+int cmd_import(session& s, const settings& g, const std::string& file, const std::string& new_id);
+
 // ---- errors (output.cpp) ---------------------------------------------------------------------
 
 /// The passwords of `conninfo` (a --database value, an argument) never appear in a message

@@ -126,6 +126,18 @@ int main(int argc, char** argv) {
   gc->add_option("--batch", batch, "workflows deleted per statement")->capture_default_str();
   gc->add_flag("--dry-run", dry_run, "count what would be deleted, delete nothing");
 
+  bool with_children = false;
+  std::string output, file;
+  auto* exporting = app.add_subcommand(
+      "export", "write a workflow's journal as JSON (a fixture for durable::testing::replay)");
+  exporting->add_option("ID", id, "workflow id")->required();
+  exporting->add_flag("--children", with_children, "its child workflows too, and theirs");
+  exporting->add_option("-o,--output", output, "write to this file (default: standard output)");
+  auto* importing = app.add_subcommand(
+      "import", "load an exported journal as a new workflow, parked until resumed");
+  importing->add_option("FILE", file, "the export (- = standard input)")->required();
+  importing->add_option("--id", new_id, "the workflow's id here (default: the exported id)");
+
   auto* migrate = app.add_subcommand("migrate", "create or upgrade the schema");
   auto* stats = app.add_subcommand("stats", "counts: workflows by status, failures, queue, inbox");
   stats->add_option("--lease", lease, "heartbeat age under which an executor is alive")
@@ -191,6 +203,8 @@ int main(int argc, char** argv) {
     if (executors->parsed()) return cmd_executors(s, g, lease_s);
     if (gc->parsed()) return cmd_gc(s, g, older_than, gc_statuses, batch, dry_run);
     if (migrate->parsed()) return cmd_migrate(s, g);
+    if (exporting->parsed()) return cmd_export(s, g, id, with_children, output);
+    if (importing->parsed()) return cmd_import(s, g, file, new_id);
     if (stats->parsed()) return cmd_stats(s, g, lease_s);
     if (metrics->parsed()) return cmd_metrics(s, lease_s, listen);
   } catch (...) {

@@ -35,7 +35,9 @@
 #include "durable/detail/replay/cursor.hpp"
 #include "durable/detail/replay/journal.hpp"
 #include "durable/detail/utf8.hpp"
+#include "durable/detail/virtual_clock.hpp"
 #include "durable/error.hpp"
+#include "durable/retry.hpp"
 #include "durable/states.hpp"
 
 namespace durable::detail {
@@ -76,21 +78,25 @@ struct waiter_registry {
   /// Registers a waiter for as long as it lives.
   class entry {
   public:
-    entry(waiter_registry* r, const std::string& key, const asio::any_io_executor& ex)
-        : r_(r), w_(ex) {
+    /// `clock`: the run's virtual clock, null for real time.
+    entry(waiter_registry* r, const std::string& key, const asio::any_io_executor& ex,
+          virtual_clock* clock = nullptr)
+        : r_(r), w_(ex), clock_(clock) {
       if (r_) it_ = r_->waiting.emplace(key, &w_);
     }
     entry(const entry&) = delete;
     entry& operator=(const entry&) = delete;
     ~entry() {
+      disarm_timer(clock_, w_.timer);
       if (r_) r_->waiting.erase(it_);
     }
     /// Waits until poked, or `limit` passes. Returns at once if poked since the last call.
     asio::awaitable<void> wait(std::chrono::milliseconds limit) {
       if (!w_.poked) {
-        w_.timer.expires_after(limit);
+        arm_timer(clock_, w_.timer, limit);
         asio::error_code ec;
         co_await w_.timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+        disarm_timer(clock_, w_.timer);
       }
       w_.poked = false;
     }
@@ -98,6 +104,7 @@ struct waiter_registry {
   private:
     waiter_registry* r_;
     waiter w_;
+    virtual_clock* clock_;
     std::multimap<std::string, waiter*, std::less<>>::iterator it_;
   };
 };
@@ -145,7 +152,41 @@ struct run_state : cursor {
   detail::journal* io = nullptr;
   engine_counters* counters = nullptr;  // null: not counted
   const void* launch_token = nullptr;   // identifies this run's entry in the engine's map
+
+  // The test kit's (durable/testing.hpp); null in an engine's run. `clock`: every wait of the
+  // run is measured on it instead of real time. `on_attempt`: told before a step function's
+  // every attempt. `fail_attempt`: asked after an attempt's function returned whether to fail
+  // it anyway (a reply lost on its way back), which is done only when the step's retry policy
+  // would retry that failure.
+  virtual_clock* clock = nullptr;
+  std::function<void(const step_info&)> on_attempt;
+  std::function<bool(const step_info&)> fail_attempt;
 };
+
+/// A replay that may not execute reached a step without a journal row: the journal ends there.
+class journal_exhausted : public error {
+public:
+  using error::error;
+};
+
+/// The failure the test kit injects into an attempt whose function ran (run_state::fail_attempt).
+class injected_failure : public error {
+public:
+  using error::error;
+};
+
+/// Tells the test kit's hooks of an attempt of a step function (kind "step" or "transaction":
+/// a function of the workflow's, not ctx.now() or a sleep) about to run. No-op in an engine's
+/// run.
+inline void attempt_starts(const run_state& s, const step_info& info, const std::string& kind) {
+  if (s.on_attempt &&
+      (kind == to_string(step_kind::step) || kind == to_string(step_kind::transaction)))
+    s.on_attempt(info);
+}
+/// After an attempt's function returned: throws injected_failure when the test kit asks for
+/// it and `policy` would retry it (attempts left, and its retry_on accepts the failure).
+DURABLE_DECL void attempt_returned(const run_state& s, const step_info& info,
+                                   const std::string& kind, const retry& policy);
 
 inline std::string demangle(const char* name) {
   int status = 0;
@@ -222,6 +263,9 @@ inline double unix_seconds() {
 inline double clock_now(const run_state& s) noexcept { return s.io ? s.io->now() : unix_seconds(); }
 
 DURABLE_DECL asio::awaitable<void> sleep_for(std::chrono::milliseconds d);
+/// Sleeps `d` on the run's clock (its virtual clock in the test kit, else real time); throws
+/// operation_aborted if the run is cancelled meanwhile.
+DURABLE_DECL asio::awaitable<void> sleep_for(const run_state& s, std::chrono::milliseconds d);
 
 /// Awaits `op` to its end even if the awaiting coroutine is cancelled meanwhile (a write whose
 /// outcome must be known). A plain function: `op` is moved here, outside any co_await.

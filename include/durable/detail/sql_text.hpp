@@ -660,6 +660,38 @@ SELECT e.id, e.host, e.pid, e.app_version, e.versions, e.started_at,
   FROM :"schema".executors e
  ORDER BY (e.heartbeat_at > now() - make_interval(secs => $1::double precision)) DESC,
           e.heartbeat_at DESC, e.id) t)durable_sql"},
+  {"admin_export",
+   R"durable_sql(WITH RECURSIVE tree AS (
+  SELECT id, 0 AS depth FROM :"schema".workflows WHERE id = $1
+  UNION ALL
+  SELECT w.id, t.depth + 1 FROM :"schema".workflows w JOIN tree t ON w.parent_id = t.id
+   WHERE $2)
+SELECT json_build_object(
+  'format', 'durable.journal', 'version', 1, 'root', $1, 'exported_at', now(),
+  'workflows', (SELECT json_agg(json_build_object(
+      'id', w.id, 'name', w.name, 'status', w.status, 'status_reason', w.status_reason,
+      'inputs', w.inputs, 'output', w.output, 'error', w.error, 'generation', w.generation,
+      'app_version', w.app_version, 'parent_id', w.parent_id, 'queue', w.queue,
+      'created_at', w.created_at, 'completed_at', w.completed_at, 'deadline', w.deadline,
+      'steps', (SELECT coalesce(json_agg(json_build_object(
+          'seq', s.seq, 'name', s.name, 'kind', s.kind, 'status', s.status,
+          'output', s.output, 'error', s.error, 'attempts', s.attempts,
+          'started_at', s.started_at, 'completed_at', s.completed_at) ORDER BY s.seq), '[]')
+          FROM :"schema".steps s WHERE s.workflow_id = w.id),
+      'attempts', (SELECT coalesce(json_agg(json_build_object(
+          'seq', a.seq, 'attempt', a.attempt, 'name', a.name, 'kind', a.kind,
+          'outcome', a.outcome, 'error', a.error, 'started_at', a.started_at,
+          'ended_at', a.ended_at, 'next_attempt_at', a.next_attempt_at) ORDER BY a.id), '[]')
+          FROM :"schema".step_attempts a WHERE a.workflow_id = w.id),
+      'messages', (SELECT coalesce(json_agg(json_build_object(
+          'topic', m.topic, 'payload', m.payload, 'idempotency_key', m.idempotency_key,
+          'created_at', m.created_at, 'consumed_seq', m.consumed_seq) ORDER BY m.id), '[]')
+          FROM :"schema".messages m WHERE m.workflow_id = w.id),
+      'events', (SELECT coalesce(json_agg(json_build_object('key', e.key, 'value', e.value, 'seq', e.seq)
+          ORDER BY e.key), '[]') FROM :"schema".events e WHERE e.workflow_id = w.id))
+      ORDER BY t.depth, w.created_at, w.id)
+    FROM tree t JOIN :"schema".workflows w ON w.id = t.id)
+)::text WHERE EXISTS (SELECT 1 FROM :"schema".workflows WHERE id = $1))durable_sql"},
   {"admin_gc_count",
    R"durable_sql(SELECT count(*) FROM :"schema".workflows w
  WHERE w.status = ANY($2::text[]) AND w.status IN ('succeeded', 'failed', 'cancelled')
@@ -667,6 +699,76 @@ SELECT e.id, e.host, e.pid, e.app_version, e.versions, e.started_at,
    AND (w.parent_id IS NULL OR NOT EXISTS (
          SELECT 1 FROM :"schema".workflows p WHERE p.id = w.parent_id
             AND p.status NOT IN ('succeeded', 'failed', 'cancelled'))))durable_sql"},
+  {"admin_import",
+   R"durable_sql(WITH doc AS (SELECT $1::jsonb AS d),
+root AS (SELECT d->>'root' AS old, coalesce($2, d->>'root') AS new FROM doc),
+ids AS (
+  SELECT w->>'id' AS old,
+         CASE WHEN w->>'id' = r.old THEN r.new
+              WHEN left(w->>'id', length(r.old) + 1) = r.old || '/'
+                THEN r.new || substr(w->>'id', length(r.old) + 1)
+              ELSE w->>'id' END AS new,
+         w
+    FROM doc, root r, jsonb_array_elements(d->'workflows') w),
+taken AS (SELECT 1 FROM :"schema".workflows x JOIN ids i ON x.id = i.new LIMIT 1),
+ins_w AS (
+INSERT INTO :"schema".workflows (id, name, status, status_reason, inputs, output, error,
+                                 generation, app_version, parent_id, queue, epoch, created_at,
+                                 completed_at)
+SELECT i.new, i.w->>'name',
+       CASE WHEN i.w->>'status' IN ('succeeded', 'failed', 'cancelled') THEN i.w->>'status'
+            ELSE 'parked' END,
+       CASE WHEN i.w->>'status' IN ('succeeded', 'failed', 'cancelled')
+            THEN i.w->>'status_reason' ELSE $3 END,
+       i.w->'inputs', i.w->'output', i.w->'error', (i.w->>'generation')::integer,
+       coalesce(i.w->>'app_version', ''), p.new, i.w->>'queue', 0,
+       coalesce((i.w->>'created_at')::timestamptz, now()), (i.w->>'completed_at')::timestamptz
+  FROM ids i LEFT JOIN ids p ON p.old = i.w->>'parent_id'
+ WHERE NOT EXISTS (SELECT 1 FROM taken)
+RETURNING id),
+ins_s AS (
+INSERT INTO :"schema".steps (workflow_id, seq, name, kind, status, output, error, attempts, epoch,
+                             started_at, completed_at)
+SELECT i.new, (s->>'seq')::integer,
+       CASE WHEN s->>'kind' = 'child-result' THEN coalesce(
+              (SELECT c.new FROM ids c WHERE c.old = s->>'name'), s->>'name')
+            ELSE s->>'name' END,
+       s->>'kind', s->>'status',
+       CASE WHEN s->>'kind' = 'child' THEN coalesce(
+              (SELECT to_jsonb(c.new) FROM ids c WHERE c.old = s->>'output'), s->'output')
+            ELSE s->'output' END,
+       s->'error', (s->>'attempts')::integer, 0, (s->>'started_at')::timestamptz,
+       coalesce((s->>'completed_at')::timestamptz, now())
+  FROM ids i, jsonb_array_elements(i.w->'steps') s
+ WHERE NOT EXISTS (SELECT 1 FROM taken)
+RETURNING 1),
+ins_a AS (
+INSERT INTO :"schema".step_attempts (workflow_id, seq, attempt, name, kind, outcome, error, epoch,
+                                     started_at, ended_at, next_attempt_at)
+SELECT i.new, (a->>'seq')::integer, (a->>'attempt')::integer, a->>'name', a->>'kind',
+       a->>'outcome', a->'error', 0, (a->>'started_at')::timestamptz,
+       coalesce((a->>'ended_at')::timestamptz, now()), (a->>'next_attempt_at')::timestamptz
+  FROM ids i, jsonb_array_elements(i.w->'attempts') a
+ WHERE NOT EXISTS (SELECT 1 FROM taken)
+RETURNING 1),
+ins_m AS (
+INSERT INTO :"schema".messages (workflow_id, topic, payload, idempotency_key, created_at,
+                                consumed_at, consumed_seq)
+SELECT i.new, m->>'topic', m->'payload', m->>'idempotency_key',
+       coalesce((m->>'created_at')::timestamptz, now()),
+       CASE WHEN m->>'consumed_seq' IS NOT NULL THEN now() END, (m->>'consumed_seq')::integer
+  FROM ids i, jsonb_array_elements(i.w->'messages') m
+ WHERE NOT EXISTS (SELECT 1 FROM taken)
+RETURNING 1),
+ins_e AS (
+INSERT INTO :"schema".events (workflow_id, key, value, seq)
+SELECT i.new, e->>'key', e->'value', (e->>'seq')::integer
+  FROM ids i, jsonb_array_elements(i.w->'events') e
+ WHERE NOT EXISTS (SELECT 1 FROM taken)
+RETURNING 1)
+SELECT (SELECT count(*) FROM ins_w), (SELECT count(*) FROM ins_s) + (SELECT count(*) FROM ins_a)
+       + (SELECT count(*) FROM ins_m) + (SELECT count(*) FROM ins_e),
+       (SELECT new FROM root))durable_sql"},
   {"admin_list",
    R"durable_sql(SELECT row_to_json(t)::text FROM (
 SELECT p.id, p.name, p.status, p.queue, p.executor, p.created_at, p.updated_at, p.completed_at,

@@ -261,14 +261,19 @@ DURABLE_DECL asio::awaitable<void> wait_for_abandoned(left_behind& lb);
 template <class T, class F>
 struct timed_attempt {
   timed_attempt(const asio::any_io_executor& ex, const F& f, const step_info& i,
-                std::shared_ptr<left_behind> l, const std::string& workflow)
+                std::shared_ptr<left_behind> l, const std::string& workflow, virtual_clock* c)
       : wake(ex, asio::steady_timer::time_point::max()),
+        clock(c),
         fn(f),
         name(i.name),
         workflow_id(workflow),
         info{i.seq, name, i.attempt, i.idempotency_key},
         lb(std::move(l)) {}
+  timed_attempt(const timed_attempt&) = delete;
+  timed_attempt& operator=(const timed_attempt&) = delete;
+  ~timed_attempt() { disarm_timer(clock, wake); }
   asio::steady_timer wake;
+  virtual_clock* clock;  // the run's (the test kit's), null for real time
   asio::cancellation_signal cancel;
   F fn;
   std::string name, workflow_id;
@@ -289,7 +294,7 @@ struct timed_attempt {
 template <class T, class F>
 asio::awaitable<stored_t<T>> timed_call_impl(std::shared_ptr<timed_attempt<T, F>> a,
                                              std::chrono::milliseconds limit) {
-  a->wake.expires_after(limit);
+  arm_timer(a->clock, a->wake, limit);
   auto ex = co_await asio::this_coro::executor;
   auto op = call_step(a->fn, a->info);
   if constexpr (std::is_void_v<T>) {
@@ -311,6 +316,7 @@ asio::awaitable<stored_t<T>> timed_call_impl(std::shared_ptr<timed_attempt<T, F>
   }
   asio::error_code ec;
   if (!a->done) co_await a->wake.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  disarm_timer(a->clock, a->wake);
   if (a->done) {
     if (a->error) std::rethrow_exception(a->error);
     co_return std::move(*a->value);
@@ -334,8 +340,8 @@ template <class T, class F>
 asio::awaitable<stored_t<T>> timed_call(const asio::any_io_executor& ex, const F& fn,
                                         const step_info& info, std::chrono::milliseconds limit,
                                         const std::shared_ptr<left_behind>& lb,
-                                        const std::string& workflow_id) {
-  auto a = std::make_shared<timed_attempt<T, F>>(ex, fn, info, lb, workflow_id);
+                                        const std::string& workflow_id, virtual_clock* clock) {
+  auto a = std::make_shared<timed_attempt<T, F>>(ex, fn, info, lb, workflow_id, clock);
   return timed_call_impl<T, F>(std::move(a), limit);
 }
 /// A step issued while a step function of the same run executes: from inside that function

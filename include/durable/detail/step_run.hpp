@@ -54,6 +54,7 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
       std::exception_ptr thrown;
       bool may_retry = false;
       try {
+        detail::attempt_starts(s, info, kind);
         if constexpr (is_awaitable) {
           if (policy.timeout.count() > 0) {
             // An attempt left behind at its timeout owns a copy of the function, and hands
@@ -62,7 +63,8 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
                           (std::is_void_v<T> || std::is_default_constructible_v<T>)) {
               auto ex = co_await asio::this_coro::executor;
               if (!abandoned) abandoned = std::make_shared<detail::left_behind>(ex);
-              auto timed = detail::timed_call<T>(ex, fn, info, policy.timeout, abandoned, s.id);
+              auto timed =
+                  detail::timed_call<T>(ex, fn, info, policy.timeout, abandoned, s.id, s.clock);
               value.emplace(co_await std::move(timed));
             } else {
               detail::refuse_timeout(s, seq, name,
@@ -84,6 +86,7 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
             value.emplace(detail::call_step(fn, info));
           }
         }
+        detail::attempt_returned(s, info, kind, policy);
       } catch (...) {
         thrown = std::current_exception();
         failure = detail::capture(thrown);
@@ -112,7 +115,7 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
       }
       const auto pause = co_await detail::record_failure(s, seq, name, kind, policy, attempt,
                                                          failures, may_retry, failure, started);
-      co_await detail::sleep_for(pause);
+      co_await detail::sleep_for(s, pause);
     }
   } catch (...) {
     stop = std::current_exception();
@@ -169,6 +172,8 @@ asio::awaitable<T> run_transaction(run_state& s, int seq, std::string name, F fn
         throw;
       }
       try {
+        if (s.on_attempt)
+          detail::attempt_starts(s, step_info{seq, name, attempt + 1, s.key(seq)}, kind);
         if constexpr (std::is_void_v<T>) {
           co_await fn(tx->sql());
           value.emplace();
@@ -262,8 +267,9 @@ asio::awaitable<T> run_transaction(run_state& s, int seq, std::string name, F fn
                     name + "' lost " + std::to_string(contended_in_a_row) + " races in a row (" +
                     contention + "); the workflow is retried");
       }
-      co_await detail::sleep_for(std::chrono::milliseconds(
-          1 + random_u64() % std::uint64_t(5 << std::min(contended_in_a_row, 6))));
+      co_await detail::sleep_for(
+          s, std::chrono::milliseconds(
+                 1 + random_u64() % std::uint64_t(5 << std::min(contended_in_a_row, 6))));
       continue;
     }
     contended_in_a_row = 0;
@@ -271,7 +277,7 @@ asio::awaitable<T> run_transaction(run_state& s, int seq, std::string name, F fn
     ++failures;
     const auto pause = co_await detail::record_failure(s, seq, name, kind, policy, attempt,
                                                        failures, may_retry, failure, started);
-    co_await detail::sleep_for(pause);
+    co_await detail::sleep_for(s, pause);
   }
 }
 

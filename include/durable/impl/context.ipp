@@ -53,7 +53,9 @@ DURABLE_DECL void require_running(run_state& s, int seq, const std::string& name
                 "' not run because an earlier journal write failed; the workflow is "
                 "retried");
   if (!s.io || !s.io->executes())
-    throw error(step + "' has no journal row, and this replay has no journal to run it against");
+    throw journal_exhausted(step +
+                            "' has no journal row, and this replay has no journal to run it "
+                            "against");
 }
 
 /// Notes a misuse of the API (the workflow parks; the first misuse noted is the reason it
@@ -144,6 +146,17 @@ DURABLE_DECL bool retryable(const retry& policy, std::exception_ptr e) {
   }
 }
 
+DURABLE_DECL void attempt_returned(const run_state& s, const step_info& info,
+                                   const std::string& kind, const retry& policy) {
+  if (!s.fail_attempt || info.attempt >= std::max(policy.max_attempts, 1)) return;
+  if (kind != to_string(step_kind::step)) return;
+  if (!s.fail_attempt(info)) return;
+  injected_failure f("the test kit failed attempt " + std::to_string(info.attempt) + " of step " +
+                     std::to_string(info.seq) + " '" + info.name +
+                     "' after its function ran (as if its reply were lost)");
+  if (retryable(policy, std::make_exception_ptr(f))) throw f;
+}
+
 DURABLE_DECL const attempt_history* attempt_state(run_state& s, int seq, const std::string& name,
                                                   const std::string& kind) {
   const auto it = s.attempts.find(seq);
@@ -186,7 +199,7 @@ DURABLE_DECL asio::awaitable<void> pause_or_unload(run_state& s, int seq, const 
   // Only a long wait unloads: a short one may be no more than the gap between this host's
   // clock and the server's, and unloading for it would only cost a claim.
   if (!can_unload(s, own_steps) || pause < s.unload_after || pause < std::chrono::seconds(1)) {
-    co_await sleep_for(pause);
+    co_await sleep_for(s, pause);
     co_return;
   }
   const std::string if_fenced = "workflow '" + s.id +
@@ -303,7 +316,7 @@ DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
   const double loaded = clock_now(s);
   const double in_run_for = double(s.unload_after.count()) / 1000.0;
   const asio::any_io_executor ex = co_await asio::this_coro::executor;
-  waiter_registry::entry poke(s.waiters, key, ex);
+  waiter_registry::entry poke(s.waiters, key, ex, s.clock);
   // The caller looked once before: look again now that a notification reaches this waiter,
   // or a send between that look and this registration would wait for the next poll.
   if (co_await look()) co_return true;

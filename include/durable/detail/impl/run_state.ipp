@@ -174,4 +174,23 @@ DURABLE_DECL asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
   co_await t.async_wait(asio::use_awaitable);
 }
 
+DURABLE_DECL asio::awaitable<void> sleep_for(const run_state& s, std::chrono::milliseconds d) {
+  if (!s.clock) {
+    co_await sleep_for(d);
+    co_return;
+  }
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  // Disarmed however the wait ends, the frame's destruction (an abandoned run) included.
+  struct disarm_on_exit {
+    virtual_clock* clock;
+    asio::steady_timer* timer;
+    ~disarm_on_exit() { disarm_timer(clock, *timer); }
+  } guard{s.clock, &t};
+  s.clock->arm(t, d);
+  asio::error_code ec;
+  co_await t.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  // The clock fires a timer by cancelling it: only a cancellation it did not make is one.
+  if (ec && !s.clock->disarm(t)) throw asio::system_error(ec);
+}
+
 }  // namespace durable::detail

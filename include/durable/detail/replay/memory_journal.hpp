@@ -46,6 +46,23 @@ public:
     std::optional<double> next_attempt_at;  // Unix seconds
   };
 
+  /// Where a staged crash kills the process whose run writes there (crash_at): right after
+  /// step `seq`'s row of workflow `id` is written, instead of writing it (the step's function
+  /// ran; its result is lost), or right after a failed attempt of it is recorded for a retry
+  /// (in the middle of the backoff).
+  enum class crash_moment { after_row, before_row, in_backoff };
+  struct crash_point {
+    std::string id;
+    int seq = 0;
+    crash_moment at = crash_moment::after_row;
+  };
+  /// Thrown by every write and read once a staged crash happened: the process is dead and its
+  /// runs write nothing more (whoever drives them abandons them at once).
+  class process_died : public error {
+  public:
+    using error::error;
+  };
+
   /// One workflow, as its rows in the engine's tables would hold it.
   struct workflow_record {
     std::string name;
@@ -54,6 +71,8 @@ public:
     std::int64_t epoch = 1;
     std::int64_t generation = 0;
     std::optional<std::string> output, error, reason, parent;
+    std::optional<double> deadline;  // Unix seconds, on now()'s clock
+    std::optional<double> wake_at;   // sleeping until then (a child: due at once)
     std::map<int, step_row> steps;
     std::vector<recorded_attempt> attempts;
     std::vector<message> inbox;
@@ -90,6 +109,36 @@ public:
     fault_.emplace(std::move(f));
     faults_left_ = count;
   }
+  /// now() and the due times recorded are read from `now` (Unix seconds: the test kit's
+  /// virtual clock); unset: this host's clock.
+  void use_clock(std::function<double()> now) { clock_ = std::move(now); }
+  /// Called with the key of the waiters to wake when what they wait for arrives: a message
+  /// for a workflow (its id), an event ("e:" and its id), a child's end (its parent's id).
+  void notify(std::function<void(const std::string&)> poke) { poke_ = std::move(poke); }
+
+  /// Where transactional steps run (the test kit's database); unset: they are refused.
+  using transaction_source = std::function<asio::awaitable<std::unique_ptr<journal_transaction>>(
+      const std::string& id, int seq, const std::string& name)>;
+  void use_transactions(transaction_source s) { transactions_ = std::move(s); }
+  /// Journals a transactional step's row, with `commit` (the step's SQL transaction's COMMIT)
+  /// run after the fence check and before the row is written: the SQL and the row commit
+  /// together or not at all, as the engine's one-transaction commit does (a crash staged before
+  /// the row rolls the transaction back).
+  DURABLE_DECL asio::awaitable<void> append_with(const std::string& id, std::int64_t epoch,
+                                                 step_row row,
+                                                 std::function<asio::awaitable<void>()> commit);
+
+  /// Stages a crash (see crash_point); one at a time.
+  void crash_at(crash_point p) { crash_ = std::move(p); }
+  /// Whether the staged crash happened: the process that ran into it is dead.
+  [[nodiscard]] bool crashed() const noexcept { return crashed_; }
+  /// The dead process is gone (its runs abandoned): writes are accepted again, from the runs
+  /// of a new one (each claim bumps the epoch, so nothing of the old runs could land anyway).
+  void revive() noexcept {
+    crashed_ = false;
+    crash_.reset();
+  }
+
   /// What runs see at their next step boundary (stopping: the engine shuts down).
   void set_standing(run_standing s) noexcept { standing_ = s; }
   /// Writes so far (each operation that writes counts once).
@@ -98,7 +147,10 @@ public:
   // ---- the journal interface ----------------------------------------------------------------
 
   [[nodiscard]] run_standing standing() const noexcept override { return standing_; }
-  [[nodiscard]] bool executes() const noexcept override { return true; }
+  [[nodiscard]] bool executes() const noexcept override { return !replay_only_; }
+  /// A journal that only replays: a step without a row is refused (journal_exhausted), as a
+  /// check of code against a journal from production needs.
+  void replay_only(bool only) noexcept { replay_only_ = only; }
   [[nodiscard]] bool unloads() const noexcept override { return false; }
   [[nodiscard]] DURABLE_DECL io_judgement judge(const std::exception& e) const override;
   /// This host's wall clock: the journal lives in this process.
@@ -147,7 +199,17 @@ private:
   /// steps' primary key: a second row for one step number is refused (nothing written).
   DURABLE_DECL void check_free(const workflow_record& w, const std::string& id, int seq) const;
 
+  /// A staged crash that is due at (id, seq) and `m`: dies (throws process_died).
+  DURABLE_DECL void crash_if(const std::string& id, int seq, crash_moment m);
+  DURABLE_DECL void poke(const std::string& key);
+
   std::map<std::string, workflow_record, std::less<>> workflows_;
+  std::function<double()> clock_;
+  std::function<void(const std::string&)> poke_;
+  transaction_source transactions_;
+  std::optional<crash_point> crash_;
+  bool crashed_ = false;
+  bool replay_only_ = false;
   run_standing standing_ = run_standing::owned;
   std::optional<fault> fault_;
   int faults_left_ = 0;

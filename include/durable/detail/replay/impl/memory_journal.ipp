@@ -85,6 +85,7 @@ DURABLE_DECL bool memory_journal::finish(const std::string& id, std::int64_t epo
                                          std::string status, std::optional<std::string> output,
                                          std::optional<std::string> error,
                                          std::optional<std::string> reason) {
+  if (crashed_) throw process_died("the process died (a crash the test kit staged)");
   workflow_record& w = at(id);
   if (w.epoch != epoch) return false;
   w.status = std::move(status);
@@ -92,6 +93,7 @@ DURABLE_DECL bool memory_journal::finish(const std::string& id, std::int64_t epo
   w.error = std::move(error);
   w.reason = std::move(reason);
   ++writes_;
+  if (w.parent) poke(*w.parent);  // its parent looks again (it may wait for this end)
   return true;
 }
 
@@ -102,10 +104,22 @@ DURABLE_DECL void memory_journal::deliver(const std::string& to, const std::stri
     for (const message& m : w.inbox)
       if (m.key == key) return;  // once per key
   w.inbox.push_back(message{topic, std::move(payload), std::move(key), std::nullopt});
+  poke(to);
 }
 
 DURABLE_DECL double memory_journal::now() const noexcept {
-  return memory_journal_detail::now_seconds();
+  return clock_ ? clock_() : memory_journal_detail::now_seconds();
+}
+
+DURABLE_DECL void memory_journal::poke(const std::string& key) {
+  if (poke_) poke_(key);
+}
+
+DURABLE_DECL void memory_journal::crash_if(const std::string& id, int seq, crash_moment m) {
+  if (!crash_ || crash_->id != id || crash_->seq != seq || crash_->at != m) return;
+  crashed_ = true;
+  throw process_died("the test kit killed the process at step " + std::to_string(seq) +
+                     " of workflow '" + id + "'");
 }
 
 DURABLE_DECL io_judgement memory_journal::judge(const std::exception& e) const {
@@ -115,6 +129,7 @@ DURABLE_DECL io_judgement memory_journal::judge(const std::exception& e) const {
 }
 
 DURABLE_DECL void memory_journal::inject() {
+  if (crashed_) throw process_died("the process died (a crash the test kit staged)");
   if (faults_left_ > 0 && fault_) {
     --faults_left_;
     throw *fault_;
@@ -143,7 +158,9 @@ DURABLE_DECL asio::awaitable<void> memory_journal::append(const std::string& id,
   workflow_record& w = writable(id, epoch);
   check_free(w, id, row.seq);
   const int seq = row.seq;
+  crash_if(id, seq, crash_moment::before_row);
   w.steps.emplace(seq, std::move(row));
+  crash_if(id, seq, crash_moment::after_row);
   co_return;
 }
 
@@ -152,18 +169,37 @@ DURABLE_DECL asio::awaitable<void> memory_journal::record_attempt(const std::str
                                                                   attempt_row a) {
   workflow_record& w = writable(id, epoch);
   std::optional<double> next;
-  if (a.pause_ms) next = memory_journal_detail::now_seconds() + *a.pause_ms / 1000.0;
+  if (a.pause_ms) next = now() + *a.pause_ms / 1000.0;
+  const int seq = a.seq;
+  const bool retrying = a.outcome == to_string(attempt_outcome::retrying);
   w.attempts.push_back(recorded_attempt{std::move(a), next});
+  if (retrying) crash_if(id, seq, crash_moment::in_backoff);
   co_return;
 }
 
 DURABLE_DECL asio::awaitable<std::unique_ptr<journal_transaction>>
 memory_journal::begin_transaction(const std::string& id, int seq, const std::string& name) {
+  if (transactions_) co_return co_await transactions_(id, seq, name);
   throw journal_unsupported(
       "workflow '" + id + "': transactional step " + std::to_string(seq) + " '" + name +
       "' needs a database, and this journal keeps its rows in memory: nothing was run or "
-      "committed. Give the test a database, or test the step's SQL against a real server");
-  co_return nullptr;  // not reached
+      "committed. Give the test a database (durable::testing::harness_options::database), or "
+      "test the step's SQL against a real server");
+}
+
+DURABLE_DECL asio::awaitable<void> memory_journal::append_with(
+    const std::string& id, std::int64_t epoch, step_row row,
+    std::function<asio::awaitable<void>()> commit) {
+  {
+    workflow_record& w = writable(id, epoch);
+    check_free(w, id, row.seq);
+    crash_if(id, row.seq, crash_moment::before_row);  // the transaction rolls back with it
+  }
+  co_await commit();
+  workflow_record& w = writable(id, epoch);
+  const int seq = row.seq;
+  w.steps.emplace(seq, std::move(row));
+  crash_if(id, seq, crash_moment::after_row);
 }
 
 DURABLE_DECL asio::awaitable<void> memory_journal::sleep(const std::string& id, std::int64_t epoch,
@@ -213,10 +249,12 @@ DURABLE_DECL asio::awaitable<std::optional<std::string>> memory_journal::take_me
     if (m.topic != topic || m.consumed_seq) continue;
     workflow_record& w = writable(id, epoch);
     check_free(w, id, seq);
+    crash_if(id, seq, crash_moment::before_row);
     m.consumed_seq = seq;
     std::string out = "[" + m.payload + "]";
     w.steps.emplace(seq, step_row{seq, topic, std::string(to_string(step_kind::recv)), out,
                                   std::nullopt, 1, started_at});
+    crash_if(id, seq, crash_moment::after_row);
     co_return out;
   }
   co_return std::nullopt;
@@ -230,10 +268,12 @@ DURABLE_DECL asio::awaitable<bool> memory_journal::send(const std::string& id, s
   if (!workflows_.contains(to)) co_return false;
   workflow_record& w = writable(id, epoch);
   check_free(w, id, seq);
+  crash_if(id, seq, crash_moment::before_row);
   deliver(to, topic, payload, key);
   w.steps.emplace(seq,
                   step_row{seq, topic, std::string(to_string(step_kind::send)),
                            memory_journal_detail::json_string(to), std::nullopt, 1, started_at});
+  crash_if(id, seq, crash_moment::after_row);
   co_return true;
 }
 
@@ -244,9 +284,12 @@ DURABLE_DECL asio::awaitable<bool> memory_journal::set_event(const std::string& 
                                                              double started_at) {
   workflow_record& w = writable(id, epoch);
   check_free(w, id, seq);
+  crash_if(id, seq, crash_moment::before_row);
   w.events[key] = value;
   w.steps.emplace(seq, step_row{seq, key, std::string(to_string(step_kind::set_event)),
                                 std::nullopt, std::nullopt, 1, started_at});
+  poke("e:" + id);
+  crash_if(id, seq, crash_moment::after_row);
   co_return true;
 }
 
@@ -268,6 +311,7 @@ DURABLE_DECL asio::awaitable<bool> memory_journal::start_child(
     co_return false;  // the id is another workflow's
   workflow_record& w = writable(id, epoch);
   check_free(w, id, seq);
+  crash_if(id, seq, crash_moment::before_row);
   if (!workflows_.contains(child_id)) {  // else a child left by a run whose row did not commit
     workflow_record& c = workflows_[child_id];
     c.name = name;
@@ -278,6 +322,7 @@ DURABLE_DECL asio::awaitable<bool> memory_journal::start_child(
   workflows_.at(id).steps.emplace(
       seq, step_row{seq, name, std::string(to_string(step_kind::child)),
                     memory_journal_detail::json_string(child_id), std::nullopt, 1, started_at});
+  crash_if(id, seq, crash_moment::after_row);
   co_return true;
 }
 

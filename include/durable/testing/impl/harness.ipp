@@ -1,0 +1,328 @@
+// The harness of the test kit (durable/testing/harness.hpp): included at its end.
+#pragma once
+
+#include <cmath>
+#include <limits>
+
+namespace durable::testing {
+
+namespace harness_detail {
+
+inline std::chrono::system_clock::time_point time_point_of(double unix_seconds) {
+  using namespace std::chrono;
+  return system_clock::time_point(
+      duration_cast<system_clock::duration>(duration<double>(unix_seconds)));
+}
+
+inline double seconds_of(std::chrono::system_clock::time_point t) {
+  using namespace std::chrono;
+  return duration<double>(t.time_since_epoch()).count();
+}
+
+/// The type and message of a journaled error ({"type", "message"}).
+inline void split_error(const std::string& text, std::optional<std::string>& type,
+                        std::optional<std::string>& message) {
+  try {
+    const auto e = nlohmann::json::parse(text);
+    type = e.value("type", std::string());
+    message = e.value("message", std::string());
+  } catch (const nlohmann::json::exception&) {
+    type = std::string();
+    message = text;
+  }
+}
+
+inline bool may_run(const std::string& status) {
+  return status == to_string(workflow_state::pending) ||
+         status == to_string(workflow_state::running) ||
+         status == to_string(workflow_state::sleeping);
+}
+
+}  // namespace harness_detail
+
+/// A transactional step's transaction on the harness's database, on a connection of its own
+/// (made on the run's io_context, so that a crash abandons it with the run).
+class harness::transaction final : public detail::journal_transaction {
+public:
+  transaction(std::unique_ptr<pg::connection> c, detail::memory_journal& j, int& real_io)
+      : conn_(std::move(c)), tx_(*conn_), j_(j), real_io_(real_io) {}
+  transaction(const transaction&) = delete;
+  transaction& operator=(const transaction&) = delete;
+  ~transaction() override { --real_io_; }
+  pg::transaction& sql() override { return tx_; }
+  asio::awaitable<void> commit(const std::string& id, std::int64_t epoch,
+                               detail::step_row row) override {
+    pg::transaction* tx = &tx_;
+    std::function<asio::awaitable<void>()> commit = [tx]() -> asio::awaitable<void> {
+      (void)co_await tx->commit();
+    };
+    co_await j_.append_with(id, epoch, std::move(row), std::move(commit));
+  }
+
+private:
+  std::unique_ptr<pg::connection> conn_;
+  pg::transaction tx_;
+  detail::memory_journal& j_;
+  int& real_io_;
+};
+
+inline asio::awaitable<std::unique_ptr<detail::journal_transaction>> harness::begin_transaction() {
+  ++real_io_;  // from now until the transaction ends the clock stands still
+  std::unique_ptr<pg::connection> c;
+  try {
+    c = co_await pg::connection::connect(o_.database);
+  } catch (...) {
+    --real_io_;
+    throw;
+  }
+  co_return std::make_unique<transaction>(std::move(c), j_, real_io_);
+}
+
+inline harness::harness(harness_options o)
+    : o_(std::move(o)),
+      clock_(harness_detail::seconds_of(o_.start)),
+      io_(std::make_unique<asio::io_context>()) {
+  j_.use_clock([this] { return clock_.now(); });
+  j_.notify([this](const std::string& key) { waiters_.poke(key); });
+  if (!o_.database.empty())
+    j_.use_transactions(
+        [this](const std::string&, int, const std::string&) { return begin_transaction(); });
+}
+
+inline harness::~harness() {
+  // The runs' frames go first: they deregister from the clock and the waiters.
+  io_.reset();
+  runs_.clear();
+}
+
+inline std::unique_ptr<harness> harness::fresh() const {
+  auto h = std::make_unique<harness>(o_);
+  h->registry_ = registry_;
+  return h;
+}
+
+inline void harness::start_encoded(const std::string& name, const std::string& id,
+                                   nlohmann::json inputs, std::chrono::milliseconds timeout) {
+  const auto it = registry_->find(name);
+  if (it == registry_->end())
+    throw error("start('" + name + "', '" + id + "'): no workflow named '" + name +
+                "' is registered with this harness; call register_workflow first");
+  if (id.empty()) throw error("start('" + name + "'): the workflow id must not be empty");
+  if (timeout.count() < 0)
+    throw error("start('" + name + "', '" + id + "'): the timeout must not be negative");
+  try {
+    it->second.check_inputs(inputs);
+  } catch (const codec_error& e) {
+    throw error("start('" + name + "', '" + id + "'): workflow '" + name + "' takes " +
+                it->second.signature + " but was given arguments that do not convert: " + e.what());
+  }
+  if (j_.contains(id))
+    throw workflow_conflict(id, "start('" + name + "', '" + id + "'): a workflow with id '" + id +
+                                    "' exists already in this harness");
+  auto& w = j_.create(id, name, inputs.dump());
+  w.status = to_string(workflow_state::pending);
+  if (timeout.count() > 0) w.deadline = clock_.now() + double(timeout.count()) / 1000.0;
+}
+
+inline void harness::deliver(const std::string& id, const std::string& topic, std::string payload,
+                             std::optional<std::string> key) {
+  if (!j_.contains(id))
+    throw error("send('" + id + "', '" + topic + "'): no workflow '" + id + "' in this harness");
+  j_.deliver(id, topic, std::move(payload), std::move(key));
+}
+
+inline void harness::launch_due() {
+  std::vector<std::string> ids;
+  for (const auto& [id, w] : j_.workflows())
+    if (harness_detail::may_run(w.status)) ids.push_back(id);
+  for (const std::string& id : ids) {
+    auto& w = j_.at(id);
+    if (w.wake_at && *w.wake_at > clock_.now()) continue;
+    auto& launched = runs_[id];
+    if (launched && !launched->ended) continue;
+    if (launched && launched->escaped) {
+      auto e = launched->escaped;
+      launched.reset();
+      std::rethrow_exception(e);
+    }
+    const auto reg = registry_->find(w.name);
+    if (reg == registry_->end()) {
+      if (!launched) {
+        reports_.push_back(id + ": no workflow named '" + w.name +
+                           "' is registered with this harness; it stays " + w.status);
+        launched = std::make_shared<detail::memory_launch>();
+        launched->ended = true;
+      }
+      continue;
+    }
+    // I9: a workflow claimed again and again without a new row is parked, as the engine's
+    // max_claims_without_progress does.
+    auto& [rows, claims] = claims_[id];
+    if (launched && w.steps.size() == rows) {
+      if (++claims >= o_.max_claims_without_progress) {
+        const std::string why = "claimed " + std::to_string(claims) +
+                                " times in a row without progress (I9); the harness parked it";
+        j_.finish(id, w.epoch, std::string(to_string(workflow_state::parked)), std::nullopt,
+                  detail::error_json("durable::no_progress", why), why);
+        continue;
+      }
+    } else {
+      claims = 0;
+    }
+    rows = w.steps.size();
+    detail::memory_run_options mo;
+    mo.journal_limit = o_.journal_limit;
+    mo.max_value_bytes = o_.max_value_bytes;
+    mo.poll_interval = detail::virtual_clock::horizon;  // pokes wake the waits
+    mo.clock = &clock_;
+    mo.waiters = &waiters_;
+    mo.on_attempt = on_attempt_;
+    mo.fail_attempt = fail_attempt_;
+    mo.check_inputs = &reg->second.check_inputs;
+    mo.signature = &reg->second.signature;
+    auto inputs = nlohmann::json::parse(w.inputs);
+    const registered* r = &reg->second;
+    auto body = [r, inputs = std::move(inputs)](context& ctx) { return r->invoke(ctx, inputs); };
+    w.wake_at.reset();
+    launched = detail::launch_in_memory(*io_, j_, id, std::move(body), mo);
+  }
+}
+
+inline void harness::collect_reports() {
+  for (auto& [id, l] : runs_) {
+    if (!l) continue;
+    for (auto& r : l->result.retries) reports_.push_back(id + ": " + r);
+    for (auto& r : l->result.warnings) reports_.push_back(id + ": " + r);
+    l->result.retries.clear();
+    l->result.warnings.clear();
+  }
+}
+
+inline bool harness::settle(double until) {
+  std::size_t moves = 0;
+  for (;;) {
+    if (j_.crashed()) return false;
+    launch_due();
+    if (io_->stopped()) io_->restart();
+    if (io_->poll_one() > 0) continue;
+    if (real_io_ > 0) {  // a transaction on the database: wait for it in real time
+      io_->run_one();
+      continue;
+    }
+    if (clock_.armed() > 0 && clock_.next_due() <= until) {
+      if (++moves > o_.max_clock_moves)
+        throw error("harness: the virtual clock moved " + std::to_string(o_.max_clock_moves) +
+                    " times without the workflows settling; a workflow that sleeps in an "
+                    "endless loop is driven with advance(duration) instead of run()");
+      clock_.fire_next();
+      continue;
+    }
+    // Nothing is ready and nothing is due: real work may still be under way (a large value
+    // encoded on a thread of its own). Give it a moment, then call the workflows settled.
+    if (io_->run_one_for(std::chrono::milliseconds(20)) > 0) continue;
+    launch_due();
+    if (io_->stopped()) io_->restart();
+    if (io_->poll_one() > 0) continue;
+    collect_reports();
+    return true;
+  }
+}
+
+inline void harness::run() {
+  if (!settle(std::numeric_limits<double>::infinity())) end_process();
+}
+
+inline void harness::advance(std::chrono::milliseconds d) {
+  if (d.count() < 0) throw error("harness::advance: the clock does not go back");
+  const double until = clock_.now() + double(d.count()) / 1000.0;
+  if (!settle(until)) {
+    end_process();
+    return;
+  }
+  clock_.advance_to(until);
+  if (!settle(until)) end_process();
+}
+
+inline void harness::crash() { end_process(); }
+
+inline void harness::end_process() {
+  collect_reports();
+  io_.reset();  // abandons every run where it stands (their frames are destroyed)
+  runs_.clear();
+  j_.revive();
+  io_ = std::make_unique<asio::io_context>();
+  ++process_number_;
+}
+
+inline std::chrono::system_clock::time_point harness::now() const {
+  return harness_detail::time_point_of(clock_.now());
+}
+
+inline std::vector<std::string> harness::workflows() const {
+  std::vector<std::string> out;
+  for (const auto& [id, w] : j_.workflows()) out.push_back(id);
+  return out;
+}
+
+inline workflow_record harness::workflow(const std::string& id) const {
+  const auto& w = j_.at(id);
+  workflow_record r;
+  r.id = id;
+  r.name = w.name;
+  r.status = w.status;
+  r.reason = w.reason;
+  r.parent = w.parent;
+  r.generation = w.generation;
+  if (w.output) r.output = nlohmann::json::parse(*w.output);
+  if (w.error) harness_detail::split_error(*w.error, r.error_type, r.error_message);
+  return r;
+}
+
+inline nlohmann::json harness::result_json(const std::string& id) const {
+  const workflow_record w = workflow(id);
+  if (w.status == to_string(workflow_state::succeeded)) return w.output.value_or(nullptr);
+  std::string what = "workflow '" + id + "' (" + w.name + ") has no result: it is " + w.status;
+  if (w.error_type) what += ", with " + *w.error_type + ": " + w.error_message.value_or("");
+  if (w.reason && (!w.error_message || *w.reason != *w.error_message))
+    what += " (" + *w.reason + ")";
+  if (harness_detail::may_run(w.status))
+    what += "; run() or advance() the harness, or give it what the workflow waits for";
+  throw error(what);
+}
+
+inline std::vector<step_record> harness::journal(const std::string& id) const {
+  std::vector<step_record> out;
+  for (const auto& [seq, row] : j_.at(id).steps) {
+    step_record r;
+    r.seq = seq;
+    r.name = row.name;
+    r.kind = row.kind;
+    r.attempts = row.attempts;
+    r.started = harness_detail::time_point_of(row.started_at);
+    if (row.output) r.output = nlohmann::json::parse(*row.output);
+    if (row.error) harness_detail::split_error(*row.error, r.error_type, r.error_message);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+inline std::vector<attempt_record> harness::attempts(const std::string& id) const {
+  std::vector<attempt_record> out;
+  for (const auto& a : j_.at(id).attempts) {
+    attempt_record r;
+    r.seq = a.row.seq;
+    r.attempt = a.row.attempt;
+    r.name = a.row.name;
+    r.kind = a.row.kind;
+    r.outcome = a.row.outcome;
+    std::optional<std::string> type, message;
+    harness_detail::split_error(a.row.error, type, message);
+    r.error_type = type.value_or("");
+    r.error_message = message.value_or("");
+    if (a.next_attempt_at) r.next_attempt = harness_detail::time_point_of(*a.next_attempt_at);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace durable::testing
