@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -41,13 +42,13 @@ TEST_CASE("testing: a harness runs a workflow to its result, a 30-day sleep at o
   dt::harness h;
   h.register_workflow("classify", classify);
   const auto before = h.now();
-  const auto wall = std::chrono::steady_clock::now();
+  // Thirty days of virtual time: a real wait would outlast the test's timeout by far (its wall
+  // time is measured in bench/bench_testing.cpp, not asserted here).
   h.start("classify", "c-1", std::string("a text of some words"));
   h.run();
   CHECK(h.status("c-1") == "succeeded");
   CHECK(h.result<std::string>("c-1") == "long:5");
   CHECK(h.now() - before >= 30 * 24h);
-  CHECK(std::chrono::steady_clock::now() - wall < 30s);  // not a timing claim: a bound on a hang
   const auto rows = h.journal("c-1");
   REQUIRE(rows.size() == 4);
   CHECK(rows[0].name == "count");
@@ -138,7 +139,6 @@ TEST_CASE("testing: retries back off on the virtual clock, and advance() stops i
   dt::harness h;
   h.register_workflow("flaky", flaky);
   const auto t0 = h.now();
-  const auto wall = std::chrono::steady_clock::now();
   h.start("flaky", "f-1");
   h.advance(2h);  // 1+2+4+8+16+32 = 63 min of backoff have passed; the 7th retry is due at 127
   CHECK(h.status("f-1") == "running");
@@ -153,7 +153,6 @@ TEST_CASE("testing: retries back off on the virtual clock, and advance() stops i
   CHECK(h.result<int>("f-1") == 8);
   CHECK(h.now() - t0 == 127min);
   CHECK(h.journal("f-1").at(0).attempts == 8);
-  CHECK(std::chrono::steady_clock::now() - wall < 30s);  // a bound on a hang, not a timing claim
   CHECK(h.reports().size() == 7);  // each retry, as the engine's event hook would report it
 }
 
@@ -198,7 +197,8 @@ TEST_CASE("testing: a workflow's deadline passes on the virtual clock", "[testin
   h.run();
   CHECK(h.status("s-1") == "cancelled");
   CHECK(h.workflow("s-1").reason.value_or("").find("deadline") != std::string::npos);
-  CHECK(h.now() - t0 < 2h);
+  CHECK(h.now() - t0 >= 1h);  // stopped at the deadline, not at the end of the sleep
+  CHECK(h.now() - t0 <= 1h + 1s);
   CHECK(h.journal("s-1").size() == 1);  // the sleep; "after" never ran
 }
 
@@ -293,6 +293,100 @@ TEST_CASE("testing: a transactional step without a database is refused, not pret
   CHECK_THAT(h.workflow("t-1").reason.value_or(""),
              Catch::Contains("needs a database") && Catch::Contains("harness_options::database"));
   CHECK(h.journal("t-1").empty());
+}
+
+TEST_CASE("testing: a deadline holds across a crash of the process", "[testing]") {
+  dt::harness h;
+  h.register_workflow("slow", [](context& ctx) -> asio::awaitable<void> {
+    co_await ctx.sleep_for(2h);
+    co_await ctx.step("after", [] {});
+  });
+  start_options o;
+  o.timeout = 1h;
+  const auto t0 = h.now();
+  h.start_with(o, "slow", "s-2");
+  h.advance(30min);
+  h.crash();  // the deadline's timer dies with the process; the deadline is the workflow's
+  h.run();
+  CHECK(h.status("s-2") == "cancelled");
+  CHECK(h.now() - t0 >= 1h);
+  CHECK(h.now() - t0 <= 1h + 1s);
+}
+
+TEST_CASE("testing: an endless loop through continue_as_new is progress, not a stall",
+          "[testing]") {
+  dt::harness h;
+  h.register_workflow("loop", [](context& ctx, int n) -> asio::awaitable<int> {
+    co_await ctx.step("tick", [n] { return n; });
+    if (n < 150) co_return co_await ctx.continue_as_new<int>(n + 1);
+    co_return n;
+  });
+  h.start("loop", "l-1", 0);
+  h.run();  // 150 generations, more than max_claims_without_progress claims
+  CHECK(h.result<int>("l-1") == 150);
+  CHECK(h.workflow("l-1").generation == 150);
+}
+
+TEST_CASE("testing: the backoff case interrupts a retried step, which runs again under its key",
+          "[testing]") {
+  dt::harness h;
+  h.register_workflow("pay", [](context& ctx) -> asio::awaitable<std::string> {
+    retry r;
+    r.max_attempts = 3;
+    r.initial = 10s;
+    const std::string id = co_await ctx.uuid();  // journaled: the same in every case
+    co_await ctx.step(
+        "charge", [](const step_info&) { return 1; }, r);
+    co_return id;
+  });
+  const dt::crash_report rep = dt::check_crashes(h, "pay");
+  INFO(rep.summary());
+  CHECK(rep.ok());
+  const auto backoff =
+      std::find_if(rep.cases.begin(), rep.cases.end(), [](const dt::crash_case& c) {
+        return c.step == "charge" && c.how == dt::interruption::in_backoff;
+      });
+  REQUIRE(backoff != rep.cases.end());
+  CHECK(backoff->happened);
+  CHECK(backoff->problem.empty());
+  for (const auto& st : rep.steps)
+    if (st.step == "charge") CHECK(st.most == 2);
+  CHECK_THAT(rep.summary(), Catch::Contains("must be idempotent"));
+}
+
+TEST_CASE("testing: replay of a harness export names a result that changed after the last step",
+          "[testing]") {
+  dt::harness h;
+  h.register_workflow("sum", [](context& ctx, int a) -> asio::awaitable<int> {
+    co_return co_await ctx.step("add", [a] { return a + 1; });
+  });
+  h.start("sum", "s-9", 41);
+  h.run();
+  const nlohmann::json doc = h.export_journal("s-9");
+  CHECK(doc["workflows"][0]["steps"].size() == 1);
+  CHECK(dt::replay_document(doc, h).ok());
+
+  dt::harness later;  // same step, but it now throws where it returned
+  later.register_workflow("sum", [](context& ctx, int a) -> asio::awaitable<int> {
+    const int v = co_await ctx.step("add", [a] { return a + 1; });
+    if (v == 42) throw std::runtime_error("no longer accepted");
+    co_return v;
+  });
+  const dt::replay_report r = dt::replay_document(doc, later);
+  INFO(r.summary());
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(r.mismatch()->message,
+             Catch::Contains("now ends failed") && Catch::Contains("where it ended succeeded"));
+
+  dt::harness renamed;  // and the step renamed: named at its number, with the fix
+  renamed.register_workflow("sum", [](context& ctx, int a) -> asio::awaitable<int> {
+    co_return co_await ctx.step("increment", [a] { return a + 1; });
+  });
+  const dt::replay_report n = dt::replay_document(doc, renamed);
+  REQUIRE_FALSE(n.ok());
+  CHECK(n.mismatch()->seq == 0);
+  CHECK(n.mismatch()->journaled == "'add'");
+  CHECK(n.mismatch()->requested == "'increment'");
 }
 
 // ---- the examples' workflows, crashed at every step -----------------------------------------

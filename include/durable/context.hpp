@@ -329,22 +329,24 @@ public:
   /// 64 random bits, journaled (I6).
   [[nodiscard]] asio::awaitable<std::uint64_t> random() {
     detail::check_not_nested(*s_, "random");
-    return run_step<std::uint64_t>(s_->next_seq++, "random",
-                                   std::string(to_string(step_kind::random)),
-                                   [] { return random_u64(); }, {});
+    const int seq = s_->next_seq++;
+    detail::run_state* s = s_;
+    return run_step<std::uint64_t>(seq, "random", std::string(to_string(step_kind::random)),
+                                   [s, seq] { return detail::random_bits(*s, seq, 0); }, {});
   }
 
   /// A random (version 4) UUID, journaled (I6).
   [[nodiscard]] asio::awaitable<std::string> uuid() {
     detail::check_not_nested(*s_, "uuid");
-    return run_step<std::string>(s_->next_seq++, "uuid", std::string(to_string(step_kind::uuid)),
-                                 [] { return make_uuid(); }, {});
+    const int seq = s_->next_seq++;
+    detail::run_state* s = s_;
+    return run_step<std::string>(seq, "uuid", std::string(to_string(step_kind::uuid)),
+                                 [s, seq] { return make_uuid(*s, seq); }, {});
   }
 
 private:
-  static std::uint64_t random_u64() { return detail::random_u64(); }
-  static std::string make_uuid() {
-    std::uint64_t hi = random_u64(), lo = random_u64();
+  static std::string make_uuid(const detail::run_state& s, int seq) {
+    std::uint64_t hi = detail::random_bits(s, seq, 0), lo = detail::random_bits(s, seq, 1);
     hi = (hi & 0xffffffffffff0fffull) | 0x0000000000004000ull;  // version 4
     lo = (lo & 0x3fffffffffffffffull) | 0x8000000000000000ull;  // variant 10
     char buf[37];

@@ -6,11 +6,13 @@
 -- $1 an admin_export document, $2 the id its root gets here (NULL: its own), $3 the reason
 -- an unfinished workflow is parked with. Inserts every workflow of the document (a
 -- descendant's id keeps its place under the root: "<root>/..." becomes "<new id>/...", and
--- so do the child ids its parent journaled, as the output of its 'child' rows and the name
--- of its 'child-result' rows) with its journal rows, attempts, messages and
--- events, under epoch 0 and no executor. A finished one keeps its status; any other is
--- parked with $3, for `durable resume` to run. One row: (workflows inserted, rows
--- inserted, the root's id here); an id that exists already is not touched (0 workflows).
+-- so do the ids journaled in its parent's rows: the output of 'child' rows, the name of
+-- 'child-result' rows, the "<id>:" that starts the name of 'get_event' and 'deadline' rows)
+-- with its journal rows, attempts, messages and events, under epoch 0 and no executor. A
+-- finished one keeps its status; the root, unfinished, is parked with $3 until `durable
+-- resume`; an unfinished descendant is due at once (its parent, once resumed, waits for
+-- it). One row: (workflows inserted, rows inserted, the root's id here); if any id exists
+-- already nothing is written (0 workflows).
 WITH doc AS (SELECT $1::jsonb AS d),
 root AS (SELECT d->>'root' AS old, coalesce($2, d->>'root') AS new FROM doc),
 ids AS (
@@ -25,16 +27,18 @@ taken AS (SELECT 1 FROM :"schema".workflows x JOIN ids i ON x.id = i.new LIMIT 1
 ins_w AS (
 INSERT INTO :"schema".workflows (id, name, status, status_reason, inputs, output, error,
                                  generation, app_version, parent_id, queue, epoch, created_at,
-                                 completed_at)
+                                 completed_at, wake_at)
 SELECT i.new, i.w->>'name',
        CASE WHEN i.w->>'status' IN ('succeeded', 'failed', 'cancelled') THEN i.w->>'status'
-            ELSE 'parked' END,
+            WHEN i.old = r.old THEN 'parked' ELSE 'sleeping' END,
        CASE WHEN i.w->>'status' IN ('succeeded', 'failed', 'cancelled')
-            THEN i.w->>'status_reason' ELSE $3 END,
+            THEN i.w->>'status_reason' WHEN i.old = r.old THEN $3 END,
        i.w->'inputs', i.w->'output', i.w->'error', (i.w->>'generation')::integer,
        coalesce(i.w->>'app_version', ''), p.new, i.w->>'queue', 0,
-       coalesce((i.w->>'created_at')::timestamptz, now()), (i.w->>'completed_at')::timestamptz
-  FROM ids i LEFT JOIN ids p ON p.old = i.w->>'parent_id'
+       coalesce((i.w->>'created_at')::timestamptz, now()), (i.w->>'completed_at')::timestamptz,
+       CASE WHEN i.w->>'status' NOT IN ('succeeded', 'failed', 'cancelled') AND i.old <> r.old
+            THEN now() END
+  FROM ids i CROSS JOIN root r LEFT JOIN ids p ON p.old = i.w->>'parent_id'
  WHERE NOT EXISTS (SELECT 1 FROM taken)
 RETURNING id),
 ins_s AS (
@@ -43,6 +47,10 @@ INSERT INTO :"schema".steps (workflow_id, seq, name, kind, status, output, error
 SELECT i.new, (s->>'seq')::integer,
        CASE WHEN s->>'kind' = 'child-result' THEN coalesce(
               (SELECT c.new FROM ids c WHERE c.old = s->>'name'), s->>'name')
+            WHEN s->>'kind' IN ('get_event', 'deadline') THEN coalesce(
+              (SELECT c.new || substr(s->>'name', length(c.old) + 1) FROM ids c
+                WHERE left(s->>'name', length(c.old) + 1) = c.old || ':'
+                ORDER BY length(c.old) DESC LIMIT 1), s->>'name')
             ELSE s->>'name' END,
        s->>'kind', s->>'status',
        CASE WHEN s->>'kind' = 'child' THEN coalesce(

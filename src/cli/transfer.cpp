@@ -88,8 +88,8 @@ int cmd_import(session& s, const settings& g, const std::string& file, const std
   print_action(g, "import", r.id,
                "imported '" + one_line(r.id) + "' (" + std::to_string(r.workflows) +
                    " workflow(s), " + std::to_string(r.rows) +
-                   " rows); the unfinished ones are parked: 'durable resume " + one_line(r.id) +
-                   "' runs it",
+                   " rows); unfinished, it is parked until 'durable resume " + one_line(r.id) +
+                   "' (its unfinished children are due at once)",
                extra);
   return done;
 }

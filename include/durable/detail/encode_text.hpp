@@ -158,9 +158,15 @@ inline constexpr bool offloadable = std::is_move_constructible_v<T>&& std::is_mo
 /// The JSON text of `value` as journaled (codec<T>, then dump) when it can be made on the
 /// loop: the common, small case, with no coroutine frame and no thread. nullopt when the value
 /// is large; journal_text_off_loop then makes it, from `tree` when the JSON tree was made here.
+/// Set on a thread whose runs must not take work off the loop: the test kit's harness, which
+/// needs every run's work in its io_context to tell when they all wait on its virtual clock
+/// (and has no heartbeat to keep).
+inline thread_local bool encode_in_place = false;
+
 template <class T>
 std::optional<std::string> journal_text_here(const T& value,
                                              std::shared_ptr<nlohmann::json>& tree) {
+  if (encode_in_place) return durable::encode<T>(value).dump();
   if constexpr (offloadable<T>) {
     if (known_weight(value) >= offload_bytes) return std::nullopt;
   }

@@ -41,6 +41,7 @@ struct memory_run_options {
   std::function<bool(const step_info&)> fail_attempt;
   const std::function<void(const nlohmann::json&)>* check_inputs = nullptr;
   const std::string* signature = nullptr;
+  std::uint64_t (*random_bits)(const run_state&, int seq, int draw) = nullptr;
 };
 
 struct memory_run_result {
@@ -60,6 +61,13 @@ struct memory_launch {
 /// engine's deadline timer does; returns quietly if the run ends first (it is cancelled).
 inline asio::awaitable<void> enforce_deadline(std::shared_ptr<run_state> run, double deadline) {
   asio::steady_timer t(co_await asio::this_coro::executor);
+  // Disarmed however the wait ends, the frame's destruction (an abandoned run) included.
+  // (Disarming twice is harmless: GCC 12 may destroy a coroutine's local twice.)
+  struct disarm_on_exit {
+    virtual_clock* clock;
+    asio::steady_timer* timer;
+    ~disarm_on_exit() { disarm_timer(clock, *timer); }
+  } guard{run->clock, &t};
   const double left = deadline - clock_now(*run);
   arm_timer(run->clock, t, std::chrono::milliseconds(std::int64_t(std::max(left, 0.0) * 1000) + 1));
   asio::error_code ec;
@@ -105,6 +113,7 @@ std::shared_ptr<memory_launch> launch_in_memory(asio::io_context& io, memory_jou
   run->waiters = o.waiters;
   run->on_attempt = o.on_attempt;
   run->fail_attempt = o.fail_attempt;
+  run->random_bits = o.random_bits;
   run->check_inputs = o.check_inputs;
   run->signature = o.signature;
   run->deadline = j.at(id).deadline;

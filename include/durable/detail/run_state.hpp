@@ -161,6 +161,9 @@ struct run_state : cursor {
   virtual_clock* clock = nullptr;
   std::function<void(const step_info&)> on_attempt;
   std::function<bool(const step_info&)> fail_attempt;
+  // The bits of ctx.random()/uuid() at step `seq` (draw 0, 1): the kit's are a function of the
+  // workflow and the step, so that runs in separate harnesses (check_crashes) draw alike.
+  std::uint64_t (*random_bits)(const run_state&, int seq, int draw) = nullptr;
 };
 
 /// A replay that may not execute reached a step without a journal row: the journal ends there.

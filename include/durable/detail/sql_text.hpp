@@ -714,16 +714,18 @@ taken AS (SELECT 1 FROM :"schema".workflows x JOIN ids i ON x.id = i.new LIMIT 1
 ins_w AS (
 INSERT INTO :"schema".workflows (id, name, status, status_reason, inputs, output, error,
                                  generation, app_version, parent_id, queue, epoch, created_at,
-                                 completed_at)
+                                 completed_at, wake_at)
 SELECT i.new, i.w->>'name',
        CASE WHEN i.w->>'status' IN ('succeeded', 'failed', 'cancelled') THEN i.w->>'status'
-            ELSE 'parked' END,
+            WHEN i.old = r.old THEN 'parked' ELSE 'sleeping' END,
        CASE WHEN i.w->>'status' IN ('succeeded', 'failed', 'cancelled')
-            THEN i.w->>'status_reason' ELSE $3 END,
+            THEN i.w->>'status_reason' WHEN i.old = r.old THEN $3 END,
        i.w->'inputs', i.w->'output', i.w->'error', (i.w->>'generation')::integer,
        coalesce(i.w->>'app_version', ''), p.new, i.w->>'queue', 0,
-       coalesce((i.w->>'created_at')::timestamptz, now()), (i.w->>'completed_at')::timestamptz
-  FROM ids i LEFT JOIN ids p ON p.old = i.w->>'parent_id'
+       coalesce((i.w->>'created_at')::timestamptz, now()), (i.w->>'completed_at')::timestamptz,
+       CASE WHEN i.w->>'status' NOT IN ('succeeded', 'failed', 'cancelled') AND i.old <> r.old
+            THEN now() END
+  FROM ids i CROSS JOIN root r LEFT JOIN ids p ON p.old = i.w->>'parent_id'
  WHERE NOT EXISTS (SELECT 1 FROM taken)
 RETURNING id),
 ins_s AS (
@@ -732,6 +734,10 @@ INSERT INTO :"schema".steps (workflow_id, seq, name, kind, status, output, error
 SELECT i.new, (s->>'seq')::integer,
        CASE WHEN s->>'kind' = 'child-result' THEN coalesce(
               (SELECT c.new FROM ids c WHERE c.old = s->>'name'), s->>'name')
+            WHEN s->>'kind' IN ('get_event', 'deadline') THEN coalesce(
+              (SELECT c.new || substr(s->>'name', length(c.old) + 1) FROM ids c
+                WHERE left(s->>'name', length(c.old) + 1) = c.old || ':'
+                ORDER BY length(c.old) DESC LIMIT 1), s->>'name')
             ELSE s->>'name' END,
        s->>'kind', s->>'status',
        CASE WHEN s->>'kind' = 'child' THEN coalesce(

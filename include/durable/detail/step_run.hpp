@@ -13,6 +13,12 @@ inline std::uint64_t random_u64() {
   return gen();
 }
 
+/// The random bits of ctx.random() and ctx.uuid() at step `seq` (`draw` 0 or 1): random_u64(),
+/// or the test kit's run_state::random_bits.
+inline std::uint64_t random_bits(const run_state& s, int seq, int draw) {
+  return s.random_bits ? s.random_bits(s, seq, draw) : random_u64();
+}
+
 template <class T, class F>
 asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string kind, F fn,
                             retry policy) {
@@ -88,6 +94,7 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
         }
         detail::attempt_returned(s, info, kind, policy);
       } catch (...) {
+        value.reset();  // set when the test kit failed an attempt whose function returned
         thrown = std::current_exception();
         failure = detail::capture(thrown);
         may_retry = detail::retryable(policy, thrown);

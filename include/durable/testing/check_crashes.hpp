@@ -48,7 +48,7 @@ struct crash_case {
 
 /// How often one step's function ran for one idempotency key, at most, over every case.
 struct step_executions {
-  std::string key, workflow_id, step;
+  std::string key, workflow_id, step, kind;
   int seq = 0;
   int most = 0;         ///< the most executions in one case (1: never ran twice)
   std::string in_case;  ///< the first case in which it ran that often
@@ -79,6 +79,10 @@ struct crash_options {
   bool throw_on_failure = true;
   /// The in-backoff cases (one more run per step).
   bool backoffs = true;
+  /// Compare each case's output (or error) with the uninterrupted run's, not only its status.
+  /// A workflow whose result holds ctx.now() differs in the backoff cases (the backoff moves
+  /// the clock): keep time out of the result, or set this to false.
+  bool compare_output = true;
 };
 
 namespace crash_detail {

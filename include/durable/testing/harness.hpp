@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "durable/codec.hpp"
+#include "durable/detail/encode_text.hpp"
 #include "durable/detail/memory_run.hpp"
 #include "durable/detail/replay/memory_journal.hpp"
 #include "durable/detail/virtual_clock.hpp"
@@ -47,6 +48,10 @@ struct harness_options {
   /// before a row rolls its transaction back. Empty: transactional steps are refused (the
   /// workflow is parked with a message that says so); nothing pretends to commit.
   std::string database;
+  /// How long run() and advance() wait, once nothing is ready and nothing is due on the
+  /// virtual clock, for a step function's real asynchronous work (a socket, a real timer)
+  /// before they call the workflows settled. Raise it for steps that talk to real services.
+  std::chrono::milliseconds real_io_wait{2};
   /// Claims of one workflow in a row that end without progress before the harness stops
   /// running it (I9: as the engine parks it).
   int max_claims_without_progress = 100;
@@ -157,6 +162,9 @@ public:
   [[nodiscard]] nlohmann::json result_json(const std::string& id) const;
   [[nodiscard]] std::vector<step_record> journal(const std::string& id) const;
   [[nodiscard]] std::vector<attempt_record> attempts(const std::string& id) const;
+  /// Workflow `id` (with its descendants when `children`) in the format `durable export`
+  /// writes: a fixture made in a test, for replay() or `durable import`.
+  [[nodiscard]] nlohmann::json export_journal(const std::string& id, bool children = true) const;
   /// Retries and warnings the engine's event hook would have reported, in order.
   [[nodiscard]] const std::vector<std::string>& reports() const noexcept { return reports_; }
 
@@ -212,7 +220,12 @@ private:
   detail::waiter_registry waiters_;
   std::unique_ptr<asio::io_context> io_;
   std::map<std::string, std::shared_ptr<detail::memory_launch>> runs_;
-  std::map<std::string, std::pair<std::size_t, int>> claims_;  // rows at last claim, claims since
+  struct progress {  // at a workflow's last claim, and the claims since without a new row
+    std::int64_t generation = -1;
+    std::size_t rows = 0;
+    int claims = 0;
+  };
+  std::map<std::string, progress> claims_;
   std::function<void(const step_info&)> on_attempt_;
   std::function<bool(const step_info&)> fail_attempt_;
   std::vector<std::string> reports_;

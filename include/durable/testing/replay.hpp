@@ -161,11 +161,26 @@ inline replay_report replay_document(const nlohmann::json& doc, const harness& h
     const detail::final_state f = detail::final_state_of(run.outcome);
     const std::string exported = w.value("status", std::string());
     const bool ran_out = f.error && f.error->find("journal_exhausted") != std::string::npos;
+    // A workflow that ended by itself must end alike (a cancelled one was stopped from
+    // outside: its journal merely ends).
+    const bool ended_by_itself =
+        exported == "succeeded" || exported == "failed" || exported == "dead_letter";
+    const std::string now_ends(to_string(f.status));
     if (ran_out) {
       r.message = who + ": OK, its " + std::to_string(r.rows) +
                   " journaled steps replay; the workflow goes on from there (it was " + exported +
                   " when exported)";
-    } else if (f.status == workflow_state::succeeded && exported == "succeeded" &&
+    } else if (f.status == workflow_state::parked) {
+      r.ok = false;
+      r.seq = r.rows;
+      r.message = who + ": the replay parked: " + f.reason.value_or("");
+    } else if (ended_by_itself && now_ends != exported) {
+      r.ok = false;
+      r.seq = r.rows;
+      r.message = who + ": MISMATCH: every step replays, but the workflow now ends " + now_ends +
+                  (f.error ? " (" + *f.error + ")" : std::string()) + " where it ended " +
+                  exported + " (the code after the last step changed)";
+    } else if (f.status == workflow_state::succeeded &&
                nlohmann::json::parse(f.output.value_or("null")) !=
                    w.value("output", nlohmann::json())) {
       r.ok = false;
@@ -174,12 +189,9 @@ inline replay_report replay_document(const nlohmann::json& doc, const harness& h
                   f.output.value_or("null") + " where the journal holds " +
                   w.value("output", nlohmann::json()).dump() +
                   " (the code after the last step changed what it returns)";
-    } else if (f.status == workflow_state::parked) {
-      r.ok = false;
-      r.message = who + ": the replay parked: " + f.reason.value_or("");
     } else {
       r.message = who + ": OK, " + std::to_string(r.rows) + " steps replay and it ends " +
-                  std::string(to_string(f.status)) + " (it was " + exported + " when exported)";
+                  now_ends + " (it was " + exported + " when exported)";
     }
     report.workflows.push_back(std::move(r));
   }

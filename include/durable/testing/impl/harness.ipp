@@ -32,6 +32,22 @@ inline void split_error(const std::string& text, std::optional<std::string>& typ
   }
 }
 
+/// ctx.random() and ctx.uuid() in the harness: a function of the workflow, its generation
+/// and the step (splitmix64 over an FNV-1a hash of the id), so every harness draws alike.
+inline std::uint64_t random_bits(const detail::run_state& s, int seq, int draw) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const unsigned char c : s.id) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  std::uint64_t x =
+      h ^ (std::uint64_t(s.generation) << 40) ^ (std::uint64_t(seq) << 1) ^ std::uint64_t(draw);
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
 inline bool may_run(const std::string& status) {
   return status == to_string(workflow_state::pending) ||
          status == to_string(workflow_state::running) ||
@@ -157,9 +173,10 @@ inline void harness::launch_due() {
     }
     // I9: a workflow claimed again and again without a new row is parked, as the engine's
     // max_claims_without_progress does.
-    auto& [rows, claims] = claims_[id];
-    if (launched && w.steps.size() == rows) {
-      if (++claims >= o_.max_claims_without_progress) {
+    auto& mark = claims_[id];
+    if (launched && w.steps.size() == mark.rows && w.generation == mark.generation) {
+      if (++mark.claims >= o_.max_claims_without_progress) {
+        const int claims = mark.claims;
         const std::string why = "claimed " + std::to_string(claims) +
                                 " times in a row without progress (I9); the harness parked it";
         j_.finish(id, w.epoch, std::string(to_string(workflow_state::parked)), std::nullopt,
@@ -167,9 +184,10 @@ inline void harness::launch_due() {
         continue;
       }
     } else {
-      claims = 0;
+      mark.claims = 0;
     }
-    rows = w.steps.size();
+    mark.rows = w.steps.size();
+    mark.generation = w.generation;
     detail::memory_run_options mo;
     mo.journal_limit = o_.journal_limit;
     mo.max_value_bytes = o_.max_value_bytes;
@@ -180,6 +198,7 @@ inline void harness::launch_due() {
     mo.fail_attempt = fail_attempt_;
     mo.check_inputs = &reg->second.check_inputs;
     mo.signature = &reg->second.signature;
+    mo.random_bits = harness_detail::random_bits;
     auto inputs = nlohmann::json::parse(w.inputs);
     const registered* r = &reg->second;
     auto body = [r, inputs = std::move(inputs)](context& ctx) { return r->invoke(ctx, inputs); };
@@ -199,6 +218,13 @@ inline void harness::collect_reports() {
 }
 
 inline bool harness::settle(double until) {
+  // Every run's work stays in this io_context: a large value is encoded in place, not on a
+  // thread of its own, so that "nothing is ready" means every run waits.
+  struct in_place {
+    bool before = detail::encode_in_place;
+    in_place() { detail::encode_in_place = true; }
+    ~in_place() { detail::encode_in_place = before; }
+  } encoding;
   std::size_t moves = 0;
   for (;;) {
     if (j_.crashed()) return false;
@@ -217,9 +243,10 @@ inline bool harness::settle(double until) {
       clock_.fire_next();
       continue;
     }
-    // Nothing is ready and nothing is due: real work may still be under way (a large value
-    // encoded on a thread of its own). Give it a moment, then call the workflows settled.
-    if (io_->run_one_for(std::chrono::milliseconds(20)) > 0) continue;
+    // Nothing is ready and nothing is due: a step function's real asynchronous work (a
+    // socket, a real timer) may still be under way. Give it a moment, then call the
+    // workflows settled.
+    if (o_.real_io_wait.count() > 0 && io_->run_one_for(o_.real_io_wait) > 0) continue;
     launch_due();
     if (io_->stopped()) io_->restart();
     if (io_->poll_one() > 0) continue;
@@ -249,6 +276,7 @@ inline void harness::end_process() {
   collect_reports();
   io_.reset();  // abandons every run where it stands (their frames are destroyed)
   runs_.clear();
+  real_io_ = 0;  // a transaction abandoned while it connected counted itself and no more
   j_.revive();
   io_ = std::make_unique<asio::io_context>();
   ++process_number_;
@@ -304,6 +332,61 @@ inline std::vector<step_record> harness::journal(const std::string& id) const {
     out.push_back(std::move(r));
   }
   return out;
+}
+
+inline nlohmann::json harness::export_journal(const std::string& id, bool children) const {
+  using nlohmann::json;
+  auto parse_or_null = [](const std::optional<std::string>& t) {
+    return t ? json::parse(*t) : json(nullptr);
+  };
+  std::vector<std::string> order{id};
+  (void)j_.at(id);
+  for (std::size_t i = 0; children && i < order.size(); ++i)
+    for (const auto& [other, w] : j_.workflows())
+      if (w.parent == order[i]) order.push_back(other);
+  json all = json::array();
+  for (const std::string& wid : order) {
+    const auto& w = j_.at(wid);
+    json steps = json::array(), tries = json::array(), messages = json::array(),
+         events = json::array();
+    for (const auto& [seq, row] : w.steps)
+      steps.push_back({{"seq", seq},
+                       {"name", row.name},
+                       {"kind", row.kind},
+                       {"status", row.error ? "failed" : "succeeded"},
+                       {"output", parse_or_null(row.output)},
+                       {"error", parse_or_null(row.error)},
+                       {"attempts", row.attempts}});
+    for (const auto& a : w.attempts)
+      tries.push_back({{"seq", a.row.seq},
+                       {"attempt", a.row.attempt},
+                       {"name", a.row.name},
+                       {"kind", a.row.kind},
+                       {"outcome", a.row.outcome},
+                       {"error", a.row.error.empty() ? json(nullptr) : json::parse(a.row.error)}});
+    for (const auto& m : w.inbox)
+      messages.push_back(
+          {{"topic", m.topic},
+           {"payload", json::parse(m.payload)},
+           {"idempotency_key", m.key ? json(*m.key) : json(nullptr)},
+           {"consumed_seq", m.consumed_seq ? json(*m.consumed_seq) : json(nullptr)}});
+    for (const auto& [key, value] : w.events)
+      events.push_back({{"key", key}, {"value", json::parse(value)}});
+    all.push_back({{"id", wid},
+                   {"name", w.name},
+                   {"status", w.status},
+                   {"status_reason", w.reason ? json(*w.reason) : json(nullptr)},
+                   {"inputs", json::parse(w.inputs)},
+                   {"output", parse_or_null(w.output)},
+                   {"error", parse_or_null(w.error)},
+                   {"generation", w.generation},
+                   {"parent_id", w.parent ? json(*w.parent) : json(nullptr)},
+                   {"steps", std::move(steps)},
+                   {"attempts", std::move(tries)},
+                   {"messages", std::move(messages)},
+                   {"events", std::move(events)}});
+  }
+  return {{"format", "durable.journal"}, {"version", 1}, {"root", id}, {"workflows", all}};
 }
 
 inline std::vector<attempt_record> harness::attempts(const std::string& id) const {

@@ -196,9 +196,12 @@ DURABLE_DECL asio::awaitable<void> memory_journal::append_with(
     crash_if(id, row.seq, crash_moment::before_row);  // the transaction rolls back with it
   }
   co_await commit();
-  workflow_record& w = writable(id, epoch);
+  // Committed: the row is too, as the engine's one COMMIT holds both, even if the process
+  // died meanwhile (a crash staged in a concurrent branch) or a newer epoch took over.
+  workflow_record& w = at(id);
   const int seq = row.seq;
   w.steps.emplace(seq, std::move(row));
+  ++writes_;
   crash_if(id, seq, crash_moment::after_row);
 }
 

@@ -1,0 +1,34 @@
+// Package smoke test of the test kit: durable::testing from an installed durable, with no
+// database and no test framework: a workflow crashed at every step.
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include <durable/testing.hpp>
+
+namespace {
+
+int charged = 0;
+
+asio::awaitable<std::string> checkout(durable::context& ctx, std::string cart) {
+  const int total = co_await ctx.step("price", [&] { return int(cart.size()) * 10; });
+  co_await ctx.sleep_for(std::chrono::hours(24));
+  co_await ctx.step("charge", [&] { ++charged; });
+  co_return cart + ":" + std::to_string(total);
+}
+
+}  // namespace
+
+int main() {
+  try {
+    durable::testing::harness h;
+    h.register_workflow("checkout", checkout);
+    const auto report = durable::testing::check_crashes(h, "checkout", std::string("abc"));
+    std::printf("%s", report.summary().c_str());
+    if (!report.ok() || report.outcome != "\"abc:30\"") return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
