@@ -330,18 +330,16 @@ public:
   [[nodiscard]] asio::awaitable<std::uint64_t> random() {
     detail::check_not_nested(*s_, "random");
     const int seq = s_->next_seq++;
-    detail::run_state* s = s_;
     return run_step<std::uint64_t>(seq, "random", std::string(to_string(step_kind::random)),
-                                   [s, seq] { return detail::random_bits(*s, seq, 0); }, {});
+                                   [s = s_, seq] { return detail::random_bits(*s, seq, 0); }, {});
   }
 
   /// A random (version 4) UUID, journaled (I6).
   [[nodiscard]] asio::awaitable<std::string> uuid() {
     detail::check_not_nested(*s_, "uuid");
     const int seq = s_->next_seq++;
-    detail::run_state* s = s_;
     return run_step<std::string>(seq, "uuid", std::string(to_string(step_kind::uuid)),
-                                 [s, seq] { return make_uuid(*s, seq); }, {});
+                                 [s = s_, seq] { return make_uuid(*s, seq); }, {});
   }
 
 private:
