@@ -5,6 +5,7 @@
 // machinery and is not included here; the engine's operations are what an application uses.
 #include "durable/codec.hpp"
 #include "durable/context.hpp"
+#include "durable/cron.hpp"
 #include "durable/engine.hpp"
 #include "durable/error.hpp"
 #include "durable/fwd.hpp"

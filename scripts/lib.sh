@@ -23,9 +23,10 @@ DURABLE_PG_PASSWORD="durable-test-pw"
 # ninja-build: cmake only recommends a build tool, so --no-install-recommends would install none.
 # prometheus: its promtool validates the metrics exposition (tests/test_metrics.cpp).
 # faketime: the clock-skew tests run an executor with a wrong wall clock (tests/test_skew.cpp).
+# libhowardhinnant-date-dev, tzdata: schedules' time zones (durable/cron.hpp, /usr/share/zoneinfo).
 DURABLE_REQUIRED_PACKAGES=(g++ cmake ninja-build git libpq-dev libasio-dev libfmt-dev
                            nlohmann-json3-dev catch2 libbenchmark-dev postgresql clang-format
-                           libcli11-dev prometheus faketime)
+                           libcli11-dev prometheus faketime libhowardhinnant-date-dev tzdata)
 DURABLE_JOBS="$(nproc 2>/dev/null || echo 2)"
 
 durable_log() { printf '[durable] %s\n' "$*" >&2; }

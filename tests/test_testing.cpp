@@ -80,7 +80,12 @@ TEST_CASE("testing: check_crashes passes a deterministic workflow and counts exe
   bool label_twice = false;
   for (const auto& s : r.steps) {
     CHECK(s.most <= 2);
-    if (s.step == "label" && s.most == 2) label_twice = true;
+    if (s.step == "label" && s.most == 2) {
+      label_twice = true;
+      // It is the lost reply that ran it twice ('label' has no retry policy, so no backoff
+      // case can have).
+      CHECK(s.in_case.rfind("lost reply at step 1 'label'", 0) == 0);
+    }
   }
   CHECK(label_twice);
 }

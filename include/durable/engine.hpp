@@ -30,6 +30,7 @@
 #include "durable/fwd.hpp"
 #include "durable/options.hpp"
 #include "durable/pg/pool.hpp"
+#include "durable/schedule.hpp"
 #include "durable/workflow_handle.hpp"
 
 namespace durable {
@@ -358,6 +359,69 @@ public:
         s_->ex, std::forward<CompletionToken>(token), [&] { return queue_depths_hop(); },
         [&] { return queue_depths_impl(); });
   }
+  // ---- schedules (docs/schedules.md) ----------------------------------------------------
+  /// Creates schedule `opts.id` or replaces its definition: from its next slot on, each slot
+  /// of `opts.cron` enqueues `opts.workflow` with `args` as "<id>@<slot>". Throws
+  /// invalid_schedule for a bad expression, zone or option. The last argument may be a token.
+  template <class... ArgsAndToken>
+  [[nodiscard]] auto schedule(schedule_options opts, ArgsAndToken&&... args) {
+    return detail::split_token<void>(
+        [&](auto&& token, const auto&... inputs) {
+          nlohmann::json encoded = detail::encode_inputs(inputs...);
+          auto body = [&] {  // the views of opts are copied into the coroutine's strings
+            return schedule_impl(std::string(opts.id), std::string(opts.cron),
+                                 std::string(opts.time_zone), std::string(opts.workflow),
+                                 std::string(opts.queue), opts, std::move(encoded));
+          };
+          return detail::launch<void>(s_->ex, std::forward<decltype(token)>(token),
+                                      [&] { return detail::on_strand(s_, body()); }, body);
+        },
+        std::forward<ArgsAndToken>(args)...);
+  }
+  /// Pauses schedule `id` (no slot fires until resume_schedule; false: no such schedule).
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto pause_schedule(std::string id, CompletionToken&& token = {}) {
+    return schedule_call<bool>(std::forward<CompletionToken>(token),
+                               [this, id] { return set_schedule_paused_impl(id, true); });
+  }
+  /// Resumes it from the first slot after now: the slots that passed while paused do not run.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto resume_schedule(std::string id, CompletionToken&& token = {}) {
+    return schedule_call<bool>(std::forward<CompletionToken>(token),
+                               [this, id] { return set_schedule_paused_impl(id, false); });
+  }
+  /// Starts one run of the schedule now, outside its timetable ("<id>@trigger:<time>"),
+  /// paused or not; completes with its workflow id. Throws durable::error if there is no such
+  /// schedule.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto trigger_schedule(std::string id, CompletionToken&& token = {}) {
+    return schedule_call<std::string>(std::forward<CompletionToken>(token),
+                                      [this, id] { return trigger_schedule_impl(id); });
+  }
+  /// Starts the workflows of every slot in [from, to] (at most `limit`, else nothing starts
+  /// and durable::error says how many there are); a slot whose workflow exists is left alone,
+  /// so a repeated backfill starts nothing twice. Completes with the number started.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto backfill_schedule(std::string id, std::chrono::sys_seconds from,
+                                       std::chrono::sys_seconds to, std::size_t limit = 1000,
+                                       CompletionToken&& token = {}) {
+    return schedule_call<std::size_t>(std::forward<CompletionToken>(token), [=, this] {
+      return backfill_schedule_impl(id, from, to, limit);
+    });
+  }
+  /// Deletes schedule `id` (the workflows it started stay); false: no such schedule.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto delete_schedule(std::string id, CompletionToken&& token = {}) {
+    return schedule_call<bool>(std::forward<CompletionToken>(token),
+                               [this, id] { return delete_schedule_impl(id); });
+  }
+  /// The schedules whose id starts with `prefix` ("" for all), by id.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto list_schedules(std::string prefix = {}, CompletionToken&& token = {}) {
+    return schedule_call<std::vector<schedule_info>>(
+        std::forward<CompletionToken>(token), [this, prefix] { return list_schedules_impl(prefix); });
+  }
+
   [[nodiscard]] const std::string& executor_id() const noexcept { return s_->options.executor_id; }
   /// engine_options::app_version of this engine.
   [[nodiscard]] const std::string& app_version() const noexcept { return s_->options.app_version; }
@@ -519,6 +583,23 @@ private:
   friend const store& detail::store_of(const engine& e) noexcept;
   DURABLE_DECL asio::awaitable<std::vector<queue_depth>> queue_depths_hop();
   DURABLE_DECL asio::awaitable<std::vector<queue_depth>> queue_depths_impl();
+  template <class R, class Token, class Body>
+  auto schedule_call(Token&& token, Body body) {
+    return detail::launch<R>(
+        s_->ex, std::forward<Token>(token), [&] { return detail::on_strand(s_, body()); }, body);
+  }
+  DURABLE_DECL asio::awaitable<void> schedule_impl(std::string id, std::string cron,
+                                                   std::string time_zone, std::string workflow,
+                                                   std::string queue, schedule_options opts,
+                                                   nlohmann::json inputs);
+  DURABLE_DECL asio::awaitable<bool> set_schedule_paused_impl(std::string id, bool paused);
+  DURABLE_DECL asio::awaitable<std::string> trigger_schedule_impl(std::string id);
+  DURABLE_DECL asio::awaitable<std::size_t> backfill_schedule_impl(std::string id,
+                                                                   std::chrono::sys_seconds from,
+                                                                   std::chrono::sys_seconds to,
+                                                                   std::size_t limit);
+  DURABLE_DECL asio::awaitable<bool> delete_schedule_impl(std::string id);
+  DURABLE_DECL asio::awaitable<std::vector<schedule_info>> list_schedules_impl(std::string prefix);
   DURABLE_DECL asio::awaitable<void> until_shutdown_hop();
   DURABLE_DECL asio::awaitable<void> until_shutdown_impl();
   std::shared_ptr<detail::engine_state> s_;

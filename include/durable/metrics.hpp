@@ -84,6 +84,10 @@ struct engine_metrics {
   std::uint64_t ownership_lost = 0;     ///< runs stopped because another executor took over
   std::uint64_t io_retries = 0;         ///< runs to be claimed again after a transient I/O failure
   labelled_counts background_failures;  ///< by "component": lease, maintenance, ...
+  // ---- schedules (slots this engine's maintenance found due)
+  std::uint64_t schedule_slots_fired = 0;   ///< slots whose workflow this engine started
+  std::uint64_t schedule_slots_missed = 0;  ///< slots found too late that did not run
+  std::uint64_t schedule_slots_late = 0;    ///< slots found too late that ran (catch-up)
   // ---- database (round trips and statements: engine::stats(), on the engine's executor)
   histogram_snapshot journal_write_seconds;    ///< submit to acknowledged commit of a journal row
   histogram_snapshot group_commit_batch_size;  ///< statements per group-commit round trip

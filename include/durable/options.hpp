@@ -103,6 +103,9 @@ struct engine_options {
   /// An executor that has not heartbeaten for this long is presumed dead: live executors
   /// take its unfinished workflows over (bumping their epoch, which fences the old owner).
   std::chrono::milliseconds lease_timeout{5000};
+  /// Fire the schedules whose slot has come (docs/schedules.md) from the background loop's
+  /// tick, every heartbeat_interval. Any number of executors may; each slot runs once.
+  bool fire_schedules = true;
   /// How often the dispatcher looks for queued work when no notification arrives.
   /// Notifications (LISTEN/NOTIFY) make it react at once; polling keeps it correct where
   /// notifications are lost (connection poolers, some Postgres-compatible databases).

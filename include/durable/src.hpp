@@ -27,6 +27,7 @@
 #include "durable/detail/replay/impl/cursor.ipp"
 #include "durable/detail/replay/impl/memory_journal.ipp"
 #include "durable/impl/context.ipp"
+#include "durable/impl/cron.ipp"
 #include "durable/impl/engine.ipp"
 #include "durable/impl/metrics_server.ipp"
 #include "durable/impl/prometheus.ipp"

@@ -320,6 +320,61 @@ public:
   // ---- operator queries (the durable command-line program) ------------------------------
   // Rows as JSON objects (json_value), columns in the order of the statement's SELECT list.
 
+  // ---- schedules (sql/statements/schedule*.sql; times in Unix seconds) ----------------------
+  struct schedule_definition {
+    std::string id, cron, time_zone, workflow, inputs, queue;
+    int priority = 0;
+    std::int64_t timeout_ms = 0;
+    std::string app_version, catch_up;
+    int catch_up_max = 0;
+    std::int64_t late_after_ms = 0, jitter_ms = 0;
+    std::optional<std::int64_t> start_at, end_at, next_fire_at;
+    bool paused = false, pass_slot = false;
+  };
+  [[nodiscard]] query<void> schedule_upsert(const schedule_definition& d) const {
+    return {call("schedule_upsert", d.id, d.cron, d.time_zone, d.workflow, d.inputs, d.queue,
+                 d.priority, d.timeout_ms, d.app_version, d.catch_up, d.catch_up_max,
+                 d.late_after_ms, d.jitter_ms, d.start_at, d.end_at, d.next_fire_at, d.paused,
+                 d.pass_slot)};
+  }
+  [[nodiscard]] query<json_value> schedule_get(const std::string& id) const {
+    return {call("schedule_get", id)};
+  }
+  [[nodiscard]] query<json_value> schedules_list(const std::string& id_prefix) const {
+    return {call("schedules_list", id_prefix)};
+  }
+  [[nodiscard]] query<taken_workflow> schedule_set_paused(
+      const std::string& id, bool paused, std::optional<std::int64_t> next_fire_at) const {
+    return {call("schedule_set_paused", id, paused, next_fire_at)};
+  }
+  [[nodiscard]] query<taken_workflow> schedule_delete(const std::string& id) const {
+    return {call("schedule_delete", id)};
+  }
+  [[nodiscard]] query<due_schedule_row> schedules_due(std::int64_t limit) const {
+    return {call("schedules_due", limit)};
+  }
+  /// Arrays per schedule advanced (ids ... last_workflow), then per slot started.
+  struct schedule_firing {
+    std::vector<std::string> ids;
+    std::vector<std::int64_t> expected;
+    std::vector<std::optional<std::int64_t>> next, last_slot;
+    std::vector<int> fired, missed, late;
+    std::vector<std::optional<std::string>> last_workflow;
+    std::vector<std::string> slot_schedules, slot_ids, slot_locals;
+    std::vector<double> slot_wake;
+  };
+  [[nodiscard]] query<taken_workflow> schedules_fire(const schedule_firing& f) const {
+    return {call("schedules_fire", f.ids, f.expected, f.next, f.last_slot, f.fired, f.missed,
+                 f.late, f.last_workflow, f.slot_schedules, f.slot_ids, f.slot_locals,
+                 f.slot_wake, channel())};
+  }
+  [[nodiscard]] query<taken_workflow> schedule_start(const std::string& id,
+                                                     const std::vector<std::string>& workflow_ids,
+                                                     const std::vector<std::string>& slots,
+                                                     const std::vector<double>& wake) const {
+    return {call("schedule_start", id, workflow_ids, slots, wake, channel())};
+  }
+
   /// Workflows, newest first, filtered (see sql/statements/admin_list.sql).
   struct list_filter {
     std::vector<std::string> statuses;  ///< empty: any

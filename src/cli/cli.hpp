@@ -206,6 +206,14 @@ int cmd_gc(session& s, const settings& g, const std::string& older_than,
            std::vector<std::string> statuses, std::int64_t batch, bool dry_run);
 int cmd_migrate(session& s, const settings& g);
 
+// ---- schedules (schedules.cpp) ----------------------------------------------------------------
+
+int cmd_schedules(session& s, const settings& g);
+/// show, pause, resume, trigger, backfill (`from`, `to`: times; at most `limit` slots) or
+/// delete schedule `id`.
+int cmd_schedule(session& s, const settings& g, const std::string& verb, const std::string& id,
+                 const std::string& from, const std::string& to, std::size_t limit);
+
 // ---- the verbs that move journals (transfer.cpp) ---------------------------------------------
 
 /// Writes workflow `id`'s journal (with its descendants when `children`) to `output` (empty or

@@ -138,6 +138,22 @@ int main(int argc, char** argv) {
   importing->add_option("FILE", file, "the export (- = standard input)")->required();
   importing->add_option("--id", new_id, "the workflow's id here (default: the exported id)");
 
+  auto* schedules = app.add_subcommand(
+      "schedules", "schedules: cron, time zone, next and last slot, last status, paused");
+  std::string verb, from, to;
+  std::size_t backfill_limit = 1000;
+  auto* schedule = app.add_subcommand(
+      "schedule", "a schedule: show, pause, resume, trigger (one run now), backfill, delete");
+  schedule->add_option("VERB", verb, "show, pause, resume, trigger, backfill or delete")
+      ->required()
+      ->check(CLI::IsMember({"show", "pause", "resume", "trigger", "backfill", "delete"}));
+  schedule->add_option("ID", id, "schedule id")->required();
+  schedule->add_option("--from", from, "backfill: first time (2026-12-01T00:00:00Z, 2026-12-01)");
+  schedule->add_option("--to", to, "backfill: last time, included");
+  schedule->add_option("--limit", backfill_limit,
+                       "backfill: refuse (start nothing) beyond this many slots")
+      ->capture_default_str();
+
   auto* migrate = app.add_subcommand("migrate", "create or upgrade the schema");
   auto* stats = app.add_subcommand("stats", "counts: workflows by status, failures, queue, inbox");
   stats->add_option("--lease", lease, "heartbeat age under which an executor is alive")
@@ -203,6 +219,8 @@ int main(int argc, char** argv) {
     if (executors->parsed()) return cmd_executors(s, g, lease_s);
     if (gc->parsed()) return cmd_gc(s, g, older_than, gc_statuses, batch, dry_run);
     if (migrate->parsed()) return cmd_migrate(s, g);
+    if (schedules->parsed()) return cmd_schedules(s, g);
+    if (schedule->parsed()) return cmd_schedule(s, g, verb, id, from, to, backfill_limit);
     if (exporting->parsed()) return cmd_export(s, g, id, with_children, output);
     if (importing->parsed()) return cmd_import(s, g, file, new_id);
     if (stats->parsed()) return cmd_stats(s, g, lease_s);

@@ -139,8 +139,8 @@ inline constexpr std::array<std::string_view, 3> finished_statuses =
 inline constexpr std::array<std::string_view, 9> park_reasons = {
     "nondeterminism", "requested",     "misuse", "journal_refused", "codec", "journal_error",
     "no_progress",    "journal_limit", "other"};
-inline constexpr std::array<std::string_view, 7> failing_components = {
-    "lease", "maintenance", "dispatcher", "listener", "committer", "metrics", "other"};
+inline constexpr std::array<std::string_view, 8> failing_components = {
+    "lease", "maintenance", "dispatcher", "listener", "committer", "metrics", "schedules", "other"};
 inline constexpr std::array<double, 16> latency_buckets = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
     0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
@@ -170,11 +170,14 @@ struct engine_counters {
   metric_counter workflows_taken_over{"durable_workflows_taken_over_total"};
   metric_counter workflows_dead_lettered{"durable_workflows_dead_lettered_total"};
   metric_counter io_retries{"durable_io_retries_total"};
+  metric_counter schedule_slots_fired{"durable_schedule_slots_fired_total"};
+  metric_counter schedule_slots_missed{"durable_schedule_slots_missed_total"};
+  metric_counter schedule_slots_late{"durable_schedule_slots_late_total"};
   labelled_counter<2> workflows_started{"durable_workflows_started_total", "via", started_via};
   labelled_counter<3> workflows_finished{"durable_workflows_finished_total", "status",
                                          finished_statuses};
   labelled_counter<9> workflows_parked{"durable_workflows_parked_total", "reason", park_reasons};
-  labelled_counter<7> background_failures{"durable_background_failures_total", "component",
+  labelled_counter<8> background_failures{"durable_background_failures_total", "component",
                                           failing_components};
   histogram_cell<16> journal_write_seconds{"durable_journal_write_seconds", latency_buckets};
   histogram_cell<11> group_commit_batch_size{"durable_group_commit_batch_size", batch_buckets};
@@ -187,7 +190,8 @@ struct engine_counters {
   void set_hook(const metric_hook* hook) noexcept {
     for (metric_counter* c :
          {&journal_loads, &steps_replayed, &steps_executed, &ownership_lost, &workflows_recovered,
-          &workflows_taken_over, &workflows_dead_lettered, &io_retries})
+          &workflows_taken_over, &workflows_dead_lettered, &io_retries, &schedule_slots_fired,
+          &schedule_slots_missed, &schedule_slots_late})
       c->hook = hook;
     workflows_started.hook = workflows_finished.hook = workflows_parked.hook =
         background_failures.hook = hook;

@@ -641,6 +641,58 @@ CREATE TRIGGER workflows_history AFTER UPDATE OF status, executor_id
 -- check is valid already (one migrated before the check was NOT VALID) it does nothing.
 ALTER TABLE :"schema".workflows VALIDATE CONSTRAINT workflows_status_check;
 )durable_sql"},
+  {12, "schedules", "schedules",
+   "f577b2798e0a6861956b91529b8eaed53d310989cf8937a1f82674424bd819ce",
+   R"durable_sql(-- schedules
+-- Cron schedules that start workflows (docs/schedules.md). A schedule's row is its whole state:
+-- executors fire the due ones from their maintenance tick with one SKIP LOCKED query over the
+-- partial index below, so an idle schedule costs a row and nothing else. Each slot's workflow
+-- id is '<schedule id>@<slot as local ISO 8601 with its offset>', so a slot starts at most one
+-- workflow however many executors race for it.
+
+CREATE TABLE :"schema".schedules (
+  id              text PRIMARY KEY CHECK (id <> '' AND position('@' IN id) = 0),
+  cron            text NOT NULL,
+  time_zone       text NOT NULL DEFAULT 'UTC',
+  workflow_name   text NOT NULL,
+  inputs          jsonb NOT NULL DEFAULT '[]',
+  queue           text NOT NULL DEFAULT 'default',
+  priority        integer NOT NULL DEFAULT 0,
+  timeout_ms      bigint NOT NULL DEFAULT 0 CHECK (timeout_ms >= 0),
+  app_version     text,
+  catch_up        text NOT NULL DEFAULT 'skip' CHECK (catch_up IN ('skip', 'latest', 'all')),
+  catch_up_max    integer NOT NULL DEFAULT 100 CHECK (catch_up_max > 0),
+  late_after_ms   bigint NOT NULL DEFAULT 60000 CHECK (late_after_ms > 0),
+  jitter_ms       bigint NOT NULL DEFAULT 0 CHECK (jitter_ms >= 0),
+  -- The slot (local ISO 8601 text) goes first in the workflow's arguments.
+  pass_slot       boolean NOT NULL DEFAULT false,
+  start_at        timestamptz,
+  end_at          timestamptz,
+  paused          boolean NOT NULL DEFAULT false,
+  -- The next slot not yet fired (null: none left before end_at, or the expression has none).
+  next_fire_at    timestamptz,
+  last_slot_at    timestamptz,
+  last_fired_at   timestamptz,
+  last_workflow_id text,
+  fired           bigint NOT NULL DEFAULT 0,
+  missed          bigint NOT NULL DEFAULT 0,
+  late            bigint NOT NULL DEFAULT 0,
+  created_at      timestamptz NOT NULL DEFAULT now(),
+  updated_at      timestamptz NOT NULL DEFAULT now(),
+  CHECK (end_at IS NULL OR start_at IS NULL OR end_at > start_at)
+);
+
+CREATE INDEX schedules_due ON :"schema".schedules (next_fire_at)
+  WHERE NOT paused AND next_fire_at IS NOT NULL;
+
+-- One row per schedule, with the status of the workflow its last slot started.
+CREATE VIEW :"schema".schedules_overview AS
+SELECT s.id, s.cron, s.time_zone, s.workflow_name, s.queue, s.paused, s.catch_up,
+       s.next_fire_at, s.last_slot_at, s.last_fired_at, s.last_workflow_id,
+       w.status AS last_status, s.fired, s.missed, s.late
+  FROM :"schema".schedules s
+  LEFT JOIN :"schema".workflows w ON w.id = s.last_workflow_id;
+)durable_sql"},
 };
 
 inline constexpr statement_text statements[] = {
@@ -1040,6 +1092,121 @@ VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (name) DO UPDATE SET concurrency = excluded.concurrency,
 worker_concurrency = excluded.worker_concurrency, rate_limit = excluded.rate_limit,
 rate_period_ms = excluded.rate_period_ms, updated_at = now())durable_sql"},
+  {"schedule_delete",
+   R"durable_sql(DELETE FROM :"schema".schedules WHERE id = $1 RETURNING id)durable_sql"},
+  {"schedule_get",
+   R"durable_sql(SELECT json_build_object(
+  'id', s.id, 'cron', s.cron, 'time_zone', s.time_zone, 'workflow_name', s.workflow_name,
+  'inputs', s.inputs, 'queue', s.queue, 'priority', s.priority, 'timeout_ms', s.timeout_ms,
+  'app_version', s.app_version, 'catch_up', s.catch_up, 'catch_up_max', s.catch_up_max,
+  'late_after_ms', s.late_after_ms, 'jitter_ms', s.jitter_ms, 'pass_slot', s.pass_slot,
+  'start_at', extract(epoch FROM s.start_at)::bigint, 'end_at', extract(epoch FROM s.end_at)::bigint,
+  'paused', s.paused, 'next_fire_at', extract(epoch FROM s.next_fire_at)::bigint,
+  'last_slot_at', extract(epoch FROM s.last_slot_at)::bigint,
+  'last_fired_at', s.last_fired_at, 'last_workflow_id', s.last_workflow_id,
+  'last_status', w.status, 'fired', s.fired, 'missed', s.missed, 'late', s.late,
+  'created_at', s.created_at, 'updated_at', s.updated_at,
+  'now', extract(epoch FROM now())::bigint)::text
+  FROM :"schema".schedules s
+  LEFT JOIN :"schema".workflows w ON w.id = s.last_workflow_id
+ WHERE s.id = $1)durable_sql"},
+  {"schedule_set_paused",
+   R"durable_sql(UPDATE :"schema".schedules
+   SET paused = $2,
+       next_fire_at = CASE WHEN $2 THEN next_fire_at ELSE to_timestamp($3::bigint) END,
+       updated_at = now()
+ WHERE id = $1
+RETURNING id)durable_sql"},
+  {"schedule_start",
+   R"durable_sql(WITH ins AS (
+  INSERT INTO :"schema".workflows (id, name, status, inputs, queue, priority, wake_at,
+                                   app_version, deadline)
+  SELECT sl.wid, s.workflow_name, 'pending',
+         CASE WHEN s.pass_slot THEN jsonb_build_array(sl.slot) || s.inputs ELSE s.inputs END,
+         s.queue, s.priority, to_timestamp(sl.wake), s.app_version,
+         CASE WHEN s.timeout_ms > 0
+              THEN greatest(now(), to_timestamp(sl.wake))
+                   + make_interval(secs => s.timeout_ms::double precision / 1000) END
+    FROM :"schema".schedules s,
+         unnest($2::text[], $3::text[], $4::double precision[]) AS sl(wid, slot, wake)
+   WHERE s.id = $1
+  ON CONFLICT DO NOTHING
+  RETURNING id, queue),
+woken AS (SELECT pg_notify($5, q.queue) FROM (SELECT DISTINCT queue FROM ins) q)
+SELECT i.id FROM ins i, (SELECT count(*) FROM woken) n)durable_sql"},
+  {"schedule_upsert",
+   R"durable_sql(INSERT INTO :"schema".schedules AS s (id, cron, time_zone, workflow_name, inputs, queue, priority,
+       timeout_ms, app_version, catch_up, catch_up_max, late_after_ms, jitter_ms, start_at, end_at,
+       next_fire_at, paused, pass_slot)
+VALUES ($1, $2, $3, $4, $5::jsonb, $6, $7, $8, $9, $10, $11, $12, $13, to_timestamp($14::bigint),
+        to_timestamp($15::bigint), to_timestamp($16::bigint), $17, $18)
+ON CONFLICT (id) DO UPDATE SET cron = excluded.cron, time_zone = excluded.time_zone,
+  workflow_name = excluded.workflow_name, inputs = excluded.inputs, queue = excluded.queue,
+  priority = excluded.priority, timeout_ms = excluded.timeout_ms,
+  app_version = excluded.app_version, catch_up = excluded.catch_up,
+  catch_up_max = excluded.catch_up_max, late_after_ms = excluded.late_after_ms,
+  jitter_ms = excluded.jitter_ms, start_at = excluded.start_at, end_at = excluded.end_at,
+  next_fire_at = excluded.next_fire_at, pass_slot = excluded.pass_slot, updated_at = now()
+RETURNING (xmax = 0))durable_sql"},
+  {"schedules_due",
+   R"durable_sql(SELECT s.id, s.cron, s.time_zone, s.catch_up, s.catch_up_max, s.late_after_ms, s.jitter_ms,
+       extract(epoch FROM s.end_at)::bigint, extract(epoch FROM s.next_fire_at)::bigint,
+       extract(epoch FROM now())::double precision
+  FROM :"schema".schedules s
+ WHERE NOT s.paused AND s.next_fire_at IS NOT NULL AND s.next_fire_at <= now()
+ ORDER BY s.next_fire_at
+ LIMIT $1
+   FOR UPDATE SKIP LOCKED)durable_sql"},
+  {"schedules_fire",
+   R"durable_sql(WITH f AS (
+  SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::integer[],
+                       $6::integer[], $7::integer[], $8::text[])
+           AS f(id, expected, next, last_slot, fired, missed, late, last_workflow)),
+adv AS (
+  UPDATE :"schema".schedules s
+     SET next_fire_at = to_timestamp(f.next),
+         last_slot_at = coalesce(to_timestamp(f.last_slot), s.last_slot_at),
+         last_fired_at = CASE WHEN f.fired > 0 THEN now() ELSE s.last_fired_at END,
+         last_workflow_id = coalesce(f.last_workflow, s.last_workflow_id),
+         fired = s.fired + f.fired, missed = s.missed + f.missed, late = s.late + f.late,
+         updated_at = now()
+    FROM f
+   WHERE s.id = f.id AND s.next_fire_at = to_timestamp(f.expected) AND NOT s.paused
+  RETURNING s.id, s.workflow_name, s.inputs, s.queue, s.priority, s.timeout_ms, s.app_version,
+            s.pass_slot),
+ins AS (
+  INSERT INTO :"schema".workflows (id, name, status, inputs, queue, priority, wake_at,
+                                   app_version, deadline)
+  SELECT sl.wid, a.workflow_name, 'pending',
+         CASE WHEN a.pass_slot THEN jsonb_build_array(sl.slot) || a.inputs ELSE a.inputs END,
+         a.queue, a.priority, to_timestamp(sl.wake), a.app_version,
+         CASE WHEN a.timeout_ms > 0
+              THEN greatest(now(), to_timestamp(sl.wake))
+                   + make_interval(secs => a.timeout_ms::double precision / 1000) END
+    FROM unnest($9::text[], $10::text[], $11::text[], $12::double precision[])
+         AS sl(schedule_id, wid, slot, wake)
+    JOIN adv a ON a.id = sl.schedule_id
+  ON CONFLICT DO NOTHING
+  RETURNING id, queue),
+woken AS (SELECT pg_notify($13, q.queue) FROM (SELECT DISTINCT queue FROM ins) q)
+SELECT i.id FROM ins i, (SELECT count(*) FROM woken) n)durable_sql"},
+  {"schedules_list",
+   R"durable_sql(SELECT json_build_object(
+  'id', s.id, 'cron', s.cron, 'time_zone', s.time_zone, 'workflow_name', s.workflow_name,
+  'inputs', s.inputs, 'queue', s.queue, 'priority', s.priority, 'timeout_ms', s.timeout_ms,
+  'app_version', s.app_version, 'catch_up', s.catch_up, 'catch_up_max', s.catch_up_max,
+  'late_after_ms', s.late_after_ms, 'jitter_ms', s.jitter_ms, 'pass_slot', s.pass_slot,
+  'start_at', extract(epoch FROM s.start_at)::bigint, 'end_at', extract(epoch FROM s.end_at)::bigint,
+  'paused', s.paused, 'next_fire_at', extract(epoch FROM s.next_fire_at)::bigint,
+  'last_slot_at', extract(epoch FROM s.last_slot_at)::bigint,
+  'last_fired_at', s.last_fired_at, 'last_workflow_id', s.last_workflow_id,
+  'last_status', w.status, 'fired', s.fired, 'missed', s.missed, 'late', s.late,
+  'created_at', s.created_at, 'updated_at', s.updated_at,
+  'now', extract(epoch FROM now())::bigint)::text
+  FROM :"schema".schedules s
+  LEFT JOIN :"schema".workflows w ON w.id = s.last_workflow_id
+ WHERE starts_with(s.id, $1)
+ ORDER BY s.id)durable_sql"},
   {"step_append",
    R"durable_sql(SELECT :"schema".append_step($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9,
                       to_timestamp($10::double precision)))durable_sql"},

@@ -7,6 +7,7 @@
 
 #include "durable/detail/runtime/parts.ipp"
 #include "durable/impl/engine_admin.ipp"
+#include "durable/impl/engine_schedules.ipp"
 #include "durable/impl/engine_start.ipp"
 #include "durable/impl/workflow_handle.ipp"
 
@@ -190,6 +191,9 @@ DURABLE_DECL engine_metrics engine::metrics() const {
   m.workflows_parked = c.workflows_parked.snapshot();
   m.ownership_lost = c.ownership_lost.get();
   m.io_retries = c.io_retries.get();
+  m.schedule_slots_fired = c.schedule_slots_fired.get();
+  m.schedule_slots_missed = c.schedule_slots_missed.get();
+  m.schedule_slots_late = c.schedule_slots_late.get();
   m.background_failures = c.background_failures.snapshot();
   m.journal_write_seconds = c.journal_write_seconds.snapshot();
   m.group_commit_batch_size = c.group_commit_batch_size.snapshot();

@@ -70,6 +70,15 @@ inline asio::awaitable<std::string> prometheus_text_on_strand(engine& eng) {
   w.counter("durable_workflows_taken_over_total",
             "Workflows taken over from executors whose lease ran out.",
             double(c.workflows_taken_over));
+  w.counter("durable_schedule_slots_fired_total",
+            "Schedule slots whose workflow this engine's maintenance started.",
+            double(c.schedule_slots_fired));
+  w.counter("durable_schedule_slots_missed_total",
+            "Schedule slots found later than their late_after that did not run (catch-up policy).",
+            double(c.schedule_slots_missed));
+  w.counter("durable_schedule_slots_late_total",
+            "Schedule slots found later than their late_after that ran (catch-up policy).",
+            double(c.schedule_slots_late));
   write_counts(w, "durable_workflows_finished_total",
                "Workflow runs this engine ended as succeeded, failed or cancelled.", "status",
                c.workflows_finished);

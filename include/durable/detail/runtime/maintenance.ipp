@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "durable/detail/runtime/runner.ipp"
+#include "durable/detail/runtime/schedules.ipp"
 #include "durable/detail/runtime/within.ipp"
 
 namespace durable::detail {
@@ -20,6 +21,7 @@ namespace durable::detail {
 inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
   auto timer = s->maintenance;
   failure_reporter problems("maintenance");
+  failure_reporter schedule_problems("schedules");
   // Our own unfinished workflows that ran nowhere here at the previous tick.
   std::set<std::string, std::less<>> suspected;
   for (;;) {
@@ -104,6 +106,16 @@ inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
     } catch (const std::exception& e) {
       problems.failed(*s, "takeover and orphan check failed: " + describe_io_failure(e) +
                               "; trying again at the next tick");
+    }
+    // Schedules whose slot has come (runtime/schedules.ipp).
+    if (s->options.fire_schedules && !s->stopping) {
+      try {
+        (void)co_await fire_schedules(s);
+        schedule_problems.ok(*s);
+      } catch (const std::exception& e) {
+        schedule_problems.failed(*s, "firing schedules failed: " + describe_io_failure(e) +
+                                         "; trying again at the next tick");
+      }
     }
   }
 }

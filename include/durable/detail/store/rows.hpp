@@ -246,6 +246,24 @@ struct store_rows {
   };
 
   /// workflows_take_over: a workflow moved to this executor (to be claimed next).
+  /// schedules_due: a schedule whose next slot has come (times in Unix seconds), with the
+  /// server's now.
+  struct due_schedule_row {
+    std::string id, cron, time_zone, catch_up;
+    int catch_up_max = 0;
+    std::int64_t late_after_ms = 0, jitter_ms = 0;
+    std::optional<std::int64_t> end_at;
+    std::int64_t next_fire_at = 0;
+    double now = 0;
+    static due_schedule_row from(const pg::row& r) {
+      return {r.get<std::string>(0),  r.get<std::string>(1),
+              r.get<std::string>(2),  r.get<std::string>(3),
+              r.get<int>(4),          r.get<std::int64_t>(5),
+              r.get<std::int64_t>(6), r.get<std::optional<std::int64_t>>(7),
+              r.get<std::int64_t>(8), r.get<double>(9)};
+    }
+  };
+
   struct taken_workflow {
     std::string id;
     static taken_workflow from(const pg::row& r) { return {r.get<std::string>(0)}; }

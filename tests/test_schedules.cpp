@@ -1,0 +1,320 @@
+// Schedules against a real server (docs/schedules.md): racing executors and SIGKILLed ones fire
+// each slot exactly once, catch-up after an outage per policy, pause and resume, bounded and
+// idempotent backfill, trigger, and bad definitions refused with nothing written.
+#include <libpq-fe.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "durable.hpp"
+#include "support/processes.hpp"
+#include "support/workflows.hpp"
+
+using namespace durable;
+using namespace std::chrono_literals;
+using test::q;
+
+namespace {
+
+/// The workflow every slot starts: returns the slot it was given (pass_slot).
+asio::awaitable<std::string> tick(context& ctx, std::string slot) {
+  co_await ctx.step("seen", [&] { return slot; });
+  co_return slot;
+}
+
+/// One value of a query, read with a blocking libpq connection of the test's own.
+std::string sql_value(const std::string& query) {
+  PGconn* c = PQconnectdb(test::conninfo().c_str());
+  std::string out;
+  if (PQstatus(c) == CONNECTION_OK) {
+    PGresult* r = PQexec(c, query.c_str());
+    if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
+      out = PQgetvalue(r, 0, 0);
+    else if (PQresultStatus(r) != PGRES_TUPLES_OK && PQresultStatus(r) != PGRES_COMMAND_OK)
+      out = std::string("ERROR: ") + PQerrorMessage(c);
+    PQclear(r);
+  }
+  PQfinish(c);
+  return out;
+}
+long sql_long(const std::string& query) {
+  const std::string v = sql_value(query);
+  if (v.starts_with("ERROR")) throw std::runtime_error(v + " in " + query);
+  return v.empty() ? 0 : std::stol(v);
+}
+
+durable::engine_options firing(const std::string& schema, const std::string& executor) {
+  auto o = test::options(schema, executor);
+  o.heartbeat_interval = 50ms;  // the tick that fires schedules
+  o.lease_timeout = 3s;
+  return o;
+}
+
+/// Creates the schema and schedule `o` (args: none but the slot), without firing anything.
+void create_schedule(const std::string& schema, schedule_options o) {
+  auto opts = test::options(schema, "creator");
+  opts.fire_schedules = false;
+  test::with_open_engine(opts, [](engine&) {}, [&](engine& eng) -> asio::awaitable<void> {
+    co_await eng.schedule(o);
+  });
+}
+
+/// The slots (Unix seconds) of the workflows schedule `id` started, from their ids, in order;
+/// and whether any slot has two.
+std::vector<long> slots_started(const std::string& schema, const std::string& id) {
+  PGconn* c = PQconnectdb(test::conninfo().c_str());
+  const std::string query =
+      "SELECT extract(epoch FROM substr(id, length($1) + 2)::timestamptz)::bigint FROM " +
+      q(schema) + ".workflows WHERE starts_with(id, $1 || '@') AND id NOT LIKE '%@trigger:%' "
+      "ORDER BY 1";
+  const char* params[] = {id.c_str()};
+  PGresult* r = PQexecParams(c, query.c_str(), 1, nullptr, params, nullptr, nullptr, 0);
+  std::vector<long> out;
+  if (PQresultStatus(r) == PGRES_TUPLES_OK)
+    for (int i = 0; i < PQntuples(r); ++i) out.push_back(std::stol(PQgetvalue(r, i, 0)));
+  PQclear(r);
+  PQfinish(c);
+  return out;
+}
+
+/// Every second from the first slot to the last has exactly one workflow.
+void check_every_second_once(const std::vector<long>& slots) {
+  REQUIRE(slots.size() >= 2);
+  std::set<long> distinct(slots.begin(), slots.end());
+  CHECK(distinct.size() == slots.size());
+  CHECK(long(slots.size()) == slots.back() - slots.front() + 1);  // no slot left out
+}
+
+schedule_options every_second(std::string_view id) {
+  schedule_options o;
+  o.id = id;
+  o.cron = "* * * * * *";
+  o.workflow = "tick";
+  o.pass_slot = true;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("schedules: two and four executors racing fire each slot once", "[schedule]") {
+  for (int executors : {2, 4}) {
+    const std::string schema = test::fresh_schema("sched_race");
+    create_schedule(schema, every_second("race"));
+    const auto codes = test::run_together(executors, [&](int i, test::start_gate gate) {
+      if (!gate.wait()) return 2;
+      test::with_open_engine(
+          firing(schema, "racer-" + std::to_string(i)),
+          [](engine& e) { e.register_workflow("tick", tick); },
+          [](engine&) -> asio::awaitable<void> { co_await test::sleep_ms(3500); });
+      return 0;
+    });
+    for (int code : codes) CHECK(code == 0);
+    const auto slots = slots_started(schema, "race");
+    INFO(executors << " executors, " << slots.size() << " slots");
+    check_every_second_once(slots);
+    // The counter is advanced in the statement that starts the workflows: it agrees.
+    CHECK(sql_long("SELECT fired FROM " + q(schema) + ".schedules WHERE id = 'race'") ==
+          long(slots.size()));
+    // The slot reached the workflow as its argument, and the workflows ran.
+    CHECK(sql_long("SELECT count(*) FROM " + q(schema) +
+                   ".workflows WHERE starts_with(id, 'race@') AND status = 'succeeded' "
+                   "AND output #>> '{}' = substr(id, 6)") >= 1);
+  }
+}
+
+TEST_CASE("schedules: SIGKILL of the firing executor at random points leaves one run per slot",
+          "[schedule]") {
+  const std::string schema = test::fresh_schema("sched_kill");
+  create_schedule(schema, every_second("killed"));
+  std::mt19937 rng(std::random_device{}());
+  std::uniform_int_distribution<int> pause_ms(30, 400);
+  const int kills = 32;
+  for (int k = 0; k < kills; ++k) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      try {
+        test::with_open_engine(
+            firing(schema, "victim-" + std::to_string(k)),
+            [](engine& e) { e.register_workflow("tick", tick); },
+            [](engine&) -> asio::awaitable<void> { co_await test::sleep_ms(60000); });
+      } catch (...) {
+      }
+      ::_exit(0);
+    }
+    REQUIRE(pid > 0);
+    ::usleep(useconds_t(pause_ms(rng)) * 1000);
+    ::kill(pid, SIGKILL);
+    CHECK(test::wait_exit(pid, 30) == 128 + SIGKILL);
+  }
+  // A last executor fires undisturbed for a while.
+  test::with_open_engine(
+      firing(schema, "survivor"), [](engine& e) { e.register_workflow("tick", tick); },
+      [](engine&) -> asio::awaitable<void> { co_await test::sleep_ms(1500); });
+  const auto slots = slots_started(schema, "killed");
+  INFO(kills << " kills, " << slots.size() << " slots");
+  check_every_second_once(slots);
+  CHECK(sql_long("SELECT fired FROM " + q(schema) + ".schedules WHERE id = 'killed'") ==
+        long(slots.size()));
+}
+
+TEST_CASE("schedules: catch-up after a 3-hour outage follows each policy", "[schedule]") {
+  const std::string schema = test::fresh_schema("sched_outage");
+  // Not within 2 s of a ten-minute boundary: the newest slot is then surely missed.
+  while ((std::chrono::system_clock::now().time_since_epoch() / 1s) % 600 > 597 ||
+         (std::chrono::system_clock::now().time_since_epoch() / 1s) % 600 < 2)
+    ::usleep(200000);
+  for (auto [id, policy] : {std::pair{"skip", catch_up::skip}, std::pair{"latest", catch_up::latest},
+                            std::pair{"all", catch_up::all}}) {
+    schedule_options o;
+    o.id = id;
+    o.cron = "*/10 * * * *";
+    o.workflow = "tick";
+    o.pass_slot = true;
+    o.policy = policy;
+    o.catch_up_max = 5;
+    o.late_after = 1s;
+    create_schedule(schema, o);
+  }
+  // The outage: nobody fired since the ten-minute slot three hours ago (19 slots came).
+  const std::string last_fired = "to_timestamp(floor(extract(epoch FROM now()) / 600) * 600)";
+  CHECK(sql_value("UPDATE " + q(schema) + ".schedules SET next_fire_at = " + last_fired +
+                  " - interval '3 hours'")
+            .empty());
+  std::uint64_t missed = 0, late = 0;
+  test::with_open_engine(
+      firing(schema, "back"), [](engine& e) { e.register_workflow("tick", tick); },
+      [&](engine& eng) -> asio::awaitable<void> {
+        for (int i = 0; i < 400; ++i) {
+          if (sql_long("SELECT count(*) FROM " + q(schema) +
+                       ".schedules WHERE next_fire_at > now()") == 3)
+            break;
+          co_await test::sleep_ms(25);
+        }
+        missed = eng.metrics().schedule_slots_missed;
+        late = eng.metrics().schedule_slots_late;
+      });
+  const auto count = [&](const char* id, const char* column) {
+    return sql_long("SELECT " + std::string(column) + " FROM " + q(schema) +
+                    ".schedules WHERE id = '" + id + "'");
+  };
+  CHECK(slots_started(schema, "skip").empty());
+  CHECK(count("skip", "missed") == 19);
+  const auto latest = slots_started(schema, "latest");
+  REQUIRE(latest.size() == 1);
+  CHECK(latest[0] == sql_long("SELECT extract(epoch FROM " + last_fired + ")::bigint"));
+  CHECK(count("latest", "missed") == 18);
+  CHECK(count("latest", "late") == 1);
+  const auto all = slots_started(schema, "all");
+  REQUIRE(all.size() == 5);  // the five most recent
+  CHECK(all.back() == latest[0]);
+  CHECK(all.back() - all.front() == 4 * 600);
+  CHECK(count("all", "missed") == 14);
+  CHECK(count("all", "late") == 5);
+  CHECK(missed == 19 + 18 + 14);
+  CHECK(late == 6);
+  // The next slot follows the slots: the first ten-minute slot after now, for each.
+  CHECK(sql_long("SELECT count(*) FROM " + q(schema) + ".schedules WHERE next_fire_at = " +
+                 last_fired + " + interval '10 minutes'") == 3);
+}
+
+TEST_CASE("schedules: a paused schedule fires nothing, and resumes after the pause",
+          "[schedule]") {
+  const std::string schema = test::fresh_schema("sched_pause");
+  create_schedule(schema, every_second("p"));
+  test::with_open_engine(
+      firing(schema, "pauser"), [](engine& e) { e.register_workflow("tick", tick); },
+      [&](engine& eng) -> asio::awaitable<void> {
+        while (slots_started(schema, "p").size() < 2) co_await test::sleep_ms(20);
+        CHECK(co_await eng.pause_schedule("p"));
+        const long paused_at = sql_long("SELECT extract(epoch FROM now())::bigint");
+        const auto before = slots_started(schema, "p").size();
+        co_await test::sleep_ms(2500);
+        CHECK(slots_started(schema, "p").size() == before);
+        CHECK(co_await eng.resume_schedule("p"));
+        const long resumed_at = sql_long("SELECT extract(epoch FROM now())::bigint");
+        CHECK(sql_long("SELECT count(*) FROM " + q(schema) +
+                       ".schedules WHERE id = 'p' AND NOT paused AND next_fire_at > now()") == 1);
+        while (slots_started(schema, "p").size() < before + 2) co_await test::sleep_ms(20);
+        // No slot of the pause ran.
+        for (long s : slots_started(schema, "p")) CHECK((s <= paused_at || s > resumed_at));
+        CHECK_FALSE(co_await eng.pause_schedule("nope"));
+      });
+}
+
+TEST_CASE("schedules: backfill is bounded and idempotent, trigger runs one now", "[schedule]") {
+  const std::string schema = test::fresh_schema("sched_backfill");
+  schedule_options o;
+  o.id = "nightly";
+  o.cron = "* * * * *";  // every minute: 1 000 slots in 1 000 minutes
+  o.time_zone = "Europe/Berlin";
+  o.workflow = "tick";
+  o.pass_slot = true;
+  o.paused = true;
+  create_schedule(schema, o);
+  auto opts = test::options(schema, "operator");
+  opts.fire_schedules = false;
+  test::with_open_engine(opts, [](engine&) {}, [&](engine& eng) -> asio::awaitable<void> {
+    const auto from = std::chrono::sys_seconds(std::chrono::seconds(1796083200));  // 2026-12-01
+    const auto to = from + std::chrono::minutes(999);
+    CHECK(co_await eng.backfill_schedule("nightly", from, to) == 1000);
+    CHECK(co_await eng.backfill_schedule("nightly", from, to) == 0);  // nothing twice
+    CHECK_THROWS_WITH(co_await eng.backfill_schedule("nightly", from, to + 1min),
+                      Catch::Contains("more than 1000 slots") && Catch::Contains("nothing"));
+    CHECK(sql_long("SELECT count(*) FROM " + q(schema) + ".workflows") == 1000);
+    CHECK(sql_long("SELECT count(*) FROM " + q(schema) +
+                   ".workflows WHERE id = 'nightly@2026-12-01T01:00:00+01:00' AND "
+                   "inputs = '[\"2026-12-01T01:00:00+01:00\"]' AND status = 'pending'") == 1);
+    // A trigger runs one now, paused or not.
+    const std::string wid = co_await eng.trigger_schedule("nightly");
+    CHECK(wid.starts_with("nightly@trigger:"));
+    CHECK(sql_long("SELECT count(*) FROM " + q(schema) + ".workflows WHERE id = '" + wid + "'") ==
+          1);
+    CHECK_THROWS_WITH(co_await eng.trigger_schedule("nope"), Catch::Contains("no schedule 'nope'"));
+    CHECK(co_await eng.delete_schedule("nightly"));
+    CHECK_FALSE(co_await eng.delete_schedule("nightly"));
+    CHECK(sql_long("SELECT count(*) FROM " + q(schema) + ".workflows") == 1001);  // they stay
+  });
+}
+
+TEST_CASE("schedules: bad expressions, zones and options are refused and nothing is written",
+          "[schedule]") {
+  const std::string schema = test::fresh_schema("sched_bad");
+  auto opts = test::options(schema, "operator");
+  opts.fire_schedules = false;
+  test::with_open_engine(opts, [](engine&) {}, [&](engine& eng) -> asio::awaitable<void> {
+    schedule_options o;
+    o.id = "bad";
+    o.workflow = "tick";
+    o.cron = "0 25 * * *";
+    CHECK_THROWS_WITH(co_await eng.schedule(o),
+                      Catch::Contains("hour") && Catch::Contains("25"));
+    o.cron = "0 3 * * *";
+    o.time_zone = "Mars/Olympus_Mons";
+    CHECK_THROWS_WITH(co_await eng.schedule(o), Catch::Contains("Mars/Olympus_Mons"));
+    o.time_zone = "UTC";
+    o.id = "a@b";
+    CHECK_THROWS_WITH(co_await eng.schedule(o), Catch::Contains("must not contain '@'"));
+    o.id = "bad";
+    o.workflow = "";
+    CHECK_THROWS_AS(co_await eng.schedule(o), invalid_schedule);
+    CHECK(sql_long("SELECT count(*) FROM " + q(schema) + ".schedules") == 0);
+    // A good one, listed with its next slot; an update keeps it one row.
+    o.workflow = "tick";
+    co_await eng.schedule(o, std::string("argument"));
+    co_await eng.schedule(o, std::string("argument 2"));
+    const auto list = co_await eng.list_schedules();
+    REQUIRE(list.size() == 1);
+    CHECK(list[0].id == "bad");
+    CHECK(list[0].inputs == "[\"argument 2\"]");
+    REQUIRE(list[0].next_fire_at);
+    CHECK(list[0].next_fire_at->time_since_epoch().count() % 86400 == 3 * 3600);
+    CHECK_FALSE(list[0].paused);
+  });
+}
