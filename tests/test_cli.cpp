@@ -1030,3 +1030,69 @@ TEST_CASE("cli: show and list count steps alike, name a reset step, keep a past 
   CHECK(done_list["workflows"][0]["steps"] == 2);
   CHECK(contains(cli_in(schema, {"show", id}).out, "steps (2)"));
 }
+
+TEST_CASE("cli: schedules are listed, shown, paused, resumed, triggered, backfilled and deleted",
+          "[cli][schedule]") {
+  const std::string schema = test::fresh_schema("cli_sched");
+  auto o = test::options(schema, "exec-cli");
+  o.fire_schedules = false;  // the slots below are the CLI's doing only
+  test::with_open_engine(o, &register_cli, [&](engine& eng) -> asio::awaitable<void> {
+    schedule_options s;
+    s.id = "nightly";
+    s.cron = "0 3 * * *";
+    s.time_zone = "Europe/Berlin";
+    s.workflow = "order";
+    co_await eng.schedule(s, std::string("night"));
+  });
+  CHECK(contains(cli_in(schema, {"schedules"}).out, "nightly"));
+  auto listed = cli_in(schema, {"schedules", "--json"}).parsed();
+  REQUIRE(listed.size() == 1);
+  CHECK(listed[0]["cron"] == "0 3 * * *");
+  CHECK(listed[0]["time_zone"] == "Europe/Berlin");
+  CHECK(listed[0]["paused"] == false);
+  // 03:00 in Berlin is 01:00 or 02:00 UTC.
+  const std::string next = listed[0]["next_fire_at"].get<std::string>();
+  CHECK((contains(next, " 02:00:00") || contains(next, " 01:00:00")));
+
+  auto show = cli_in(schema, {"schedule", "show", "nightly"});
+  CHECK(show.status == 0);
+  CHECK(contains(show.out, "workflow_name"));
+  CHECK(contains(show.out, "[\"night\"]"));
+
+  CHECK(cli_in(schema, {"schedule", "pause", "nightly"}).status == 0);
+  CHECK(cli_in(schema, {"schedule", "show", "nightly", "--json"}).parsed()["paused"] == true);
+  auto resumed = cli_in(schema, {"schedule", "resume", "nightly", "--json"}).parsed();
+  CHECK(resumed["done"] == true);
+  CHECK(cli_in(schema, {"schedule", "show", "nightly", "--json"}).parsed()["paused"] == false);
+
+  auto triggered = cli_in(schema, {"schedule", "trigger", "nightly", "--json"}).parsed();
+  CHECK(triggered["workflow_id"].get<std::string>().starts_with("nightly@trigger:"));
+
+  // Three nights of November, twice: three workflows.
+  auto filled = cli_in(schema, {"schedule", "backfill", "nightly", "--from", "2026-11-01",
+                                "--to", "2026-11-03T23:00:00+01:00", "--json"})
+                    .parsed();
+  CHECK(filled["started"] == 3);
+  CHECK(cli_in(schema, {"schedule", "backfill", "nightly", "--from", "2026-11-01", "--to",
+                        "2026-11-03T23:00:00+01:00", "--json"})
+            .parsed()["started"] == 0);
+  auto shown = cli_in(schema, {"show", "nightly@2026-11-02T03:00:00+01:00", "--json"});
+  CHECK(shown.status == 0);
+  auto refused = cli_in(schema, {"schedule", "backfill", "nightly", "--from", "2026-01-01",
+                                 "--to", "2026-12-31", "--limit", "10"});
+  CHECK(refused.status != 0);
+  CHECK(contains(refused.err, "more than 10 slots"));
+  auto bad_time = cli_in(schema, {"schedule", "backfill", "nightly", "--from", "yesterday",
+                                  "--to", "2026-12-31"});
+  CHECK(bad_time.status == 2);
+  CHECK(contains(bad_time.err, "--from"));
+
+  auto unknown = cli_in(schema, {"schedule", "pause", "nope"});
+  CHECK(unknown.status == 1);
+  CHECK(contains(unknown.err, "no schedule has the id 'nope'"));
+  CHECK(cli_in(schema, {"schedule", "frobnicate", "nightly"}).status == 2);
+
+  CHECK(cli_in(schema, {"schedule", "delete", "nightly"}).status == 0);
+  CHECK(contains(cli_in(schema, {"schedules"}).out, "no schedules"));
+  CHECK(cli_in(schema, {"list", "--json"}).parsed()["workflows"].size() == 4);  // they stay
+}

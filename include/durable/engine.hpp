@@ -319,6 +319,19 @@ public:
         [&] { return configure_queue_impl(q); });
   }
 
+  /// Pauses queue `name` for every executor: nothing more is dispatched from it (what runs
+  /// finishes; enqueues still queue) until resume_queue(). Stored with the queue's limits.
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto pause_queue(std::string name, CompletionToken&& token = {}) {
+    return admin_call<void>(std::forward<CompletionToken>(token),
+                            [this, name] { return set_queue_paused_impl(name, true); });
+  }
+  template <class CompletionToken = detail::default_token>
+  [[nodiscard]] auto resume_queue(std::string name, CompletionToken&& token = {}) {
+    return admin_call<void>(std::forward<CompletionToken>(token),
+                            [this, name] { return set_queue_paused_impl(name, false); });
+  }
+
   /// This executor dispatches `queue` too (see engine_options::queues). Call before open().
   void serve_queue(std::string queue) { s_->queues.push_back(std::move(queue)); }
 
@@ -381,13 +394,13 @@ public:
   /// Pauses schedule `id` (no slot fires until resume_schedule; false: no such schedule).
   template <class CompletionToken = detail::default_token>
   [[nodiscard]] auto pause_schedule(std::string id, CompletionToken&& token = {}) {
-    return schedule_call<bool>(std::forward<CompletionToken>(token),
+    return admin_call<bool>(std::forward<CompletionToken>(token),
                                [this, id] { return set_schedule_paused_impl(id, true); });
   }
   /// Resumes it from the first slot after now: the slots that passed while paused do not run.
   template <class CompletionToken = detail::default_token>
   [[nodiscard]] auto resume_schedule(std::string id, CompletionToken&& token = {}) {
-    return schedule_call<bool>(std::forward<CompletionToken>(token),
+    return admin_call<bool>(std::forward<CompletionToken>(token),
                                [this, id] { return set_schedule_paused_impl(id, false); });
   }
   /// Starts one run of the schedule now, outside its timetable ("<id>@trigger:<time>"),
@@ -395,7 +408,7 @@ public:
   /// schedule.
   template <class CompletionToken = detail::default_token>
   [[nodiscard]] auto trigger_schedule(std::string id, CompletionToken&& token = {}) {
-    return schedule_call<std::string>(std::forward<CompletionToken>(token),
+    return admin_call<std::string>(std::forward<CompletionToken>(token),
                                       [this, id] { return trigger_schedule_impl(id); });
   }
   /// Starts the workflows of every slot in [from, to] (at most `limit`, else nothing starts
@@ -405,20 +418,20 @@ public:
   [[nodiscard]] auto backfill_schedule(std::string id, std::chrono::sys_seconds from,
                                        std::chrono::sys_seconds to, std::size_t limit = 1000,
                                        CompletionToken&& token = {}) {
-    return schedule_call<std::size_t>(std::forward<CompletionToken>(token), [=, this] {
+    return admin_call<std::size_t>(std::forward<CompletionToken>(token), [=, this] {
       return backfill_schedule_impl(id, from, to, limit);
     });
   }
   /// Deletes schedule `id` (the workflows it started stay); false: no such schedule.
   template <class CompletionToken = detail::default_token>
   [[nodiscard]] auto delete_schedule(std::string id, CompletionToken&& token = {}) {
-    return schedule_call<bool>(std::forward<CompletionToken>(token),
+    return admin_call<bool>(std::forward<CompletionToken>(token),
                                [this, id] { return delete_schedule_impl(id); });
   }
   /// The schedules whose id starts with `prefix` ("" for all), by id.
   template <class CompletionToken = detail::default_token>
   [[nodiscard]] auto list_schedules(std::string prefix = {}, CompletionToken&& token = {}) {
-    return schedule_call<std::vector<schedule_info>>(
+    return admin_call<std::vector<schedule_info>>(
         std::forward<CompletionToken>(token), [this, prefix] { return list_schedules_impl(prefix); });
   }
 
@@ -584,7 +597,7 @@ private:
   DURABLE_DECL asio::awaitable<std::vector<queue_depth>> queue_depths_hop();
   DURABLE_DECL asio::awaitable<std::vector<queue_depth>> queue_depths_impl();
   template <class R, class Token, class Body>
-  auto schedule_call(Token&& token, Body body) {
+  auto admin_call(Token&& token, Body body) {
     return detail::launch<R>(
         s_->ex, std::forward<Token>(token), [&] { return detail::on_strand(s_, body()); }, body);
   }
@@ -599,6 +612,7 @@ private:
                                                                    std::chrono::sys_seconds to,
                                                                    std::size_t limit);
   DURABLE_DECL asio::awaitable<bool> delete_schedule_impl(std::string id);
+  DURABLE_DECL asio::awaitable<void> set_queue_paused_impl(std::string name, bool paused);
   DURABLE_DECL asio::awaitable<std::vector<schedule_info>> list_schedules_impl(std::string prefix);
   DURABLE_DECL asio::awaitable<void> until_shutdown_hop();
   DURABLE_DECL asio::awaitable<void> until_shutdown_impl();

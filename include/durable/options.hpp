@@ -145,6 +145,15 @@ struct queue_options {
 /// What enqueue() does when the deduplication key is taken by an unfinished workflow.
 enum class on_duplicate { return_existing, fail };
 
+/// Debounce (enqueue_options::debounce): enqueues of one queue with one key collapse into one
+/// workflow while it waits to be dispatched (docs/queues.md#debounce).
+struct debounce_options {
+  std::string_view key{};
+  /// The first enqueue of a burst makes a workflow due this long after it; the later ones,
+  /// until it is dispatched, replace its arguments.
+  std::chrono::milliseconds window{0};
+};
+
 struct enqueue_options {
   std::string_view queue = "default";
   int priority = 0;  ///< higher starts first
@@ -153,6 +162,9 @@ struct enqueue_options {
   on_duplicate duplicate = on_duplicate::return_existing;
   /// The workflow's deadline, this long after the enqueue (0: none); see start_options.
   std::chrono::milliseconds timeout{0};
+  /// Collapse a burst of enqueues with one key into one workflow, run with the arguments of
+  /// the last one once the window from the first has passed. Its handle is the first one's.
+  std::optional<debounce_options> debounce{};
 };
 
 /// Options of engine::start(start_options, ...).

@@ -210,9 +210,10 @@ public:
       const std::string& id, const std::string& name, const std::string& inputs,
       std::string_view queue, int priority, const std::optional<std::string_view>& dedup_key,
       std::int64_t delay_ms, const std::string& app_version, const std::string& channel,
-      std::int64_t timeout_ms) const {
+      std::int64_t timeout_ms, const std::optional<std::string_view>& debounce_key,
+      std::int64_t debounce_ms) const {
     return {call("workflow_enqueue", id, name, inputs, queue, priority, dedup_key, delay_ms,
-                 app_version, channel, timeout_ms)};
+                 app_version, channel, timeout_ms, debounce_key, debounce_ms)};
   }
 
   /// Records a failed attempt of step `seq` ('retrying', with the pause before the next
@@ -497,6 +498,10 @@ public:
   }
 
   /// Locks a queue's row until the end of the transaction (serializes its dispatchers).
+  /// Pauses or resumes queue `name` (its row is created if need be); a resume notifies.
+  [[nodiscard]] query<void> queue_set_paused(const std::string& name, bool paused) const {
+    return {call("queue_set_paused", name, paused, channel())};
+  }
   [[nodiscard]] query<void> queue_lock(const std::string& queue) const {
     return {call("queue_lock", queue)};
   }

@@ -1,4 +1,4 @@
--- schedules
+-- schedules, paused queues, debounce
 -- Cron schedules that start workflows (docs/schedules.md). A schedule's row is its whole state:
 -- executors fire the due ones from their maintenance tick with one SKIP LOCKED query over the
 -- partial index below, so an idle schedule costs a row and nothing else. Each slot's workflow
@@ -14,7 +14,7 @@ CREATE TABLE :"schema".schedules (
   queue           text NOT NULL DEFAULT 'default',
   priority        integer NOT NULL DEFAULT 0,
   timeout_ms      bigint NOT NULL DEFAULT 0 CHECK (timeout_ms >= 0),
-  app_version     text,
+  app_version     text NOT NULL DEFAULT '',
   catch_up        text NOT NULL DEFAULT 'skip' CHECK (catch_up IN ('skip', 'latest', 'all')),
   catch_up_max    integer NOT NULL DEFAULT 100 CHECK (catch_up_max > 0),
   late_after_ms   bigint NOT NULL DEFAULT 60000 CHECK (late_after_ms > 0),
@@ -47,3 +47,29 @@ SELECT s.id, s.cron, s.time_zone, s.workflow_name, s.queue, s.paused, s.catch_up
        w.status AS last_status, s.fired, s.missed, s.late
   FROM :"schema".schedules s
   LEFT JOIN :"schema".workflows w ON w.id = s.last_workflow_id;
+
+-- Flow control for operators: a paused queue dispatches nothing (what runs finishes).
+ALTER TABLE :"schema".queues ADD COLUMN paused boolean NOT NULL DEFAULT false;
+
+-- Debounce (enqueue_options::debounce): at most one workflow per queue and key waits to be
+-- dispatched; a burst of enqueues with the key updates its arguments instead of adding one.
+ALTER TABLE :"schema".workflows ADD COLUMN debounce_key text;
+CREATE UNIQUE INDEX workflows_debounce ON :"schema".workflows (queue, debounce_key)
+  WHERE debounce_key IS NOT NULL AND status = 'pending' AND executor_id IS NULL;
+
+-- The queued view says when a workflow waits because its queue is paused.
+CREATE OR REPLACE VIEW :"schema".queued AS
+SELECT w.id, w.name, w.queue, w.priority, w.app_version, w.created_at, w.wake_at,
+       CASE
+         WHEN EXISTS (SELECT 1 FROM :"schema".queues q WHERE q.name = w.queue AND q.paused)
+           THEN 'queue ''' || w.queue || ''' is paused (durable queue resume ' || w.queue || ')'
+         WHEN w.wake_at > now() THEN 'delayed until ' || w.wake_at
+         WHEN NOT EXISTS (
+           SELECT 1 FROM :"schema".executors e
+            WHERE e.heartbeat_at > now() - interval '1 minute'
+              AND (cardinality(e.versions) = 0 OR w.app_version = ANY(e.versions)))
+           THEN 'no live executor runs application version ''' || w.app_version || ''''
+         ELSE 'waiting for room in queue ''' || coalesce(w.queue, '') || ''''
+       END AS reason
+  FROM :"schema".workflows w
+ WHERE w.status = 'pending' AND w.executor_id IS NULL;

@@ -1,6 +1,7 @@
 -- admin_queues
 --
--- Queues with unfinished workflows or limits: their depth, what runs, their limits.
+-- Queues with unfinished workflows or limits: their depth, what runs, paused or not, their
+-- limits.
 SELECT row_to_json(t)::text FROM (
 SELECT n.queue,
        count(w.id) FILTER (WHERE w.status = 'pending' AND w.executor_id IS NULL
@@ -10,6 +11,7 @@ SELECT n.queue,
        count(w.id) FILTER (WHERE w.status = 'running'
                              OR (w.status = 'pending' AND w.executor_id IS NOT NULL)) AS running,
        count(w.id) FILTER (WHERE w.status = 'sleeping') AS sleeping,
+       coalesce(q.paused, false) AS paused,
        q.concurrency, q.worker_concurrency, q.rate_limit, q.rate_period_ms,
        round(extract(epoch FROM now() - min(coalesce(w.wake_at, w.created_at))
                  FILTER (WHERE w.status = 'pending' AND w.executor_id IS NULL
@@ -20,5 +22,5 @@ SELECT n.queue,
                WHERE queue IS NOT NULL AND status IN ('pending', 'running', 'sleeping')) n
   LEFT JOIN :"schema".queues q ON q.name = n.queue
   LEFT JOIN :"schema".workflows w ON w.queue = n.queue AND w.status IN ('pending', 'running', 'sleeping')
- GROUP BY n.queue, q.concurrency, q.worker_concurrency, q.rate_limit, q.rate_period_ms
+ GROUP BY n.queue, q.paused, q.concurrency, q.worker_concurrency, q.rate_limit, q.rate_period_ms
  ORDER BY n.queue) t

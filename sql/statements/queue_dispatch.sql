@@ -7,12 +7,14 @@
 --
 -- $1 executor, $2 queue, $3 workflow names it runs (text[]), $4 how many at most,
 -- $5 application versions it runs (text[], empty = all).
--- Claims queued workflows within the queue's limits, by priority then age.
+-- Claims queued workflows within the queue's limits, by priority then age; none while the
+-- queue is paused.
 WITH q AS (
-SELECT concurrency, worker_concurrency, rate_limit, rate_period_ms FROM :"schema".queues WHERE name = $2),
+SELECT concurrency, worker_concurrency, rate_limit, rate_period_ms, paused FROM :"schema".queues WHERE name = $2),
 budget AS (
 SELECT greatest(0, least(
   $4::integer,
+  (SELECT CASE WHEN q.paused THEN 0 END FROM q),
   (SELECT q.concurrency - (SELECT count(*) FROM :"schema".workflows
                             WHERE queue = $2 AND status = 'running') FROM q),
   (SELECT q.worker_concurrency - (SELECT count(*) FROM :"schema".workflows

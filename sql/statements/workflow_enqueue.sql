@@ -9,25 +9,40 @@
 -- $8 app_version text
 -- $9 channel text
 -- $10 timeout_ms bigint
+-- $11 debounce_key text, null allowed
+-- $12 debounce_ms bigint
 --
 -- $1 id, $2 name, $3 inputs, $4 queue, $5 priority, $6 dedup_key, $7 delay (ms),
--- $8 app_version, $9 notify channel, $10 timeout (ms from now, 0 = none). One row:
--- (created, id of the workflow that holds the id or the dedup key, its name, its
--- inputs). NOTIFY is delivered at commit.
-WITH ins AS (
+-- $8 app_version, $9 notify channel, $10 timeout (ms from now, 0 = none), $11 debounce key
+-- (null: none), $12 debounce window (ms). One row: (created, id of the workflow that holds the
+-- id or the dedup key, its name, its inputs). With a debounce key, a workflow of the queue
+-- that holds it and waits to be dispatched gets $3 as its inputs instead (the row names it,
+-- with the new inputs); else the new workflow is due when the window ends. NOTIFY is
+-- delivered at commit.
+WITH deb AS (
+UPDATE :"schema".workflows w SET inputs = $3::jsonb, updated_at = now()
+ WHERE $11::text IS NOT NULL AND w.queue = $4 AND w.debounce_key = $11 AND w.name = $2
+   AND w.status = 'pending' AND w.executor_id IS NULL
+RETURNING w.id, w.name, w.inputs),
+ins AS (
 INSERT INTO :"schema".workflows (id, name, status, inputs, queue, priority, dedup_key, wake_at,
-                           app_version, deadline)
-VALUES ($1, $2, 'pending', $3::jsonb, $4, $5, $6,
-        CASE WHEN $7::bigint > 0 THEN now() + make_interval(secs => $7::double precision / 1000) END,
+                           app_version, deadline, debounce_key)
+SELECT $1, $2, 'pending', $3::jsonb, $4, $5, $6,
+        CASE WHEN greatest($7::bigint, $12::bigint) > 0
+             THEN now() + make_interval(secs => greatest($7::bigint, $12::bigint)::double precision / 1000) END,
         $8,
-        CASE WHEN $10::bigint > 0 THEN now() + make_interval(secs => $10::double precision / 1000) END)
+        CASE WHEN $10::bigint > 0 THEN now() + make_interval(secs => $10::double precision / 1000) END,
+        $11
+ WHERE NOT EXISTS (SELECT 1 FROM deb)
 ON CONFLICT DO NOTHING
 RETURNING id),
 woken AS (SELECT pg_notify($9, $4) FROM ins)
 SELECT true, $1::text, $2::text, $3::text, (SELECT count(*) FROM woken) FROM ins
 UNION ALL
+SELECT false, d.id, d.name, d.inputs::text, 0 FROM deb d
+UNION ALL
 (SELECT false, w.id, w.name, w.inputs::text, 0 FROM :"schema".workflows w
-WHERE NOT EXISTS (SELECT 1 FROM ins)
+WHERE NOT EXISTS (SELECT 1 FROM ins) AND NOT EXISTS (SELECT 1 FROM deb)
   AND (w.id = $1 OR (w.queue = $4 AND w.dedup_key = $6
                      AND w.status IN ('pending', 'running', 'sleeping')))
 ORDER BY w.id = $1 DESC LIMIT 1)

@@ -213,6 +213,8 @@ int cmd_schedules(session& s, const settings& g);
 /// delete schedule `id`.
 int cmd_schedule(session& s, const settings& g, const std::string& verb, const std::string& id,
                  const std::string& from, const std::string& to, std::size_t limit);
+/// pause or resume queue `name`.
+int cmd_queue(session& s, const settings& g, const std::string& verb, const std::string& name);
 
 // ---- the verbs that move journals (transfer.cpp) ---------------------------------------------
 

@@ -154,6 +154,14 @@ int main(int argc, char** argv) {
                        "backfill: refuse (start nothing) beyond this many slots")
       ->capture_default_str();
 
+  std::string queue_name;
+  auto* queue = app.add_subcommand(
+      "queue", "pause a queue (nothing more is dispatched; what runs finishes) or resume it");
+  queue->add_option("VERB", verb, "pause or resume")
+      ->required()
+      ->check(CLI::IsMember({"pause", "resume"}));
+  queue->add_option("NAME", queue_name, "queue name")->required();
+
   auto* migrate = app.add_subcommand("migrate", "create or upgrade the schema");
   auto* stats = app.add_subcommand("stats", "counts: workflows by status, failures, queue, inbox");
   stats->add_option("--lease", lease, "heartbeat age under which an executor is alive")
@@ -221,6 +229,7 @@ int main(int argc, char** argv) {
     if (migrate->parsed()) return cmd_migrate(s, g);
     if (schedules->parsed()) return cmd_schedules(s, g);
     if (schedule->parsed()) return cmd_schedule(s, g, verb, id, from, to, backfill_limit);
+    if (queue->parsed()) return cmd_queue(s, g, verb, queue_name);
     if (exporting->parsed()) return cmd_export(s, g, id, with_children, output);
     if (importing->parsed()) return cmd_import(s, g, file, new_id);
     if (stats->parsed()) return cmd_stats(s, g, lease_s);

@@ -221,6 +221,7 @@ int cmd_queues(session& s, const settings& g) {
                      {"delayed", 8},
                      {"running", 8},
                      {"sleeping", 8},
+                     {"paused", 6},
                      {"oldest_queued_s", 16},
                      {"concurrency", 11},
                      {"worker_concurrency", 18},

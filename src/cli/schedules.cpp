@@ -1,6 +1,7 @@
-// The `durable` program's schedule verbs (docs/schedules.md): `schedules` lists them;
-// `schedule show|pause|resume|trigger|backfill|delete ID` reads or acts on one, through the
-// engine's own operations.
+// The `durable` program's flow-control verbs (docs/schedules.md): `schedules` lists them;
+// `schedule show|pause|resume|trigger|backfill|delete ID` reads or acts on one, and
+// `queue pause|resume NAME` stops or restarts a queue's dispatch, through the engine's own
+// operations.
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -141,6 +142,18 @@ int cmd_schedule(session& s, const settings& g, const std::string& verb, const s
   }
   throw failure(bad_usage, "schedule: unknown verb '" + one_line(verb) +
                                "'; use show, pause, resume, trigger, backfill or delete");
+}
+
+int cmd_queue(session& s, const settings& g, const std::string& verb, const std::string& name) {
+  const bool pause = verb == "pause";
+  (void)run(s.io, pause ? s.eng.pause_queue(name) : s.eng.resume_queue(name));
+  print_action(g, verb, name,
+               pause ? "paused queue '" + one_line(name) +
+                           "' for every executor: nothing more is dispatched from it (what runs "
+                           "finishes); 'durable queue resume " +
+                           one_line(name) + "' restarts it"
+                     : "resumed queue '" + one_line(name) + "'; its executors dispatch again");
+  return done;
 }
 
 }  // namespace durable_cli

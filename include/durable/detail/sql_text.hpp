@@ -641,9 +641,9 @@ CREATE TRIGGER workflows_history AFTER UPDATE OF status, executor_id
 -- check is valid already (one migrated before the check was NOT VALID) it does nothing.
 ALTER TABLE :"schema".workflows VALIDATE CONSTRAINT workflows_status_check;
 )durable_sql"},
-  {12, "schedules", "schedules",
-   "f577b2798e0a6861956b91529b8eaed53d310989cf8937a1f82674424bd819ce",
-   R"durable_sql(-- schedules
+  {12, "schedules", "schedules, paused queues, debounce",
+   "c34b500362abdb3f7afd565613f919916fb0a7bc7d8bc084846c48b2e9081a63",
+   R"durable_sql(-- schedules, paused queues, debounce
 -- Cron schedules that start workflows (docs/schedules.md). A schedule's row is its whole state:
 -- executors fire the due ones from their maintenance tick with one SKIP LOCKED query over the
 -- partial index below, so an idle schedule costs a row and nothing else. Each slot's workflow
@@ -659,7 +659,7 @@ CREATE TABLE :"schema".schedules (
   queue           text NOT NULL DEFAULT 'default',
   priority        integer NOT NULL DEFAULT 0,
   timeout_ms      bigint NOT NULL DEFAULT 0 CHECK (timeout_ms >= 0),
-  app_version     text,
+  app_version     text NOT NULL DEFAULT '',
   catch_up        text NOT NULL DEFAULT 'skip' CHECK (catch_up IN ('skip', 'latest', 'all')),
   catch_up_max    integer NOT NULL DEFAULT 100 CHECK (catch_up_max > 0),
   late_after_ms   bigint NOT NULL DEFAULT 60000 CHECK (late_after_ms > 0),
@@ -692,6 +692,32 @@ SELECT s.id, s.cron, s.time_zone, s.workflow_name, s.queue, s.paused, s.catch_up
        w.status AS last_status, s.fired, s.missed, s.late
   FROM :"schema".schedules s
   LEFT JOIN :"schema".workflows w ON w.id = s.last_workflow_id;
+
+-- Flow control for operators: a paused queue dispatches nothing (what runs finishes).
+ALTER TABLE :"schema".queues ADD COLUMN paused boolean NOT NULL DEFAULT false;
+
+-- Debounce (enqueue_options::debounce): at most one workflow per queue and key waits to be
+-- dispatched; a burst of enqueues with the key updates its arguments instead of adding one.
+ALTER TABLE :"schema".workflows ADD COLUMN debounce_key text;
+CREATE UNIQUE INDEX workflows_debounce ON :"schema".workflows (queue, debounce_key)
+  WHERE debounce_key IS NOT NULL AND status = 'pending' AND executor_id IS NULL;
+
+-- The queued view says when a workflow waits because its queue is paused.
+CREATE OR REPLACE VIEW :"schema".queued AS
+SELECT w.id, w.name, w.queue, w.priority, w.app_version, w.created_at, w.wake_at,
+       CASE
+         WHEN EXISTS (SELECT 1 FROM :"schema".queues q WHERE q.name = w.queue AND q.paused)
+           THEN 'queue ''' || w.queue || ''' is paused (durable queue resume ' || w.queue || ')'
+         WHEN w.wake_at > now() THEN 'delayed until ' || w.wake_at
+         WHEN NOT EXISTS (
+           SELECT 1 FROM :"schema".executors e
+            WHERE e.heartbeat_at > now() - interval '1 minute'
+              AND (cardinality(e.versions) = 0 OR w.app_version = ANY(e.versions)))
+           THEN 'no live executor runs application version ''' || w.app_version || ''''
+         ELSE 'waiting for room in queue ''' || coalesce(w.queue, '') || ''''
+       END AS reason
+  FROM :"schema".workflows w
+ WHERE w.status = 'pending' AND w.executor_id IS NULL;
 )durable_sql"},
 };
 
@@ -865,6 +891,7 @@ SELECT n.queue,
        count(w.id) FILTER (WHERE w.status = 'running'
                              OR (w.status = 'pending' AND w.executor_id IS NOT NULL)) AS running,
        count(w.id) FILTER (WHERE w.status = 'sleeping') AS sleeping,
+       coalesce(q.paused, false) AS paused,
        q.concurrency, q.worker_concurrency, q.rate_limit, q.rate_period_ms,
        round(extract(epoch FROM now() - min(coalesce(w.wake_at, w.created_at))
                  FILTER (WHERE w.status = 'pending' AND w.executor_id IS NULL
@@ -875,7 +902,7 @@ SELECT n.queue,
                WHERE queue IS NOT NULL AND status IN ('pending', 'running', 'sleeping')) n
   LEFT JOIN :"schema".queues q ON q.name = n.queue
   LEFT JOIN :"schema".workflows w ON w.queue = n.queue AND w.status IN ('pending', 'running', 'sleeping')
- GROUP BY n.queue, q.concurrency, q.worker_concurrency, q.rate_limit, q.rate_period_ms
+ GROUP BY n.queue, q.paused, q.concurrency, q.worker_concurrency, q.rate_limit, q.rate_period_ms
  ORDER BY n.queue) t)durable_sql"},
   {"admin_show",
    R"durable_sql(SELECT json_build_object(
@@ -1058,10 +1085,11 @@ SELECT jsonb_build_array(taken.payload)::text,
   FROM (SELECT DISTINCT unnest($1::text[]) AS name) q ORDER BY q.name)durable_sql"},
   {"queue_dispatch",
    R"durable_sql(WITH q AS (
-SELECT concurrency, worker_concurrency, rate_limit, rate_period_ms FROM :"schema".queues WHERE name = $2),
+SELECT concurrency, worker_concurrency, rate_limit, rate_period_ms, paused FROM :"schema".queues WHERE name = $2),
 budget AS (
 SELECT greatest(0, least(
   $4::integer,
+  (SELECT CASE WHEN q.paused THEN 0 END FROM q),
   (SELECT q.concurrency - (SELECT count(*) FROM :"schema".workflows
                             WHERE queue = $2 AND status = 'running') FROM q),
   (SELECT q.worker_concurrency - (SELECT count(*) FROM :"schema".workflows
@@ -1085,6 +1113,13 @@ RETURNING w.id, w.name, w.inputs::text, w.epoch,
           extract(epoch FROM w.deadline - now())::double precision, w.generation)durable_sql"},
   {"queue_lock",
    R"durable_sql(SELECT name FROM :"schema".queues WHERE name = $1 FOR UPDATE)durable_sql"},
+  {"queue_set_paused",
+   R"durable_sql(WITH up AS (
+INSERT INTO :"schema".queues (name, paused) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET paused = excluded.paused, updated_at = now()
+RETURNING name, paused)
+SELECT up.name, (SELECT count(*) FROM (SELECT pg_notify($3, up.name) WHERE NOT up.paused) n)
+  FROM up)durable_sql"},
   {"queue_upsert",
    R"durable_sql(INSERT INTO :"schema".queues (name, concurrency, worker_concurrency, rate_limit,
                        rate_period_ms)
@@ -1249,20 +1284,30 @@ RETURNING name, inputs::text, epoch)durable_sql"},
   {"workflow_continue",
    R"durable_sql(SELECT new_epoch, new_generation FROM :"schema".continue_as_new($1, $2, $3::jsonb))durable_sql"},
   {"workflow_enqueue",
-   R"durable_sql(WITH ins AS (
+   R"durable_sql(WITH deb AS (
+UPDATE :"schema".workflows w SET inputs = $3::jsonb, updated_at = now()
+ WHERE $11::text IS NOT NULL AND w.queue = $4 AND w.debounce_key = $11 AND w.name = $2
+   AND w.status = 'pending' AND w.executor_id IS NULL
+RETURNING w.id, w.name, w.inputs),
+ins AS (
 INSERT INTO :"schema".workflows (id, name, status, inputs, queue, priority, dedup_key, wake_at,
-                           app_version, deadline)
-VALUES ($1, $2, 'pending', $3::jsonb, $4, $5, $6,
-        CASE WHEN $7::bigint > 0 THEN now() + make_interval(secs => $7::double precision / 1000) END,
+                           app_version, deadline, debounce_key)
+SELECT $1, $2, 'pending', $3::jsonb, $4, $5, $6,
+        CASE WHEN greatest($7::bigint, $12::bigint) > 0
+             THEN now() + make_interval(secs => greatest($7::bigint, $12::bigint)::double precision / 1000) END,
         $8,
-        CASE WHEN $10::bigint > 0 THEN now() + make_interval(secs => $10::double precision / 1000) END)
+        CASE WHEN $10::bigint > 0 THEN now() + make_interval(secs => $10::double precision / 1000) END,
+        $11
+ WHERE NOT EXISTS (SELECT 1 FROM deb)
 ON CONFLICT DO NOTHING
 RETURNING id),
 woken AS (SELECT pg_notify($9, $4) FROM ins)
 SELECT true, $1::text, $2::text, $3::text, (SELECT count(*) FROM woken) FROM ins
 UNION ALL
+SELECT false, d.id, d.name, d.inputs::text, 0 FROM deb d
+UNION ALL
 (SELECT false, w.id, w.name, w.inputs::text, 0 FROM :"schema".workflows w
-WHERE NOT EXISTS (SELECT 1 FROM ins)
+WHERE NOT EXISTS (SELECT 1 FROM ins) AND NOT EXISTS (SELECT 1 FROM deb)
   AND (w.id = $1 OR (w.queue = $4 AND w.dedup_key = $6
                      AND w.status IN ('pending', 'running', 'sleeping')))
 ORDER BY w.id = $1 DESC LIMIT 1))durable_sql"},

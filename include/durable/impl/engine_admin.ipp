@@ -35,6 +35,17 @@ DURABLE_DECL asio::awaitable<void> engine::configure_queue_impl(const queue_opti
   }(s_, detail::queue_upsert(s_->st, q).st);
 }
 
+DURABLE_DECL asio::awaitable<void> engine::set_queue_paused_impl(std::string name, bool paused) {
+  auto s = s_;
+  if (name.empty()) throw error("pause_queue/resume_queue: the queue name must not be empty");
+  {
+    auto q = s->st.queue_set_paused(name, paused);  // named: GCC 12 (docs/concepts.md)
+    auto c = co_await s->pool.acquire();
+    co_await c->run(std::move(q.st));
+  }
+  if (!paused) s->wake_dispatcher();
+}
+
 DURABLE_DECL asio::awaitable<void> engine::configure_queue_hop(const queue_options& q) {
   return detail::on_strand(s_, configure_queue_impl(q));
 }

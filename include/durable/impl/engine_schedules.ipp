@@ -91,8 +91,10 @@ inline store::schedule_definition schedule_definition_of(const schedule_options&
 
 inline asio::awaitable<std::optional<schedule_info>> fetch_schedule(engine_state& s,
                                                                   const std::string& id) {
+  // Every query is named before its co_await (GCC 12, docs/concepts.md#gcc-12).
+  auto q = s.st.schedule_get(id);
   auto c = co_await s.pool.acquire();
-  auto row = co_await store::fetch_one(*c, s.st.schedule_get(id));
+  auto row = co_await store::fetch_one(*c, std::move(q));
   if (!row) co_return std::nullopt;
   co_return schedule_info_from(row->json);
 }
@@ -112,8 +114,9 @@ DURABLE_DECL asio::awaitable<void> engine::schedule_impl(std::string id, std::st
   opts.queue = queue;
   const auto def = detail::schedule_definition_of(opts, inputs, s->options.app_version,
                                                   std::int64_t(s->clock.now()));
+  auto q = s->st.schedule_upsert(def);
   auto c = co_await s->pool.acquire();
-  co_await c->run(s->st.schedule_upsert(def).st);
+  co_await c->run(std::move(q.st));
 }
 
 DURABLE_DECL asio::awaitable<bool> engine::set_schedule_paused_impl(std::string id, bool paused) {
@@ -129,8 +132,9 @@ DURABLE_DECL asio::awaitable<bool> engine::set_schedule_paused_impl(std::string 
     if (info->end_at) end = info->end_at->time_since_epoch().count();
     next = detail::first_slot_from(cron_expression::parse(info->cron), info->time_zone, from, end);
   }
+  auto q = s->st.schedule_set_paused(id, paused, next);
   auto c = co_await s->pool.acquire();
-  const auto rows = co_await store::fetch(*c, s->st.schedule_set_paused(id, paused, next));
+  const auto rows = co_await store::fetch(*c, std::move(q));
   co_return !rows.empty();
 }
 
@@ -148,7 +152,8 @@ DURABLE_DECL asio::awaitable<std::string> engine::trigger_schedule_impl(std::str
   auto c = co_await s->pool.acquire();
   const std::vector<std::string> ids{wid}, slots{local};
   const std::vector<double> wake{now};
-  co_await store::fetch(*c, s->st.schedule_start(id, ids, slots, wake));
+  auto q = s->st.schedule_start(id, ids, slots, wake);
+  co_await store::fetch(*c, std::move(q));
   co_return wid;
 }
 
@@ -174,15 +179,18 @@ DURABLE_DECL asio::awaitable<std::size_t> engine::backfill_schedule_impl(
     wake.push_back(slot.wake);
   }
   if (ids.empty()) co_return 0;
+  auto q = s->st.schedule_start(id, ids, locals, wake);
   auto c = co_await s->pool.acquire();
-  const auto started = co_await store::fetch(*c, s->st.schedule_start(id, ids, locals, wake));
+  const auto started = co_await store::fetch(*c, std::move(q));
   co_return started.size();
 }
 
 DURABLE_DECL asio::awaitable<bool> engine::delete_schedule_impl(std::string id) {
   auto s = s_;
+  auto q = s->st.schedule_delete(id);
   auto c = co_await s->pool.acquire();
-  co_return !(co_await store::fetch(*c, s->st.schedule_delete(id))).empty();
+  const auto rows = co_await store::fetch(*c, std::move(q));
+  co_return !rows.empty();
 }
 
 DURABLE_DECL asio::awaitable<std::vector<schedule_info>> engine::list_schedules_impl(
@@ -190,8 +198,9 @@ DURABLE_DECL asio::awaitable<std::vector<schedule_info>> engine::list_schedules_
   auto s = s_;
   std::vector<store::json_value> rows;
   {
+    auto q = s->st.schedules_list(prefix);
     auto c = co_await s->pool.acquire();
-    rows = co_await store::fetch(*c, s->st.schedules_list(prefix));
+    rows = co_await store::fetch(*c, std::move(q));
   }
   std::vector<schedule_info> out;
   for (const auto& r : rows) out.push_back(detail::schedule_info_from(r.json));

@@ -47,6 +47,14 @@ DURABLE_DECL void engine::check_enqueue(const enqueue_options& opts, const std::
     throw error("enqueue('" + name + "', '" + id + "'): the queue name must not be empty");
   if (opts.delay.count() < 0)
     throw error("enqueue('" + name + "', '" + id + "'): the delay must not be negative");
+  if (opts.debounce) {
+    const std::string head = "enqueue('" + name + "', '" + id + "'): debounce: ";
+    if (opts.debounce->key.empty()) throw error(head + "the key must not be empty");
+    if (opts.debounce->window.count() <= 0) throw error(head + "the window must be positive");
+    if (opts.dedup_key || opts.duplicate == on_duplicate::fail)
+      throw error(head + "a debounced enqueue takes no deduplication key and no "
+                         "on_duplicate::fail (the burst's enqueues all name one workflow)");
+  }
   // A workflow this process does not run may still be run by other executors; check the
   // arguments when the signature is known here.
   if (auto it = s_->registry.find(name); it != s_->registry.end())
@@ -104,7 +112,9 @@ DURABLE_DECL detail::enqueue_request engine::make_enqueue(const enqueue_options&
   req.q = s_->st.workflow_enqueue(workflow_id, name, req.inputs, opts.queue, opts.priority,
                                   opts.dedup_key, std::int64_t(opts.delay.count()),
                                   s_->options.app_version, s_->st.channel(),
-                                  std::int64_t(opts.timeout.count()));
+                                  std::int64_t(opts.timeout.count()),
+                                  opts.debounce ? std::optional(opts.debounce->key) : std::nullopt,
+                                  opts.debounce ? std::int64_t(opts.debounce->window.count()) : 0);
   return req;
 }
 

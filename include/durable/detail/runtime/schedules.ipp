@@ -81,9 +81,10 @@ inline std::vector<std::pair<store::due_schedule_row, schedule_plan>> plan_sched
 
 /// One round of firing; completes with the number of workflows it started.
 inline asio::awaitable<std::size_t> fire_schedules(std::shared_ptr<engine_state> s) {
+  auto q = s->st.schedules_due(schedules_per_tick);  // named: GCC 12 (docs/concepts.md)
   auto c = co_await s->pool.acquire();
   pg::transaction tx(*c);
-  auto due = co_await store::fetch(tx, s->st.schedules_due(schedules_per_tick));
+  auto due = co_await store::fetch(tx, std::move(q));
   if (due.empty()) co_return 0;  // the ROLLBACK travels with the connection's next statement
   const auto plans = plan_schedules(*s, std::move(due));
   std::uint64_t missed = 0, late = 0;
