@@ -42,16 +42,18 @@ long rss_kib() {
 
 std::string value(bench::raw_connection& c, const std::string& sql) {
   PGresult* r = PQexec(c.get(), sql.c_str());
-  std::string out = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0)
-                        ? PQgetvalue(r, 0, 0)
-                        : "";
+  std::string out =
+      PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0)
+          ? PQgetvalue(r, 0, 0)
+          : "";
   PQclear(r);
   return out;
 }
 
 double transactions(bench::raw_connection& c) {
-  return std::stod(value(c, "SELECT xact_commit + xact_rollback FROM pg_stat_database "
-                            "WHERE datname = current_database()"));
+  return std::stod(value(c,
+                         "SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                         "WHERE datname = current_database()"));
 }
 
 /// Runs the engine's loop for `d` on `io`.
@@ -76,10 +78,10 @@ struct lag {
 
 lag lag_of(bench::raw_connection& c, const std::string& column, const std::string& where,
            double t) {
-  PGresult* r = PQexec(c.get(), ("SELECT (extract(epoch FROM " + column + ") - " +
-                                 std::to_string(t) + ") * 1000 FROM " + schema +
-                                 ".workflows WHERE " + where + " ORDER BY 1")
-                                    .c_str());
+  PGresult* r =
+      PQexec(c.get(), ("SELECT (extract(epoch FROM " + column + ") - " + std::to_string(t) +
+                       ") * 1000 FROM " + schema + ".workflows WHERE " + where + " ORDER BY 1")
+                          .c_str());
   std::vector<double> v;
   for (int i = 0; i < PQntuples(r); ++i) v.push_back(std::stod(PQgetvalue(r, i, 0)));
   PQclear(r);
@@ -123,9 +125,11 @@ int main() {
   // ---- idle: 0 schedules, then 10 000 a day away
   const long rss_0 = rss_kib();
   const double rate_0 = idle_rate(io, c, 10s);
-  c.exec("INSERT INTO " + schema + ".schedules (id, cron, workflow_name, queue, next_fire_at) "
+  c.exec("INSERT INTO " + schema +
+         ".schedules (id, cron, workflow_name, queue, next_fire_at) "
          "SELECT 'idle-' || i, '0 3 * * *', 'noop', 'bench', now() + interval '1 day' "
-         "FROM generate_series(1, " + std::to_string(count) + ") i");
+         "FROM generate_series(1, " +
+         std::to_string(count) + ") i");
   pump(io, 2s);
   const long rss_1 = rss_kib();
   const double rate_1 = idle_rate(io, c, 10s);
@@ -134,7 +138,8 @@ int main() {
 
   // ---- floor: 10 000 workflows due at T, inserted in one statement
   const double t_floor = std::stod(value(c, "SELECT ceil(extract(epoch FROM now())) + 2"));
-  c.exec("INSERT INTO " + schema + ".workflows (id, name, status, inputs, queue, wake_at, "
+  c.exec("INSERT INTO " + schema +
+         ".workflows (id, name, status, inputs, queue, wake_at, "
          "app_version) SELECT 'floor-' || i, 'noop', 'pending', '[]', 'bench', to_timestamp(" +
          std::to_string(t_floor) + "), '' FROM generate_series(1, " + std::to_string(count) +
          ") i");
@@ -143,11 +148,13 @@ int main() {
 
   // ---- lag: 10 000 schedules due at the same second T
   const double t = std::stod(value(c, "SELECT ceil(extract(epoch FROM now())) + 3"));
-  c.exec("INSERT INTO " + schema + ".schedules (id, cron, workflow_name, queue, next_fire_at) "
-         "SELECT 'lag-' || i, '* * * * * *', 'noop', 'bench', to_timestamp(" + std::to_string(t) +
-         ") FROM generate_series(1, " + std::to_string(count) + ") i");
+  c.exec("INSERT INTO " + schema +
+         ".schedules (id, cron, workflow_name, queue, next_fire_at) "
+         "SELECT 'lag-' || i, '* * * * * *', 'noop', 'bench', to_timestamp(" +
+         std::to_string(t) + ") FROM generate_series(1, " + std::to_string(count) + ") i");
   // Fire that one slot only: the schedules end right after it.
-  c.exec("UPDATE " + schema + ".schedules SET end_at = to_timestamp(" + std::to_string(t + 1) + ")");
+  c.exec("UPDATE " + schema + ".schedules SET end_at = to_timestamp(" + std::to_string(t + 1) +
+         ")");
   wait_started(io, c, "starts_with(id, 'lag-')", count);
   const lag fired = lag_of(c, "created_at", "starts_with(id, 'lag-')", t);
   const lag started = lag_of(c, "started_at", "starts_with(id, 'lag-')", t);
@@ -156,19 +163,23 @@ int main() {
   std::printf("bench_schedules (%d schedules, one executor, heartbeat 1 s)\n", count);
   std::printf("  idle, server transactions/s:  0 schedules %.2f   %d idle schedules %.2f\n", rate_0,
               count, rate_1);
-  std::printf("  idle, executor RSS (KiB):     0 schedules %ld   %d idle: %ld after 2 s, %ld after "
-              "12 s (%+.1f bytes per schedule)\n",
-              rss_0, count, rss_1, rss_2, double(rss_2 - rss_0) * 1024.0 / count);
-  std::printf("  floor: %d workflows due at T, T to started:  median %.0f ms  p99 %.0f ms  max "
-              "%.0f ms\n",
-              count, floor_start.median_ms, floor_start.p99_ms, floor_start.max_ms);
-  std::printf("  %d schedules due at T, T to fired (created): median %.0f ms  p99 %.0f ms  max "
-              "%.0f ms\n",
-              count, fired.median_ms, fired.p99_ms, fired.max_ms);
-  std::printf("  %d schedules due at T, T to started:         median %.0f ms  p99 %.0f ms  max "
-              "%.0f ms  (%.2fx the floor's median)\n",
-              count, started.median_ms, started.p99_ms, started.max_ms,
-              floor_start.median_ms > 0 ? started.median_ms / floor_start.median_ms : 0.0);
+  std::printf(
+      "  idle, executor RSS (KiB):     0 schedules %ld   %d idle: %ld after 2 s, %ld after "
+      "12 s (%+.1f bytes per schedule)\n",
+      rss_0, count, rss_1, rss_2, double(rss_2 - rss_0) * 1024.0 / count);
+  std::printf(
+      "  floor: %d workflows due at T, T to started:  median %.0f ms  p99 %.0f ms  max "
+      "%.0f ms\n",
+      count, floor_start.median_ms, floor_start.p99_ms, floor_start.max_ms);
+  std::printf(
+      "  %d schedules due at T, T to fired (created): median %.0f ms  p99 %.0f ms  max "
+      "%.0f ms\n",
+      count, fired.median_ms, fired.p99_ms, fired.max_ms);
+  std::printf(
+      "  %d schedules due at T, T to started:         median %.0f ms  p99 %.0f ms  max "
+      "%.0f ms  (%.2fx the floor's median)\n",
+      count, started.median_ms, started.p99_ms, started.max_ms,
+      floor_start.median_ms > 0 ? started.median_ms / floor_start.median_ms : 0.0);
   std::printf("  slots fired by the executor: %llu, missed %llu\n",
               static_cast<unsigned long long>(m.schedule_slots_fired),
               static_cast<unsigned long long>(m.schedule_slots_missed));

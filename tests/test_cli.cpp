@@ -1042,7 +1042,8 @@ TEST_CASE("cli: schedules are listed, shown, paused, resumed, triggered, backfil
     s.cron = "0 3 * * *";
     s.time_zone = "Europe/Berlin";
     s.workflow = "order";
-    co_await eng.schedule(s, std::string("night"));
+    const std::string argument = "night";  // named: GCC 12
+    co_await eng.schedule(s, argument);
   });
   CHECK(contains(cli_in(schema, {"schedules"}).out, "nightly"));
   auto listed = cli_in(schema, {"schedules", "--json"}).parsed();
@@ -1069,8 +1070,8 @@ TEST_CASE("cli: schedules are listed, shown, paused, resumed, triggered, backfil
   CHECK(triggered["workflow_id"].get<std::string>().starts_with("nightly@trigger:"));
 
   // Three nights of November, twice: three workflows.
-  auto filled = cli_in(schema, {"schedule", "backfill", "nightly", "--from", "2026-11-01",
-                                "--to", "2026-11-03T23:00:00+01:00", "--json"})
+  auto filled = cli_in(schema, {"schedule", "backfill", "nightly", "--from", "2026-11-01", "--to",
+                                "2026-11-03T23:00:00+01:00", "--json"})
                     .parsed();
   CHECK(filled["started"] == 3);
   CHECK(cli_in(schema, {"schedule", "backfill", "nightly", "--from", "2026-11-01", "--to",
@@ -1078,12 +1079,12 @@ TEST_CASE("cli: schedules are listed, shown, paused, resumed, triggered, backfil
             .parsed()["started"] == 0);
   auto shown = cli_in(schema, {"show", "nightly@2026-11-02T03:00:00+01:00", "--json"});
   CHECK(shown.status == 0);
-  auto refused = cli_in(schema, {"schedule", "backfill", "nightly", "--from", "2026-01-01",
-                                 "--to", "2026-12-31", "--limit", "10"});
+  auto refused = cli_in(schema, {"schedule", "backfill", "nightly", "--from", "2026-01-01", "--to",
+                                 "2026-12-31", "--limit", "10"});
   CHECK(refused.status != 0);
   CHECK(contains(refused.err, "more than 10 slots"));
-  auto bad_time = cli_in(schema, {"schedule", "backfill", "nightly", "--from", "yesterday",
-                                  "--to", "2026-12-31"});
+  auto bad_time = cli_in(
+      schema, {"schedule", "backfill", "nightly", "--from", "yesterday", "--to", "2026-12-31"});
   CHECK(bad_time.status == 2);
   CHECK(contains(bad_time.err, "--from"));
 

@@ -80,7 +80,7 @@ std::string wid(int round, int w) {
 }  // namespace
 
 TEST_CASE("workflows survive 50+ SIGKILLs with every effect once and no journal row rewritten",
-          "[crash][process]") {
+          "[crash][process][slow]") {
   const std::string schema = test::fresh_schema("crash");
   g_effects = test::q(schema) + ".effects";
   const std::string steps = test::q(schema) + ".steps";
@@ -354,7 +354,7 @@ TEST_CASE("a killed executor's workflow is taken over after its lease and finish
 }
 
 TEST_CASE("a database restart in the middle of a takeover leaves nothing stranded",
-          "[executors][process][restart]") {
+          "[executors][process][restart][slow]") {
   const char* restart = std::getenv("DURABLE_TEST_RESTART_CMD");
   if (!restart || !*restart) {
     WARN("DURABLE_TEST_RESTART_CMD is not set (external server): skipping the restart test");

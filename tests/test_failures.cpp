@@ -355,7 +355,7 @@ TEST_CASE("a journal row the server refuses parks the workflow and the step runs
   SECTION("a value holding a NUL character") { expect_refused("nul_value", "nul", "22P05"); }
 }
 
-TEST_CASE("a value over jsonb's size limit parks the workflow", "[failure][refused][large]") {
+TEST_CASE("a value over jsonb's size limit parks the workflow", "[failure][refused][large][slow]") {
   probe.reset();
   const auto schema = test::fresh_schema("huge");
   with_engine(
@@ -1055,7 +1055,7 @@ TEST_CASE("the heartbeat is withheld while journal writes hang past the lease",
 }
 
 TEST_CASE("after backends are killed for seconds, runs waiting to claim again resume soon after",
-          "[failure][io][kill]") {
+          "[failure][io][kill][slow]") {
   probe.reset();
   events = {};
   const auto schema = test::fresh_schema("storm");

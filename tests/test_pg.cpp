@@ -1132,9 +1132,8 @@ asio::awaitable<void> schema_round_trip(std::string schema) {
   CHECK(again == 0);
   co_await listener->listen(st.channel());
 
-  auto enqueue =
-      st.workflow_enqueue("w-1", "wf", "[1]", "q-1", 0, std::nullopt, 0, "", st.channel(), 0,
-                          std::nullopt, 0);
+  auto enqueue = st.workflow_enqueue("w-1", "wf", "[1]", "q-1", 0, std::nullopt, 0, "",
+                                     st.channel(), 0, std::nullopt, 0);
   auto r = co_await store::fetch(*c, std::move(enqueue));
   REQUIRE(r.size() == 1);
   CHECK(r[0].created);

@@ -35,8 +35,7 @@ std::string ids(const detail::schedule_plan& p) {
 
 }  // namespace
 
-TEST_CASE("schedule plan: a slot found in time runs, and the next one follows it",
-          "[schedule]") {
+TEST_CASE("schedule plan: a slot found in time runs, and the next one follows it", "[schedule]") {
   for (auto policy : {catch_up::skip, catch_up::latest, catch_up::all}) {
     const auto p = plan_firing(hourly(policy), double(t0) + 0.4);
     REQUIRE(p.run.size() == 1);
@@ -105,8 +104,7 @@ TEST_CASE("schedule plan: all is bounded by catch_up_max, keeping the most recen
   CHECK(p.late == 2);
 }
 
-TEST_CASE("schedule plan: a slot at or after end_at does not run, and none follows",
-          "[schedule]") {
+TEST_CASE("schedule plan: a slot at or after end_at does not run, and none follows", "[schedule]") {
   auto d = hourly(catch_up::all);
   d.end_at = t0 + 2 * 3600;  // 00:00 and 01:00 only
   const auto p = plan_firing(d, double(t0 + 5 * 3600));
@@ -128,15 +126,26 @@ TEST_CASE("schedule plan: jitter delays a slot the same way on every executor", 
         detail::slot_jitter_ms("sync@2026-12-01T01:00:00+00:00", 30000));
 }
 
-TEST_CASE("schedule plan: a day of every-second slots is walked within a bound", "[schedule]") {
+TEST_CASE("schedule plan: two days of every-second slots are walked within a bound", "[schedule]") {
   due_schedule d = hourly(catch_up::skip);
   d.cron = "* * * * * *";
-  const auto p = plan_firing(d, double(t0 + 86400 * 2));
-  // The walk stops at max_slots_walked; every slot it saw was missed, and the next slot is
-  // the first after now.
-  CHECK(p.run.empty());
-  CHECK(p.missed >= std::int64_t(detail::max_slots_walked));
-  CHECK(*p.next == t0 + 86400 * 2 + 1);
+  const std::int64_t now = t0 + 2 * 86400;
+  const auto p = plan_firing(d, double(now));
+  // The walk stops at max_slots_walked and starts again near now: the 61 slots within
+  // late_after (60 s) run; every other one of the 172 801 is counted missed, none twice.
+  CHECK(p.run.size() == 61);
+  CHECK(p.run.front().at.time_since_epoch().count() == now - 60);
+  CHECK(p.missed == 172801 - 61);
+  CHECK(*p.next == now + 1);
+  CHECK(*p.last_slot == now);
+  // catch_up::all runs the most recent catch_up_max missed ones, not the oldest.
+  d.policy = catch_up::all;
+  const auto all = plan_firing(d, double(now));
+  REQUIRE(all.run.size() == 100 + 61);
+  CHECK(all.run.front().at.time_since_epoch().count() == now - 60 - 100);
+  CHECK(all.run.front().late);
+  CHECK(all.late == 100);
+  CHECK(all.missed == 172801 - 161);
 }
 
 TEST_CASE("schedule plan: slots of a local time zone carry its offset", "[schedule]") {

@@ -130,11 +130,11 @@ void takeover_with_skew(const char* offset, int skew_s) {
 }  // namespace
 
 TEST_CASE("waits taken over by an executor whose clock is an hour ahead end on the server's time",
-          "[skew][process]") {
+          "[skew][process][slow]") {
   takeover_with_skew("+1h", 3600);
 }
 
 TEST_CASE("waits taken over by an executor whose clock is an hour behind end on the server's time",
-          "[skew][process]") {
+          "[skew][process][slow]") {
   takeover_with_skew("-1h", -3600);
 }

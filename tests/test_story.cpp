@@ -587,7 +587,7 @@ TEST_CASE("story: 400 is a permanent error, one call and a dead letter at once",
 // ---- (e) ------------------------------------------------------------------------------------
 
 TEST_CASE("story: killed during a backoff, a new process goes on with the next attempt",
-          "[story][retry][process]") {
+          "[story][retry][process][slow]") {
   probe.reset();
   g_unload = 0ms;
   SECTION("the backoff is waited out in memory") {}

@@ -386,8 +386,9 @@ public:
                                  std::string(opts.time_zone), std::string(opts.workflow),
                                  std::string(opts.queue), opts, std::move(encoded));
           };
-          return detail::launch<void>(s_->ex, std::forward<decltype(token)>(token),
-                                      [&] { return detail::on_strand(s_, body()); }, body);
+          return detail::launch<void>(
+              s_->ex, std::forward<decltype(token)>(token),
+              [&] { return detail::on_strand(s_, body()); }, body);
         },
         std::forward<ArgsAndToken>(args)...);
   }
@@ -395,13 +396,13 @@ public:
   template <class CompletionToken = detail::default_token>
   [[nodiscard]] auto pause_schedule(std::string id, CompletionToken&& token = {}) {
     return admin_call<bool>(std::forward<CompletionToken>(token),
-                               [this, id] { return set_schedule_paused_impl(id, true); });
+                            [this, id] { return set_schedule_paused_impl(id, true); });
   }
   /// Resumes it from the first slot after now: the slots that passed while paused do not run.
   template <class CompletionToken = detail::default_token>
   [[nodiscard]] auto resume_schedule(std::string id, CompletionToken&& token = {}) {
     return admin_call<bool>(std::forward<CompletionToken>(token),
-                               [this, id] { return set_schedule_paused_impl(id, false); });
+                            [this, id] { return set_schedule_paused_impl(id, false); });
   }
   /// Starts one run of the schedule now, outside its timetable ("<id>@trigger:<time>"),
   /// paused or not; completes with its workflow id. Throws durable::error if there is no such
@@ -409,7 +410,7 @@ public:
   template <class CompletionToken = detail::default_token>
   [[nodiscard]] auto trigger_schedule(std::string id, CompletionToken&& token = {}) {
     return admin_call<std::string>(std::forward<CompletionToken>(token),
-                                      [this, id] { return trigger_schedule_impl(id); });
+                                   [this, id] { return trigger_schedule_impl(id); });
   }
   /// Starts the workflows of every slot in [from, to] (at most `limit`, else nothing starts
   /// and durable::error says how many there are); a slot whose workflow exists is left alone,
@@ -426,13 +427,14 @@ public:
   template <class CompletionToken = detail::default_token>
   [[nodiscard]] auto delete_schedule(std::string id, CompletionToken&& token = {}) {
     return admin_call<bool>(std::forward<CompletionToken>(token),
-                               [this, id] { return delete_schedule_impl(id); });
+                            [this, id] { return delete_schedule_impl(id); });
   }
   /// The schedules whose id starts with `prefix` ("" for all), by id.
   template <class CompletionToken = detail::default_token>
   [[nodiscard]] auto list_schedules(std::string prefix = {}, CompletionToken&& token = {}) {
     return admin_call<std::vector<schedule_info>>(
-        std::forward<CompletionToken>(token), [this, prefix] { return list_schedules_impl(prefix); });
+        std::forward<CompletionToken>(token),
+        [this, prefix] { return list_schedules_impl(prefix); });
   }
 
   [[nodiscard]] const std::string& executor_id() const noexcept { return s_->options.executor_id; }

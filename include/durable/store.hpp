@@ -338,6 +338,7 @@ public:
                  d.late_after_ms, d.jitter_ms, d.start_at, d.end_at, d.next_fire_at, d.paused,
                  d.pass_slot)};
   }
+  [[nodiscard]] query<json_value> server_now() const { return {call("server_now")}; }
   [[nodiscard]] query<json_value> schedule_get(const std::string& id) const {
     return {call("schedule_get", id)};
   }
@@ -366,8 +367,8 @@ public:
   };
   [[nodiscard]] query<taken_workflow> schedules_fire(const schedule_firing& f) const {
     return {call("schedules_fire", f.ids, f.expected, f.next, f.last_slot, f.fired, f.missed,
-                 f.late, f.last_workflow, f.slot_schedules, f.slot_ids, f.slot_locals,
-                 f.slot_wake, channel())};
+                 f.late, f.last_workflow, f.slot_schedules, f.slot_ids, f.slot_locals, f.slot_wake,
+                 channel())};
   }
   [[nodiscard]] query<taken_workflow> schedule_start(const std::string& id,
                                                      const std::vector<std::string>& workflow_ids,

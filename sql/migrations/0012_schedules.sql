@@ -51,10 +51,10 @@ SELECT s.id, s.cron, s.time_zone, s.workflow_name, s.queue, s.paused, s.catch_up
 -- Flow control for operators: a paused queue dispatches nothing (what runs finishes).
 ALTER TABLE :"schema".queues ADD COLUMN paused boolean NOT NULL DEFAULT false;
 
--- Debounce (enqueue_options::debounce): at most one workflow per queue and key waits to be
+-- Debounce (enqueue_options::debounce): at most one workflow per queue, name and key waits to be
 -- dispatched; a burst of enqueues with the key updates its arguments instead of adding one.
 ALTER TABLE :"schema".workflows ADD COLUMN debounce_key text;
-CREATE UNIQUE INDEX workflows_debounce ON :"schema".workflows (queue, debounce_key)
+CREATE UNIQUE INDEX workflows_debounce ON :"schema".workflows (queue, name, debounce_key)
   WHERE debounce_key IS NOT NULL AND status = 'pending' AND executor_id IS NULL;
 
 -- The queued view says when a workflow waits because its queue is paused.

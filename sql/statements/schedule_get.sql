@@ -14,7 +14,7 @@ SELECT json_build_object(
   'last_fired_at', s.last_fired_at, 'last_workflow_id', s.last_workflow_id,
   'last_status', w.status, 'fired', s.fired, 'missed', s.missed, 'late', s.late,
   'created_at', s.created_at, 'updated_at', s.updated_at,
-  'now', extract(epoch FROM now())::bigint)::text
+  'now', extract(epoch FROM now())::double precision)::text
   FROM :"schema".schedules s
   LEFT JOIN :"schema".workflows w ON w.id = s.last_workflow_id
  WHERE s.id = $1

@@ -19,8 +19,10 @@
 -- $18 pass_slot boolean
 --
 -- Creates schedule $1 or replaces its definition (times in Unix seconds). An update keeps the
--- pause, the counters and the last fire; the next slot is the one the caller computed from now
--- (a slot already fired is not fired again: its workflow id exists). One row: true if created.
+-- pause, the counters and the last fire, and keeps the next slot unless the timetable (cron,
+-- time zone, start, end) changed: then the next slot is $16, the one the caller computed from
+-- now (a slot already fired is not fired again: its workflow id exists). One row: true if
+-- created.
 INSERT INTO :"schema".schedules AS s (id, cron, time_zone, workflow_name, inputs, queue, priority,
        timeout_ms, app_version, catch_up, catch_up_max, late_after_ms, jitter_ms, start_at, end_at,
        next_fire_at, paused, pass_slot)
@@ -32,5 +34,9 @@ ON CONFLICT (id) DO UPDATE SET cron = excluded.cron, time_zone = excluded.time_z
   app_version = excluded.app_version, catch_up = excluded.catch_up,
   catch_up_max = excluded.catch_up_max, late_after_ms = excluded.late_after_ms,
   jitter_ms = excluded.jitter_ms, start_at = excluded.start_at, end_at = excluded.end_at,
-  next_fire_at = excluded.next_fire_at, pass_slot = excluded.pass_slot, updated_at = now()
+  next_fire_at = CASE WHEN s.cron = excluded.cron AND s.time_zone = excluded.time_zone
+                           AND s.start_at IS NOT DISTINCT FROM excluded.start_at
+                           AND s.end_at IS NOT DISTINCT FROM excluded.end_at
+                      THEN s.next_fire_at ELSE excluded.next_fire_at END,
+  pass_slot = excluded.pass_slot, updated_at = now()
 RETURNING (xmax = 0)

@@ -13,8 +13,9 @@
 -- $12 slot_wake double precision[]
 -- $13 channel text
 --
--- Fires due schedules, in one statement: for each schedule $1[i] whose next slot is still
--- $2[i] (Unix seconds) and that is not paused, moves the next slot to $3[i] (null: none left)
+-- Fires due schedules, in one statement, in the transaction of schedules_due, which holds
+-- their rows locked ($2, the next slot read, is kept for the record): for each schedule $1[i]
+-- that is not paused, moves the next slot to $3[i] (null: none left)
 -- and adds to its counters; and for each slot j of a schedule so advanced, inserts workflow
 -- $10[j] (pending in the schedule's queue, due at $12[j], Unix seconds; with the schedule's
 -- pass_slot, $11[j] as its first argument). A workflow id that exists is left alone, so a slot
@@ -32,7 +33,7 @@ adv AS (
          fired = s.fired + f.fired, missed = s.missed + f.missed, late = s.late + f.late,
          updated_at = now()
     FROM f
-   WHERE s.id = f.id AND s.next_fire_at = to_timestamp(f.expected) AND NOT s.paused
+   WHERE s.id = f.id AND NOT s.paused
   RETURNING s.id, s.workflow_name, s.inputs, s.queue, s.priority, s.timeout_ms, s.app_version,
             s.pass_slot),
 ins AS (

@@ -150,8 +150,9 @@ int main(int argc, char** argv) {
   schedule->add_option("ID", id, "schedule id")->required();
   schedule->add_option("--from", from, "backfill: first time (2026-12-01T00:00:00Z, 2026-12-01)");
   schedule->add_option("--to", to, "backfill: last time, included");
-  schedule->add_option("--limit", backfill_limit,
-                       "backfill: refuse (start nothing) beyond this many slots")
+  schedule
+      ->add_option("--limit", backfill_limit,
+                   "backfill: refuse (start nothing) beyond this many slots")
       ->capture_default_str();
 
   std::string queue_name;

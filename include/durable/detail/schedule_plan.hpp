@@ -42,9 +42,11 @@ struct schedule_plan {
   std::int64_t late = 0;                  ///< slots that run late
 };
 
-/// The most slots one firing walks through (an every-second schedule down for a day has
-/// 86 400); beyond it the rest are counted missed without being looked at one by one.
-inline constexpr std::size_t max_slots_walked = 100000;
+/// The most slots one firing walks through from the next slot (an every-second schedule down
+/// for a day has 86 400): a few milliseconds at most. Beyond it the slots not walked are
+/// counted missed from the walk's pace, and catch_up::all walks again from a point just before
+/// the most recent missed slots it must run.
+inline constexpr std::size_t max_slots_walked = 10000;
 
 /// The workflow id of schedule `id`'s slot `local` (format_slot's text).
 inline std::string slot_workflow_id(const std::string& id, const std::string& local) {
@@ -77,27 +79,48 @@ inline schedule_plan plan_firing(const due_schedule& d, double now) {
   using std::chrono::sys_seconds;
   const cron_expression expr = cron_expression::parse(d.cron);
   schedule_plan plan;
-  const auto ends = [&](sys_seconds s) { return d.end_at && s.time_since_epoch().count() >= *d.end_at; };
+  const auto ends = [&](sys_seconds s) {
+    return d.end_at && s.time_since_epoch().count() >= *d.end_at;
+  };
+  const auto secs = [](sys_seconds s) { return s.time_since_epoch().count(); };
   const double late_from = now - double(d.late_after_ms) / 1000.0;
   std::vector<sys_seconds> on_time, missed;
-  std::optional<sys_seconds> cur = sys_seconds(std::chrono::seconds(d.next_fire_at));
-  std::size_t walked = 0;
-  bool truncated = false;
-  while (cur && double(cur->time_since_epoch().count()) <= now && !ends(*cur)) {
-    if (++walked > max_slots_walked) {
-      truncated = true;
-      break;
+  // Walks from `from` (a slot) through the slots that have come, up to `limit` of them; true
+  // if it stopped at the limit.
+  const auto walk = [&](std::optional<sys_seconds> cur, std::size_t limit) {
+    std::size_t walked = 0;
+    for (; cur && double(secs(*cur)) <= now && !ends(*cur);
+         cur = expr.next_after(*cur, d.time_zone)) {
+      if (++walked > limit) return true;
+      (double(secs(*cur)) >= late_from ? on_time : missed).push_back(*cur);
+      plan.last_slot = secs(*cur);
     }
-    (double(cur->time_since_epoch().count()) >= late_from ? on_time : missed).push_back(*cur);
-    plan.last_slot = cur->time_since_epoch().count();
-    cur = expr.next_after(*cur, d.time_zone);
+    return false;
+  };
+  const sys_seconds first{std::chrono::seconds(d.next_fire_at)};
+  if (walk(first, max_slots_walked) && !missed.empty()) {
+    // Too many slots came to look at each: the ones not walked are missed (counted from the
+    // walk's pace), and the walk starts again near now, so that the slots in time and the most
+    // recent missed ones are the ones seen.
+    const double pace = std::max(1.0, double(secs(missed.back()) - secs(first)) /
+                                          double(std::max<std::size_t>(1, missed.size() - 1)));
+    const std::size_t before = missed.size();
+    const double restart = late_from - pace * double(std::max(d.catch_up_max, 1) + 1);
+    const auto again = expr.next_after(sys_seconds(std::chrono::seconds(std::int64_t(
+                                           std::max(restart, double(secs(missed.back())))))),
+                                       d.time_zone);
+    plan.missed +=
+        std::max<std::int64_t>(0, std::int64_t((restart - double(secs(missed.back()))) / pace));
+    on_time.clear();
+    missed.clear();
+    (void)walk(again, max_slots_walked);
+    plan.missed += std::int64_t(before);
   }
-  if (truncated) {
-    // The slots not walked are all missed, and older than now: go on from now.
-    cur = expr.next_after(sys_seconds(std::chrono::seconds(std::int64_t(now))), d.time_zone);
-    plan.missed += 1;  // at least the one that stopped the walk
-  }
-  if (cur && !ends(*cur)) plan.next = cur->time_since_epoch().count();
+  std::optional<sys_seconds> cur =
+      plan.last_slot
+          ? expr.next_after(sys_seconds(std::chrono::seconds(*plan.last_slot)), d.time_zone)
+          : std::optional<sys_seconds>(first);
+  if (cur && !ends(*cur)) plan.next = secs(*cur);
 
   std::vector<sys_seconds> late_runs;
   switch (d.policy) {

@@ -642,7 +642,7 @@ CREATE TRIGGER workflows_history AFTER UPDATE OF status, executor_id
 ALTER TABLE :"schema".workflows VALIDATE CONSTRAINT workflows_status_check;
 )durable_sql"},
   {12, "schedules", "schedules, paused queues, debounce",
-   "c34b500362abdb3f7afd565613f919916fb0a7bc7d8bc084846c48b2e9081a63",
+   "e54b0bcc5cfc3ef6f8deeed009893ef3c32cf7920404d54318806bb3ff92de38",
    R"durable_sql(-- schedules, paused queues, debounce
 -- Cron schedules that start workflows (docs/schedules.md). A schedule's row is its whole state:
 -- executors fire the due ones from their maintenance tick with one SKIP LOCKED query over the
@@ -696,10 +696,10 @@ SELECT s.id, s.cron, s.time_zone, s.workflow_name, s.queue, s.paused, s.catch_up
 -- Flow control for operators: a paused queue dispatches nothing (what runs finishes).
 ALTER TABLE :"schema".queues ADD COLUMN paused boolean NOT NULL DEFAULT false;
 
--- Debounce (enqueue_options::debounce): at most one workflow per queue and key waits to be
+-- Debounce (enqueue_options::debounce): at most one workflow per queue, name and key waits to be
 -- dispatched; a burst of enqueues with the key updates its arguments instead of adding one.
 ALTER TABLE :"schema".workflows ADD COLUMN debounce_key text;
-CREATE UNIQUE INDEX workflows_debounce ON :"schema".workflows (queue, debounce_key)
+CREATE UNIQUE INDEX workflows_debounce ON :"schema".workflows (queue, name, debounce_key)
   WHERE debounce_key IS NOT NULL AND status = 'pending' AND executor_id IS NULL;
 
 -- The queued view says when a workflow waits because its queue is paused.
@@ -1141,14 +1141,15 @@ rate_period_ms = excluded.rate_period_ms, updated_at = now())durable_sql"},
   'last_fired_at', s.last_fired_at, 'last_workflow_id', s.last_workflow_id,
   'last_status', w.status, 'fired', s.fired, 'missed', s.missed, 'late', s.late,
   'created_at', s.created_at, 'updated_at', s.updated_at,
-  'now', extract(epoch FROM now())::bigint)::text
+  'now', extract(epoch FROM now())::double precision)::text
   FROM :"schema".schedules s
   LEFT JOIN :"schema".workflows w ON w.id = s.last_workflow_id
  WHERE s.id = $1)durable_sql"},
   {"schedule_set_paused",
    R"durable_sql(UPDATE :"schema".schedules
-   SET paused = $2,
-       next_fire_at = CASE WHEN $2 THEN next_fire_at ELSE to_timestamp($3::bigint) END,
+   SET next_fire_at = CASE WHEN paused AND NOT $2 THEN to_timestamp($3::bigint)
+                           ELSE next_fire_at END,
+       paused = $2,
        updated_at = now()
  WHERE id = $1
 RETURNING id)durable_sql"},
@@ -1181,11 +1182,15 @@ ON CONFLICT (id) DO UPDATE SET cron = excluded.cron, time_zone = excluded.time_z
   app_version = excluded.app_version, catch_up = excluded.catch_up,
   catch_up_max = excluded.catch_up_max, late_after_ms = excluded.late_after_ms,
   jitter_ms = excluded.jitter_ms, start_at = excluded.start_at, end_at = excluded.end_at,
-  next_fire_at = excluded.next_fire_at, pass_slot = excluded.pass_slot, updated_at = now()
+  next_fire_at = CASE WHEN s.cron = excluded.cron AND s.time_zone = excluded.time_zone
+                           AND s.start_at IS NOT DISTINCT FROM excluded.start_at
+                           AND s.end_at IS NOT DISTINCT FROM excluded.end_at
+                      THEN s.next_fire_at ELSE excluded.next_fire_at END,
+  pass_slot = excluded.pass_slot, updated_at = now()
 RETURNING (xmax = 0))durable_sql"},
   {"schedules_due",
    R"durable_sql(SELECT s.id, s.cron, s.time_zone, s.catch_up, s.catch_up_max, s.late_after_ms, s.jitter_ms,
-       extract(epoch FROM s.end_at)::bigint, extract(epoch FROM s.next_fire_at)::bigint,
+       ceil(extract(epoch FROM s.end_at))::bigint, ceil(extract(epoch FROM s.next_fire_at))::bigint,
        extract(epoch FROM now())::double precision
   FROM :"schema".schedules s
  WHERE NOT s.paused AND s.next_fire_at IS NOT NULL AND s.next_fire_at <= now()
@@ -1206,7 +1211,7 @@ adv AS (
          fired = s.fired + f.fired, missed = s.missed + f.missed, late = s.late + f.late,
          updated_at = now()
     FROM f
-   WHERE s.id = f.id AND s.next_fire_at = to_timestamp(f.expected) AND NOT s.paused
+   WHERE s.id = f.id AND NOT s.paused
   RETURNING s.id, s.workflow_name, s.inputs, s.queue, s.priority, s.timeout_ms, s.app_version,
             s.pass_slot),
 ins AS (
@@ -1237,11 +1242,13 @@ SELECT i.id FROM ins i, (SELECT count(*) FROM woken) n)durable_sql"},
   'last_fired_at', s.last_fired_at, 'last_workflow_id', s.last_workflow_id,
   'last_status', w.status, 'fired', s.fired, 'missed', s.missed, 'late', s.late,
   'created_at', s.created_at, 'updated_at', s.updated_at,
-  'now', extract(epoch FROM now())::bigint)::text
+  'now', extract(epoch FROM now())::double precision)::text
   FROM :"schema".schedules s
   LEFT JOIN :"schema".workflows w ON w.id = s.last_workflow_id
  WHERE starts_with(s.id, $1)
  ORDER BY s.id)durable_sql"},
+  {"server_now",
+   R"durable_sql(SELECT extract(epoch FROM now())::double precision)durable_sql"},
   {"step_append",
    R"durable_sql(SELECT :"schema".append_step($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9,
                       to_timestamp($10::double precision)))durable_sql"},

@@ -59,9 +59,13 @@ inline store::schedule_definition schedule_definition_of(const schedule_options&
     bad("the id must not contain '@' (a slot's workflow id is '<id>@<slot>')");
   if (o.workflow.empty()) bad("the workflow name must not be empty");
   if (o.queue.empty()) bad("the queue must not be empty");
-  if (o.catch_up_max <= 0) bad("catch_up_max must be positive");
-  if (o.late_after.count() <= 0) bad("late_after must be positive");
-  if (o.jitter.count() < 0 || o.timeout.count() < 0) bad("jitter and timeout must not be negative");
+  using std::chrono::hours;
+  if (o.catch_up_max <= 0 || o.catch_up_max > 100000) bad("catch_up_max must be in 1-100000");
+  if (o.late_after.count() <= 0 || o.late_after > hours(24 * 366))
+    bad("late_after must be positive and at most a year");
+  if (o.jitter.count() < 0 || o.jitter > hours(24)) bad("jitter must be in 0-24 h");
+  if (o.timeout.count() < 0 || o.timeout > hours(24 * 3660))
+    bad("timeout must be in 0 (none) to 10 years");
   if (o.start_at && o.end_at && *o.end_at <= *o.start_at) bad("end_at must be after start_at");
   const cron_expression expr = cron_expression::parse(o.cron);  // names the bad field
   check_time_zone(o.time_zone);
@@ -82,21 +86,35 @@ inline store::schedule_definition schedule_definition_of(const schedule_options&
   d.jitter_ms = o.jitter.count();
   if (o.start_at) d.start_at = o.start_at->time_since_epoch().count();
   if (o.end_at) d.end_at = o.end_at->time_since_epoch().count();
-  d.next_fire_at =
-      first_slot_from(expr, zone, std::max(now + 1, d.start_at.value_or(0)), d.end_at);
+  d.next_fire_at = first_slot_from(expr, zone, std::max(now + 1, d.start_at.value_or(0)), d.end_at);
   d.paused = o.paused;
   d.pass_slot = o.pass_slot;
   return d;
 }
 
-inline asio::awaitable<std::optional<schedule_info>> fetch_schedule(engine_state& s,
-                                                                  const std::string& id) {
+/// A schedule, and the server's clock when it was read.
+struct fetched_schedule {
+  schedule_info info;
+  double now = 0;
+};
+
+inline asio::awaitable<std::optional<fetched_schedule>> fetch_schedule(engine_state& s,
+                                                                       const std::string& id) {
   // Every query is named before its co_await (GCC 12, docs/concepts.md#gcc-12).
   auto q = s.st.schedule_get(id);
   auto c = co_await s.pool.acquire();
   auto row = co_await store::fetch_one(*c, std::move(q));
   if (!row) co_return std::nullopt;
-  co_return schedule_info_from(row->json);
+  co_return fetched_schedule{schedule_info_from(row->json),
+                             nlohmann::json::parse(row->json).at("now").get<double>()};
+}
+
+/// The server's clock now (Unix seconds): schedules count from it, not from this host's.
+inline asio::awaitable<double> server_now(engine_state& s) {
+  auto q = s.st.server_now();
+  auto c = co_await s.pool.acquire();
+  auto row = co_await store::fetch_one(*c, std::move(q));
+  co_return std::stod(row->json);
 }
 
 }  // namespace detail
@@ -112,8 +130,9 @@ DURABLE_DECL asio::awaitable<void> engine::schedule_impl(std::string id, std::st
   opts.time_zone = time_zone;
   opts.workflow = workflow;
   opts.queue = queue;
-  const auto def = detail::schedule_definition_of(opts, inputs, s->options.app_version,
-                                                  std::int64_t(s->clock.now()));
+  const double now = co_await detail::server_now(*s);
+  const auto def =
+      detail::schedule_definition_of(opts, inputs, s->options.app_version, std::int64_t(now));
   auto q = s->st.schedule_upsert(def);
   auto c = co_await s->pool.acquire();
   co_await c->run(std::move(q.st));
@@ -123,10 +142,11 @@ DURABLE_DECL asio::awaitable<bool> engine::set_schedule_paused_impl(std::string 
   auto s = s_;
   std::optional<std::int64_t> next;
   if (!paused) {
-    const auto info = co_await detail::fetch_schedule(*s, id);
-    if (!info) co_return false;
+    const auto fetched = co_await detail::fetch_schedule(*s, id);
+    if (!fetched) co_return false;
+    const schedule_info* info = &fetched->info;
     // The first slot after now on the server's clock: the slots of the pause do not run.
-    const auto from = std::max(std::int64_t(s->clock.now()) + 1,
+    const auto from = std::max(std::int64_t(fetched->now) + 1,
                                info->start_at ? info->start_at->time_since_epoch().count() : 0);
     std::optional<std::int64_t> end;
     if (info->end_at) end = info->end_at->time_since_epoch().count();
@@ -140,10 +160,11 @@ DURABLE_DECL asio::awaitable<bool> engine::set_schedule_paused_impl(std::string 
 
 DURABLE_DECL asio::awaitable<std::string> engine::trigger_schedule_impl(std::string id) {
   auto s = s_;
-  const auto info = co_await detail::fetch_schedule(*s, id);
-  if (!info) throw error("trigger_schedule: there is no schedule '" + id + "'");
+  const auto fetched = co_await detail::fetch_schedule(*s, id);
+  if (!fetched) throw error("trigger_schedule: there is no schedule '" + id + "'");
+  const schedule_info* info = &fetched->info;
   // Named after the moment on the server's clock, to the millisecond.
-  const double now = s->clock.now();
+  const double now = fetched->now;
   const auto secs = std::chrono::sys_seconds(std::chrono::seconds(std::int64_t(now)));
   const auto ms = std::int64_t((now - double(secs.time_since_epoch().count())) * 1000);
   const std::string local = format_slot(secs, info->time_zone);
@@ -153,22 +174,26 @@ DURABLE_DECL asio::awaitable<std::string> engine::trigger_schedule_impl(std::str
   const std::vector<std::string> ids{wid}, slots{local};
   const std::vector<double> wake{now};
   auto q = s->st.schedule_start(id, ids, slots, wake);
-  co_await store::fetch(*c, std::move(q));
+  const auto started = co_await store::fetch(*c, std::move(q));
+  if (started.empty())
+    throw error("trigger_schedule('" + id +
+                "'): nothing was started: the schedule was deleted "
+                "meanwhile, or another trigger took the same millisecond; try again");
   co_return wid;
 }
 
 DURABLE_DECL asio::awaitable<std::size_t> engine::backfill_schedule_impl(
-    std::string id, std::chrono::sys_seconds from, std::chrono::sys_seconds to,
-    std::size_t limit) {
+    std::string id, std::chrono::sys_seconds from, std::chrono::sys_seconds to, std::size_t limit) {
   auto s = s_;
   if (to < from) throw error("backfill_schedule('" + id + "'): `to` is before `from`");
-  const auto info = co_await detail::fetch_schedule(*s, id);
-  if (!info) throw error("backfill_schedule: there is no schedule '" + id + "'");
+  const auto fetched = co_await detail::fetch_schedule(*s, id);
+  if (!fetched) throw error("backfill_schedule: there is no schedule '" + id + "'");
+  const schedule_info* info = &fetched->info;
   const auto expr = cron_expression::parse(info->cron);
   std::vector<std::string> ids, locals;
   std::vector<double> wake;
-  for (auto at = expr.next_after(from - std::chrono::seconds(1), info->time_zone);
-       at && *at <= to; at = expr.next_after(*at, info->time_zone)) {
+  for (auto at = expr.next_after(from - std::chrono::seconds(1), info->time_zone); at && *at <= to;
+       at = expr.next_after(*at, info->time_zone)) {
     if (ids.size() == limit)
       throw error("backfill_schedule('" + id + "'): more than " + std::to_string(limit) +
                   " slots between the two times; nothing was started. Backfill a shorter "

@@ -52,8 +52,9 @@ DURABLE_DECL void engine::check_enqueue(const enqueue_options& opts, const std::
     if (opts.debounce->key.empty()) throw error(head + "the key must not be empty");
     if (opts.debounce->window.count() <= 0) throw error(head + "the window must be positive");
     if (opts.dedup_key || opts.duplicate == on_duplicate::fail)
-      throw error(head + "a debounced enqueue takes no deduplication key and no "
-                         "on_duplicate::fail (the burst's enqueues all name one workflow)");
+      throw error(head +
+                  "a debounced enqueue takes no deduplication key and no "
+                  "on_duplicate::fail (the burst's enqueues all name one workflow)");
   }
   // A workflow this process does not run may still be run by other executors; check the
   // arguments when the signature is known here.

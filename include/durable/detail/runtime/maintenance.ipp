@@ -22,6 +22,7 @@ inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
   auto timer = s->maintenance;
   failure_reporter problems("maintenance");
   failure_reporter schedule_problems("schedules");
+  schedule_reports schedule_notes;
   // Our own unfinished workflows that ran nowhere here at the previous tick.
   std::set<std::string, std::less<>> suspected;
   for (;;) {
@@ -110,7 +111,7 @@ inline asio::awaitable<void> maintenance(std::shared_ptr<engine_state> s) {
     // Schedules whose slot has come (runtime/schedules.ipp).
     if (s->options.fire_schedules && !s->stopping) {
       try {
-        (void)co_await fire_schedules(s);
+        co_await fire_schedules(s, schedule_notes);
         schedule_problems.ok(*s);
       } catch (const std::exception& e) {
         schedule_problems.failed(*s, "firing schedules failed: " + describe_io_failure(e) +

@@ -5,6 +5,7 @@
 // held per schedule between ticks: no timer, no coroutine, no memory.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -43,9 +44,17 @@ inline store::schedule_firing schedule_firing_of(
   return f;
 }
 
-/// The plans of the due schedules `due`; reports the ones that cannot fire, and missed slots.
+/// What a firing round reports at most once a minute (a schedule that cannot fire stays due
+/// and is looked at every tick).
+struct schedule_reports {
+  std::chrono::steady_clock::time_point last_plan_error{};
+};
+
+/// The plans of the due schedules `due`. A schedule whose plan fails (its zone is missing from
+/// this host's tz database, say) is left out: it stays due, unchanged, for an executor that can
+/// fire it or for a fix; the failure is reported (once a minute).
 inline std::vector<std::pair<store::due_schedule_row, schedule_plan>> plan_schedules(
-    engine_state& s, std::vector<store::due_schedule_row> due) {
+    engine_state& s, std::vector<store::due_schedule_row> due, schedule_reports& reports) {
   std::vector<std::pair<store::due_schedule_row, schedule_plan>> plans;
   plans.reserve(due.size());
   for (auto& row : due) {
@@ -65,9 +74,14 @@ inline std::vector<std::pair<store::due_schedule_row, schedule_plan>> plan_sched
     try {
       plan = plan_firing(d, row.now);
     } catch (const std::exception& e) {
-      s.report(severity::error, "schedules", "",
-               "schedule '" + row.id + "' cannot fire and is stopped (no next slot): " +
-                   e.what() + "; fix it with engine::schedule() and it fires again");
+      const auto now = std::chrono::steady_clock::now();
+      if (now - reports.last_plan_error > std::chrono::minutes(1)) {
+        reports.last_plan_error = now;
+        s.report(severity::error, "schedules", "",
+                 "schedule '" + row.id + "' cannot fire on this executor and stays due: " +
+                     e.what() + "; fix it with engine::schedule(), or install the time zone");
+      }
+      continue;
     }
     if (plan.missed > 0)
       s.report(severity::warning, "schedules", "",
@@ -79,14 +93,18 @@ inline std::vector<std::pair<store::due_schedule_row, schedule_plan>> plan_sched
   return plans;
 }
 
-/// One round of firing; completes with the number of workflows it started.
-inline asio::awaitable<std::size_t> fire_schedules(std::shared_ptr<engine_state> s) {
+/// One round of firing: up to schedules_per_tick due schedules, in one transaction. Completes
+/// with the number of due schedules it locked (a full round means more may be due).
+inline asio::awaitable<std::size_t> fire_round(std::shared_ptr<engine_state> s,
+                                               schedule_reports& reports) {
   auto q = s->st.schedules_due(schedules_per_tick);  // named: GCC 12 (docs/concepts.md)
   auto c = co_await s->pool.acquire();
   pg::transaction tx(*c);
   auto due = co_await store::fetch(tx, std::move(q));
+  const std::size_t locked = due.size();
   if (due.empty()) co_return 0;  // the ROLLBACK travels with the connection's next statement
-  const auto plans = plan_schedules(*s, std::move(due));
+  const auto plans = plan_schedules(*s, std::move(due), reports);
+  if (plans.empty()) co_return locked;
   std::uint64_t missed = 0, late = 0;
   for (const auto& p : plans) {
     missed += std::uint64_t(p.second.missed);
@@ -101,7 +119,15 @@ inline asio::awaitable<std::size_t> fire_schedules(std::shared_ptr<engine_state>
   s->counters.schedule_slots_fired.add(started);
   s->counters.schedule_slots_missed.add(missed);
   s->counters.schedule_slots_late.add(late);
-  co_return started;
+  co_return locked;
+}
+
+/// Fires what is due: rounds while they come back full, at most four per tick (other
+/// executors take the rest meanwhile, SKIP LOCKED).
+inline asio::awaitable<void> fire_schedules(std::shared_ptr<engine_state> s,
+                                            schedule_reports& reports) {
+  for (int round = 0; round < 4 && !s->stopping; ++round)
+    if (co_await fire_round(s, reports) < std::size_t(schedules_per_tick)) co_return;
 }
 
 }  // namespace durable::detail
