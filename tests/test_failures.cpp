@@ -425,8 +425,8 @@ TEST_CASE("a value over max_value_bytes parks the workflow until the limit is ra
 }
 
 // [slow]: under ASan at -O0 on two cores the heartbeat's worst age here is 600-820 ms against a
-// 300 ms lease (measured 2026-12-02, with and without schedule firing), so the sanitizer run
-// would fail on the machine's speed, not on the engine; the GCC run keeps the check.
+// 300 ms lease (measured 2026-12-02, also with schedule firing cut to once a second), so a run
+// under ASan fails on the machine's speed, not on the engine; the GCC run keeps the check.
 TEST_CASE("a large value that takes longer than the lease to write keeps the heartbeat going",
           "[failure][large][lease][slow]") {
   probe.reset();
