@@ -125,12 +125,9 @@ retry hourly_retries() {
 
 asio::awaitable<int> flaky(context& ctx) {
   // Fails 7 times, then succeeds: 1 + 2 + ... + 64 minutes of backoff, over two hours.
-  static int attempts = 0;
-  attempts = 0;
   co_return co_await ctx.step(
       "call",
       [](const step_info& i) {
-        ++attempts;
         if (i.attempt < 8) throw std::runtime_error("HTTP 503");
         return i.attempt;
       },
