@@ -238,7 +238,7 @@ asio::awaitable<std::vector<attempt_row>> attempts_of(pg::connection& c, std::st
 /// failure lies between started_at and ended_at (ended_at is when the row was written, a little
 /// after), and the times are rounded to milliseconds.
 bool backoff_ok(const attempt_row& t, long backoff_ms) {
-  return t.next >= t.started + backoff_ms - 2 && t.next <= t.ended + backoff_ms + 2;
+  return t.next >= t.started + backoff_ms - 5 && t.next <= t.ended + backoff_ms + 5;
 }
 
 /// What workflow_dead_letter said, if awaiting the workflow's result threw it.
@@ -489,7 +489,10 @@ TEST_CASE("story: 503 until the retries run out is a dead letter, retry() then s
         CHECK(t.error_type == "std::runtime_error");
         CHECK_THAT(t.error_message, Catch::Contains("HTTP 503"));
         CHECK(t.started > 0);
-        CHECK(t.ended >= t.started);
+        // started_at is the engine's estimate of the server's clock (a reading plus the
+        // steady time since), ended_at the server's now(): they agree within the reading's
+        // uncertainty, not exactly (CI once saw ended 1 ms before started).
+        CHECK(t.ended >= t.started - 5);
         if (i < 2) {  // the backoff: 50 ms, then 100 ms (no jitter)
           CHECK(backoff_ok(t, 50L << i));
           CHECK(tries[i + 1].started >= t.next - 2);  // the next attempt waited for it
