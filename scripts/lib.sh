@@ -26,7 +26,10 @@ DURABLE_PG_PASSWORD="durable-test-pw"
 # libhowardhinnant-date-dev, tzdata: schedules' time zones (durable/cron.hpp, /usr/share/zoneinfo).
 DURABLE_REQUIRED_PACKAGES=(g++ cmake ninja-build git libpq-dev libasio-dev libfmt-dev
                            nlohmann-json3-dev catch2 libbenchmark-dev postgresql clang-format
-                           libcli11-dev prometheus faketime libhowardhinnant-date-dev tzdata)
+                           libcli11-dev prometheus faketime libhowardhinnant-date-dev tzdata
+                           librestinio-dev)
+# The web console's browser tests (tests/console/, label browser; the GCC build runs them).
+DURABLE_BROWSER_PACKAGES=(chromium chromium-driver python3-selenium)
 DURABLE_JOBS="$(nproc 2>/dev/null || echo 2)"
 
 durable_log() { printf '[durable] %s\n' "$*" >&2; }

@@ -1079,6 +1079,14 @@ TEST_CASE("cli: schedules are listed, shown, paused, resumed, triggered, backfil
             .parsed()["started"] == 0);
   auto shown = cli_in(schema, {"show", "nightly@2026-11-02T03:00:00+01:00", "--json"});
   CHECK(shown.status == 0);
+  // A schedule's runs, by id prefix (a plain prefix: '_' and '%' are no wildcards).
+  CHECK(
+      cli_in(schema, {"list", "--id-prefix", "nightly@", "--json"}).parsed()["workflows"].size() ==
+      4);
+  auto one_night = cli_in(schema, {"list", "--id-prefix", "nightly@2026-11-02", "--json"}).parsed();
+  REQUIRE(one_night["workflows"].size() == 1);
+  CHECK(one_night["workflows"][0]["id"] == "nightly@2026-11-02T03:00:00+01:00");
+  CHECK(cli_in(schema, {"list", "--id-prefix", "night_", "--json"}).parsed()["workflows"].empty());
   auto refused = cli_in(schema, {"schedule", "backfill", "nightly", "--from", "2026-01-01", "--to",
                                  "2026-12-31", "--limit", "10"});
   CHECK(refused.status != 0);

@@ -244,6 +244,96 @@ TEST_CASE("schedules: catch-up after a 3-hour outage follows each policy", "[sch
                  last_fired + " + interval '10 minutes'") == 3);
 }
 
+TEST_CASE("schedules: spring forward and fall back fire through the executors as documented",
+          "[schedule]") {
+  // The server-free cron tests (test_cron.cpp) check the slots; this one checks that the firing
+  // path starts exactly those runs, with the local time and offset in their ids. Each schedule
+  // is made due at a slot before a 2026 transition (as after an outage), with catch_up::all and
+  // an end before the next slot that is not listed.
+  const std::string schema = test::fresh_schema("sched_dst");
+  struct dst_case {
+    const char* id;
+    const char* cron;
+    const char* zone;
+    const char* first;  // the slot it is made due at (UTC)
+    std::int64_t end;   // end_at (Unix seconds)
+    std::vector<std::string> runs;
+  };
+  const std::vector<dst_case> cases = {
+      // 2026-03-29: 02:00 CET becomes 03:00 CEST; 02:00 and 02:30 collapse into 03:00.
+      {"berlin-spring",
+       "*/30 * * * *",
+       "Europe/Berlin",
+       "2026-03-29 00:30:00+00",
+       1774748700,  // 2026-03-29T01:45:00Z
+       {"berlin-spring@2026-03-29T01:30:00+01:00", "berlin-spring@2026-03-29T03:00:00+02:00",
+        "berlin-spring@2026-03-29T03:30:00+02:00"}},
+      // 2026-10-25: 03:00 CEST becomes 02:00 CET; the repeated hour fires once.
+      {"berlin-fall",
+       "*/30 * * * *",
+       "Europe/Berlin",
+       "2026-10-25 00:00:00+00",
+       1792894500,  // 2026-10-25T02:15:00Z
+       {"berlin-fall@2026-10-25T02:00:00+02:00", "berlin-fall@2026-10-25T02:30:00+02:00",
+        "berlin-fall@2026-10-25T03:00:00+01:00"}},
+      // 2026-03-08: 02:00 EST becomes 03:00 EDT.
+      {"ny-spring",
+       "*/30 * * * *",
+       "America/New_York",
+       "2026-03-08 06:30:00+00",
+       1772955900,  // 2026-03-08T07:45:00Z
+       {"ny-spring@2026-03-08T01:30:00-05:00", "ny-spring@2026-03-08T03:00:00-04:00",
+        "ny-spring@2026-03-08T03:30:00-04:00"}},
+      // 2026-11-01: 02:00 EDT becomes 01:00 EST; 01:30 is lived twice and fires in EDT only.
+      {"ny-fall",
+       "30 1 * * *",
+       "America/New_York",
+       "2026-10-31 05:30:00+00",
+       1793620800,  // 2026-11-02T12:00:00Z
+       {"ny-fall@2026-10-31T01:30:00-04:00", "ny-fall@2026-11-01T01:30:00-04:00",
+        "ny-fall@2026-11-02T01:30:00-05:00"}},
+  };
+  for (const dst_case& c : cases) {
+    schedule_options o;
+    o.id = c.id;
+    o.cron = c.cron;
+    o.time_zone = c.zone;
+    o.workflow = "tick";
+    o.pass_slot = true;
+    o.policy = catch_up::all;
+    o.catch_up_max = 100;
+    o.end_at = std::chrono::sys_seconds(std::chrono::seconds(c.end));
+    create_schedule(schema, o);
+    CHECK(sql_value("UPDATE " + q(schema) + ".schedules SET next_fire_at = '" + c.first +
+                    "' WHERE id = '" + c.id + "'")
+              .empty());
+  }
+  test::with_open_engine(
+      firing(schema, "dst"), [](engine& e) { e.register_workflow("tick", tick); },
+      [&](engine&) -> asio::awaitable<void> {
+        for (int i = 0; i < 400; ++i) {
+          if (sql_long("SELECT count(*) FROM " + q(schema) +
+                       ".schedules WHERE next_fire_at IS NOT NULL") == 0)
+            break;
+          co_await test::sleep_ms(25);
+        }
+      });
+  CHECK(sql_long("SELECT count(*) FROM " + q(schema) +
+                 ".schedules WHERE next_fire_at IS NOT NULL") == 0);  // each ended at end_at
+  for (const dst_case& c : cases) {
+    INFO(c.id);
+    const std::string ids = sql_value("SELECT string_agg(id, ' ' ORDER BY id) FROM " + q(schema) +
+                                      ".workflows WHERE starts_with(id, '" + c.id + "@')");
+    std::string expected;
+    for (const std::string& r : c.runs) expected += (expected.empty() ? "" : " ") + r;
+    CHECK(ids == expected);
+    // Each run was given its slot, as written in its id.
+    CHECK(sql_long("SELECT count(*) FROM " + q(schema) + ".workflows WHERE starts_with(id, '" +
+                   c.id + "@') AND inputs = jsonb_build_array(substr(id, length('" + c.id +
+                   "') + 2))") == long(c.runs.size()));
+  }
+}
+
 TEST_CASE("schedules: a paused schedule fires nothing, and resumes after the pause", "[schedule]") {
   const std::string schema = test::fresh_schema("sched_pause");
   create_schedule(schema, every_second("p"));

@@ -380,7 +380,7 @@ public:
   /// Workflows, newest first, filtered (see sql/statements/admin_list.sql).
   struct list_filter {
     std::vector<std::string> statuses;  ///< empty: any
-    std::optional<std::string> name, queue, executor;
+    std::optional<std::string> name, queue, executor, id_prefix;
     std::optional<double> since_s, until_s;         ///< created at most / at least this long ago
     std::optional<std::string> since_at, until_at;  ///< timestamps, parsed by the server
     std::int64_t limit = 50, offset = 0;
@@ -390,7 +390,7 @@ public:
   [[nodiscard]] query<json_value> admin_list(const list_filter& f) const {
     return {call("admin_list", detail::text_array(f.statuses), f.name, f.queue, f.executor,
                  f.since_s, f.since_at, f.until_s, f.until_at, f.limit, f.offset,
-                 f.after_created_at, f.after_id)};
+                 f.after_created_at, f.after_id, f.id_prefix)};
   }
   /// One JSON object about workflow `id`: workflow, history, steps, children, inbox, events.
   [[nodiscard]] query<json_value> admin_show(const std::string& id) const {
@@ -417,6 +417,8 @@ public:
     return {call("admin_import", document, new_id, reason)};
   }
   [[nodiscard]] query<json_value> admin_queues() const { return {call("admin_queues")}; }
+  /// The console's overview charts: {"hour": [...], "day": [...]} (console_series.sql).
+  [[nodiscard]] query<json_value> console_series() const { return {call("console_series")}; }
   /// Executors; alive when they heartbeat within `lease_s`.
   [[nodiscard]] query<json_value> admin_executors(double lease_s) const {
     return {call("admin_executors", lease_s)};

@@ -11,6 +11,7 @@
 -- $10 offset bigint
 -- $11 after_created_at timestamptz, null allowed
 -- $12 after_id text, null allowed
+-- $13 id_prefix text, null = any
 --
 -- ---- operator queries (the `durable` command-line program) ----------------------------
 -- Each returns its rows as JSON objects (row_to_json), columns in order, so that the
@@ -18,7 +19,8 @@
 -- $1 statuses (text[], empty = all), $2 name, $3 queue, $4 executor (each NULL = any),
 -- created: $5 at most this many seconds ago, $6 at or after, $7 at least this many
 -- seconds ago, $8 before (each NULL = unbounded), $9 limit, $10 offset, $11 and $12 the
--- cursor: only rows after (created_at $11, id $12) in the order (NULL: from the start).
+-- cursor: only rows after (created_at $11, id $12) in the order (NULL: from the start),
+-- $13 only ids that start with it (a schedule's runs: '<schedule>@').
 -- Newest first. steps: the steps `durable show` lists, journal rows and steps with
 -- attempts but no row yet (retrying, failed for good, reset, due), counted for the rows
 -- returned only. reason: why it is where it is; an error of an earlier run (last_error)
@@ -40,6 +42,7 @@ SELECT w.id, w.name, w.status, w.queue, w.executor_id AS executor, w.created_at,
    AND ($2::text IS NULL OR w.name = $2::text)
    AND ($3::text IS NULL OR w.queue = $3::text)
    AND ($4::text IS NULL OR w.executor_id = $4::text)
+   AND ($13::text IS NULL OR starts_with(w.id, $13::text))
    AND ($5::double precision IS NULL
         OR w.created_at >= now() - make_interval(secs => $5::double precision))
    AND ($6::timestamptz IS NULL OR w.created_at >= $6::timestamptz)

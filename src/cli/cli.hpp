@@ -5,6 +5,7 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
 #include <cstdint>
 #include <exception>
 #include <nlohmann/json.hpp>
@@ -178,7 +179,7 @@ void print_action(const settings& g, const std::string& verb, const std::string&
 
 struct list_args {
   std::vector<std::string> statuses;
-  std::string name, queue, executor, since, until, after;
+  std::string name, queue, executor, id_prefix, since, until, after;
   std::int64_t limit = 50, offset = 0;
 };
 
@@ -188,6 +189,11 @@ int cmd_queues(session& s, const settings& g);
 int cmd_executors(session& s, const settings& g, double lease_s);
 int cmd_stats(session& s, const settings& g, double lease_s);
 int cmd_metrics(session& s, double lease_s, const std::string& listen);
+/// "HOST:PORT" ("[::1]:9464" for IPv6) as an endpoint; a failure (bad usage) otherwise.
+asio::ip::tcp::endpoint parse_listen(const std::string& text);
+/// Serves the web console (ui.cpp) until SIGINT or SIGTERM.
+int cmd_ui(session& s, double lease_s, const std::string& listen,
+           const std::vector<std::string>& allowed_hosts);
 
 // ---- the verbs that act (actions.cpp) --------------------------------------------------------
 

@@ -8,7 +8,8 @@
 
 // The parts: cli.hpp (what they share), output.cpp (durations, tables, JSON, errors), read.cpp
 // (list, show, queues, executors, stats), metrics.cpp, actions.cpp (cancel, resume, retry, fork,
-// send, gc, migrate); this file holds main: the verbs, their options, and the dispatch.
+// send, gc, migrate), ui.cpp (the web console); this file holds main: the verbs, their options, and
+// the dispatch.
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -70,6 +71,8 @@ int main(int argc, char** argv) {
   list->add_option("--name", la.name, "only workflows of this name");
   list->add_option("--queue", la.queue, "only workflows of this queue");
   list->add_option("--executor", la.executor, "only workflows owned by this executor id");
+  list->add_option("--id-prefix", la.id_prefix,
+                   "only ids that start with this (a schedule's runs: --id-prefix 'nightly@')");
   list->add_option("--since", la.since, "created within this long (2h, 7d) or since a timestamp");
   list->add_option("--until", la.until, "created at least this long ago, or before a timestamp");
   list->add_option("--limit", la.limit, "rows per page")->check(CLI::Range(1, 100000));
@@ -174,6 +177,17 @@ int main(int argc, char** argv) {
   metrics->add_option("--lease", lease, "heartbeat age under which an executor is alive")
       ->capture_default_str();
 
+  std::string ui_listen = "127.0.0.1:8080";
+  std::vector<std::string> allowed_hosts;
+  auto* ui = app.add_subcommand("ui", "serve the web console (read-only pages) until Ctrl-C");
+  ui->add_option("--listen", ui_listen, "HOST:PORT to serve on; port 0 picks a free one")
+      ->capture_default_str();
+  ui->add_option("--allow-host", allowed_hosts,
+                 "a Host name the console answers for besides loopback (a reverse proxy's); "
+                 "repeatable; * for any");
+  ui->add_option("--lease", lease, "heartbeat age under which an executor is alive")
+      ->capture_default_str();
+
   // Any argument may hold a password (a URL or conninfo in the wrong place, a --database
   // value): no message of the program shows it (report() redacts them all).
   for (int i = 1; i < argc; ++i) hide_secrets_of(argv[i]);
@@ -235,6 +249,7 @@ int main(int argc, char** argv) {
     if (importing->parsed()) return cmd_import(s, g, file, new_id);
     if (stats->parsed()) return cmd_stats(s, g, lease_s);
     if (metrics->parsed()) return cmd_metrics(s, lease_s, listen);
+    if (ui->parsed()) return cmd_ui(s, lease_s, ui_listen, allowed_hosts);
   } catch (...) {
     return explain(g);
   }

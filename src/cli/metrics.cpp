@@ -93,6 +93,8 @@ asio::awaitable<std::string> database_exposition(session& s, double lease_s) {
   co_return w.take();
 }
 
+}  // namespace
+
 /// "HOST:PORT" ("[::1]:9464" for IPv6) as an endpoint.
 asio::ip::tcp::endpoint parse_listen(const std::string& text) {
   const auto colon = text.rfind(':');
@@ -119,8 +121,6 @@ asio::ip::tcp::endpoint parse_listen(const std::string& text) {
                   "--listen: '" + one_line(host) + "' is not an IP address: " + ec.message());
   return {address, static_cast<unsigned short>(port)};
 }
-
-}  // namespace
 
 int cmd_metrics(session& s, double lease_s, const std::string& listen) {
   if (listen.empty()) {

@@ -43,6 +43,7 @@ int cmd_list(session& s, const settings& g, const list_args& a) {
   if (!a.name.empty()) f.name = a.name;
   if (!a.queue.empty()) f.queue = a.queue;
   if (!a.executor.empty()) f.executor = a.executor;
+  if (!a.id_prefix.empty()) f.id_prefix = a.id_prefix;
   time_bound(a.since, f.since_s, f.since_at);
   time_bound(a.until, f.until_s, f.until_at);
   f.limit = a.limit + 1;  // one more: is there a next page?

@@ -871,6 +871,7 @@ SELECT w.id, w.name, w.status, w.queue, w.executor_id AS executor, w.created_at,
    AND ($2::text IS NULL OR w.name = $2::text)
    AND ($3::text IS NULL OR w.queue = $3::text)
    AND ($4::text IS NULL OR w.executor_id = $4::text)
+   AND ($13::text IS NULL OR starts_with(w.id, $13::text))
    AND ($5::double precision IS NULL
         OR w.created_at >= now() - make_interval(secs => $5::double precision))
    AND ($6::timestamptz IS NULL OR w.created_at >= $6::timestamptz)
@@ -1017,6 +1018,46 @@ SELECT :"schema".append_step($4, $5, $6, $2, 'child', 'succeeded', to_jsonb($1::
                        to_timestamp($7::double precision)),
        (SELECT count(pg_notify($9, '')) FROM ins)
  WHERE NOT EXISTS (SELECT 1 FROM other))durable_sql"},
+  {"console_series",
+   R"durable_sql(WITH bounds AS (
+  SELECT date_trunc('minute', now()) AS minute, date_trunc('hour', now()) AS hour),
+happened AS (
+  SELECT 'started' AS what, w.created_at AS at FROM :"schema".workflows w, bounds b
+   WHERE w.created_at >= b.hour - interval '23 hours'
+  UNION ALL
+  SELECT 'finished', w.completed_at FROM :"schema".workflows w, bounds b
+   WHERE w.completed_at >= b.hour - interval '23 hours'
+     AND w.status IN ('succeeded', 'cancelled')
+  UNION ALL
+  SELECT 'failed', w.updated_at FROM :"schema".workflows w, bounds b
+   WHERE w.updated_at >= b.hour - interval '23 hours'
+     AND w.status IN ('failed', 'dead_letter')),
+per_minute AS (
+  SELECT date_trunc('minute', h.at) AS at, count(*) FILTER (WHERE h.what = 'started') AS started,
+         count(*) FILTER (WHERE h.what = 'finished') AS finished,
+         count(*) FILTER (WHERE h.what = 'failed') AS failed
+    FROM happened h, bounds b WHERE h.at >= b.minute - interval '59 minutes' GROUP BY 1),
+per_hour AS (
+  SELECT date_trunc('hour', h.at) AS at, count(*) FILTER (WHERE h.what = 'started') AS started,
+         count(*) FILTER (WHERE h.what = 'finished') AS finished,
+         count(*) FILTER (WHERE h.what = 'failed') AS failed
+    FROM happened h GROUP BY 1)
+SELECT json_build_object(
+  'hour', (SELECT json_agg(json_build_object(
+                    'at', extract(epoch FROM g)::bigint, 'started', coalesce(m.started, 0),
+                    'finished', coalesce(m.finished, 0), 'failed', coalesce(m.failed, 0))
+                  ORDER BY g)
+             FROM bounds b
+             CROSS JOIN generate_series(b.minute - interval '59 minutes', b.minute,
+                                        interval '1 minute') g
+             LEFT JOIN per_minute m ON m.at = g),
+  'day', (SELECT json_agg(json_build_object(
+                   'at', extract(epoch FROM g)::bigint, 'started', coalesce(h.started, 0),
+                   'finished', coalesce(h.finished, 0), 'failed', coalesce(h.failed, 0))
+                 ORDER BY g)
+            FROM bounds b
+            CROSS JOIN generate_series(b.hour - interval '23 hours', b.hour, interval '1 hour') g
+            LEFT JOIN per_hour h ON h.at = g))::text)durable_sql"},
   {"event_get",
    R"durable_sql(SELECT value::text FROM :"schema".events WHERE workflow_id = $1 AND key = $2)durable_sql"},
   {"event_set",

@@ -5,6 +5,7 @@
 // held per schedule between ticks: no timer, no coroutine, no memory.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -122,12 +123,19 @@ inline asio::awaitable<std::size_t> fire_round(std::shared_ptr<engine_state> s,
   co_return locked;
 }
 
-/// Fires what is due: rounds while they come back full, at most four per tick (other
-/// executors take the rest meanwhile, SKIP LOCKED).
+/// Fires what is due: rounds while they come back full, for at most half a tick (at least
+/// 100 ms), so that a minute with thousands of slots fires within about a tick while the
+/// takeover check of the next tick is delayed by half a tick at most. Other executors take the
+/// rest meanwhile (SKIP LOCKED).
 inline asio::awaitable<void> fire_schedules(std::shared_ptr<engine_state> s,
                                             schedule_reports& reports) {
-  for (int round = 0; round < 4 && !s->stopping; ++round)
+  using clock = std::chrono::steady_clock;
+  const auto budget =
+      std::max<clock::duration>(s->options.heartbeat_interval / 2, std::chrono::milliseconds(100));
+  const auto until = clock::now() + budget;
+  do {
     if (co_await fire_round(s, reports) < std::size_t(schedules_per_tick)) co_return;
+  } while (!s->stopping && clock::now() < until);
 }
 
 }  // namespace durable::detail

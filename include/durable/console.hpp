@@ -1,0 +1,61 @@
+// The web console (docs/console.md): pages for the people on call, served over HTTP from the
+// application's own process or from `durable ui`. Compiled separately (the durable::console
+// target, src/console/); this header pulls in no HTTP library.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace asio {
+class io_context;
+}
+
+namespace durable {
+
+class engine;
+
+struct console_options {
+  /// Where to listen. Loopback by default: the console shows inputs and outputs of workflows.
+  std::string address = "127.0.0.1";
+  /// 0: any free port (port() says which).
+  std::uint16_t port = 8080;
+  /// Host headers accepted besides the loopback names and `address` (a reverse proxy's public
+  /// name, for example); "*" accepts any. A request naming another host is refused, which keeps
+  /// a page on another site from reaching a loopback console through DNS rebinding.
+  std::vector<std::string> allowed_hosts;
+  /// An executor whose heartbeat is older than this counts as dead on the pages (seconds).
+  double lease_s = 30;
+  /// Rows per page of the workflow list at most (a request for more is refused).
+  std::int64_t max_page = 500;
+};
+
+/// Serves the console on `io` with the statements and the pool of `eng` (an engine opened by
+/// the application, or one that is never opened, as `durable ui` uses). Pages are read-only.
+/// The engine and the io_context must outlive the console.
+class console {
+public:
+  console(asio::io_context& io, engine& eng, console_options options = {});
+  ~console();
+  console(const console&) = delete;
+  console& operator=(const console&) = delete;
+
+  /// Binds and listens; call it before `io` runs or on its thread. Throws std::runtime_error
+  /// when the address cannot be bound (in use, not local) and std::invalid_argument for an
+  /// address that is not an IP address.
+  void start();
+  /// Stops listening and closes the connections; call it on the io_context's thread (or when it
+  /// does not run).
+  void stop();
+  /// The port it listens on (after start()).
+  [[nodiscard]] std::uint16_t port() const noexcept;
+  /// http://address:port/
+  [[nodiscard]] std::string url() const;
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+}  // namespace durable

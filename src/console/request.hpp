@@ -1,0 +1,155 @@
+// The console's request parameters: what a page may ask for, checked before anything reaches
+// the database (pure functions; tests/test_console.cpp).
+#pragma once
+
+#include <cctype>
+#include <charconv>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "durable/states.hpp"
+#include "durable/store.hpp"
+
+namespace durable::console_detail {
+
+using params = std::map<std::string, std::string>;
+
+/// A request that asks for something that cannot be (400, with the message).
+struct bad_request : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+/// Nothing has the id asked for (404).
+struct not_found : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Whether a request's Host header names this console: a loopback name, the listen address,
+/// or one of `allowed` ("*": any), each with or without a port.
+inline bool host_allowed(std::string_view host, std::string_view listen,
+                         const std::vector<std::string>& allowed) {
+  for (const auto& a : allowed)
+    if (a == "*") return true;
+  if (host.empty()) return false;
+  // The name without its port: "[::1]:8080" -> "::1", "localhost:8080" -> "localhost".
+  std::string_view name = host;
+  if (name.front() == '[') {
+    const auto end = name.find(']');
+    if (end == std::string_view::npos) return false;
+    name = name.substr(1, end - 1);
+  } else if (const auto colon = name.rfind(':'); colon != std::string_view::npos) {
+    name = name.substr(0, colon);
+  }
+  std::string lower(name);
+  for (auto& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "localhost" || lower == "127.0.0.1" || lower == "::1" || lower == listen)
+    return true;
+  for (const auto& a : allowed)
+    if (lower == a) return true;
+  return false;
+}
+
+/// "90s", "15m", "2h", "7d" as seconds; nullopt when `text` is not a relative age.
+inline std::optional<double> relative_age(std::string_view text) {
+  if (text.size() < 2) return std::nullopt;
+  double unit = 0;
+  switch (text.back()) {
+    case 's':
+      unit = 1;
+      break;
+    case 'm':
+      unit = 60;
+      break;
+    case 'h':
+      unit = 3600;
+      break;
+    case 'd':
+      unit = 86400;
+      break;
+    default:
+      return std::nullopt;
+  }
+  std::int64_t n = 0;
+  const auto digits = text.substr(0, text.size() - 1);
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (ec != std::errc() || end != digits.data() + digits.size() || n < 0) return std::nullopt;
+  return double(n) * unit;
+}
+
+inline std::optional<std::string> optional_param(const params& p, const std::string& key) {
+  const auto it = p.find(key);
+  if (it == p.end() || it->second.empty()) return std::nullopt;
+  return it->second;
+}
+
+inline std::string required(const params& p, const std::string& key) {
+  auto v = optional_param(p, key);
+  if (!v) throw bad_request("the parameter '" + key + "' is required");
+  return *v;
+}
+
+/// The workflow list's filter from the page's parameters: status (comma-separated), name, queue,
+/// executor, id_prefix, since and until (a relative age such as 15m, or a timestamp the server
+/// reads), cursor (the previous page's "next") and limit (1..max_page, 50 when absent).
+inline store::list_filter list_filter_of(const params& p, std::int64_t max_page) {
+  store::list_filter f;
+  if (auto s = optional_param(p, "status")) {
+    std::string_view rest = *s;
+    while (!rest.empty()) {
+      const auto comma = rest.find(',');
+      const auto one = rest.substr(0, comma);
+      if (!one.empty()) {
+        bool known = false;
+        for (auto w : all_workflow_states) known = known || to_string(w) == one;
+        if (!known) {
+          std::string names;
+          for (auto w : all_workflow_states)
+            names += (names.empty() ? "" : ", ") + std::string(to_string(w));
+          throw bad_request("unknown status '" + std::string(one) + "'; one of: " + names);
+        }
+        f.statuses.emplace_back(one);
+      }
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+  }
+  f.name = optional_param(p, "name");
+  f.queue = optional_param(p, "queue");
+  f.executor = optional_param(p, "executor");
+  f.id_prefix = optional_param(p, "id_prefix");
+  if (auto since = optional_param(p, "since")) {
+    if (auto age = relative_age(*since))
+      f.since_s = age;
+    else
+      f.since_at = since;
+  }
+  if (auto until = optional_param(p, "until")) {
+    if (auto age = relative_age(*until))
+      f.until_s = age;
+    else
+      f.until_at = until;
+  }
+  if (auto limit = optional_param(p, "limit")) {
+    std::int64_t n = 0;
+    const auto [end, ec] = std::from_chars(limit->data(), limit->data() + limit->size(), n);
+    if (ec != std::errc() || end != limit->data() + limit->size() || n < 1 || n > max_page)
+      throw bad_request("limit: '" + *limit + "' is not a number of rows from 1 to " +
+                        std::to_string(max_page));
+    f.limit = n;
+  }
+  if (auto cursor = optional_param(p, "cursor")) {
+    const auto bar = cursor->find('|');
+    if (bar == std::string::npos || bar == 0)
+      throw bad_request("cursor: '" + *cursor +
+                        "' is not a cursor; pass the 'next' of the "
+                        "previous page");
+    f.after_created_at = cursor->substr(0, bar);
+    f.after_id = cursor->substr(bar + 1);
+  }
+  return f;
+}
+
+}  // namespace durable::console_detail

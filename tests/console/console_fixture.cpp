@@ -1,0 +1,198 @@
+// The browser tests' application (tests/console/test_browser.py): it fills a schema with
+// workflows in every state a page shows — succeeded ones with steps, a dead letter, a failed
+// one, a parent with children, a sleeping one with an unconsumed message and an event, queued
+// work in a paused queue, a schedule, and ids, names and outputs that hold HTML and
+// javascript: URLs — then serves the console from its own process (durable::console, as an
+// application mounts it) with its engine open, so the executors page has a live executor.
+//
+//   console_fixture SCHEMA    prints "console: URL" once the data is in place and serves until
+//                             its standard input closes or SIGTERM.
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <asio/co_spawn.hpp>
+#include <asio/io_context.hpp>
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/read.hpp>
+#include <asio/signal_set.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <durable.hpp>
+#include <durable/console.hpp>
+#include <exception>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+using namespace std::chrono_literals;
+
+namespace {
+
+asio::awaitable<int> invoice(durable::context& ctx, int n) {
+  const int amount = co_await ctx.step("fetch order", [&] { return n * 100; });
+  const std::string pdf =
+      co_await ctx.step("render pdf", [&] { return fmt::format("invoice {}.pdf", amount); });
+  (void)co_await ctx.step("store", [&] { return pdf.size(); });
+  co_return amount;
+}
+
+asio::awaitable<int> charge(durable::context& ctx, int cents) {
+  co_return co_await ctx.step("charge card", [&]() -> int {
+    throw durable::permanent_error(fmt::format("card declined: {} cents over the limit", cents));
+  });
+}
+
+asio::awaitable<int> broken(durable::context& ctx) {
+  (void)co_await ctx.step("load", [] { return 1; });
+  throw std::runtime_error("the report template is missing");
+}
+
+// Hostile values: a name with markup, an output with markup and a javascript: URL.
+asio::awaitable<std::map<std::string, std::string>> hostile(durable::context& ctx) {
+  (void)co_await ctx.step("<b>bold step</b>", [] { return std::string("<i>x</i>"); });
+  co_return std::map<std::string, std::string>{{"html", "<b>x</b><script>alert(3)</script>"},
+                                               {"url", "javascript:alert(4)"}};
+}
+
+asio::awaitable<int> child_task(durable::context& ctx, int n) {
+  co_return co_await ctx.step("work", [&] { return n * 2; });
+}
+
+asio::awaitable<int> parent(durable::context& ctx) {
+  auto a = co_await ctx.start_child("child_task", 1);
+  auto b = co_await ctx.start_child("child_task", 2);
+  auto ra = a.result<int>();
+  auto rb = b.result<int>();
+  auto [x, y] = co_await ctx.all(std::move(ra), std::move(rb));
+  co_return x + y;
+}
+
+asio::awaitable<std::string> waiter(durable::context& ctx) {
+  const std::string stage = "waiting for the warehouse";  // named: GCC 12
+  co_await ctx.set_event("stage", stage);
+  co_await ctx.sleep_for(24h);
+  co_return "done";
+}
+
+asio::awaitable<std::string> report(durable::context& ctx, std::string slot) {
+  co_return co_await ctx.step("build report", [&] { return "report for " + slot; });
+}
+
+template <class T>
+asio::awaitable<void> expect_failure(durable::workflow_handle h) {
+  try {
+    (void)co_await h.result<T>();
+  } catch (const std::exception&) {
+    co_return;
+  }
+  throw std::runtime_error("workflow " + h.id() + " was expected to fail and succeeded");
+}
+
+asio::awaitable<void> fill(durable::engine& eng) {
+  for (int i = 1; i <= 12; ++i) {
+    const std::string id = fmt::format("invoice-{}", i);  // named: GCC 12
+    auto h = co_await eng.start("invoice", id, i);
+    (void)co_await h.result<int>();
+  }
+  auto dead = co_await eng.start("charge", "charge-7", 4200);
+  co_await expect_failure<int>(dead);
+  auto failed = co_await eng.start("broken", "report-broken");
+  co_await expect_failure<int>(failed);
+  auto bad = co_await eng.start("<img src=x onerror=alert(2)>", "<script>alert(1)</script>");
+  (void)co_await bad.result<std::map<std::string, std::string>>();
+  auto bad_url = co_await eng.start("<img src=x onerror=alert(2)>", "javascript:alert(5)");
+  (void)co_await bad_url.result<std::map<std::string, std::string>>();
+  auto tree = co_await eng.start("parent", "order-tree");
+  (void)co_await tree.result<int>();
+  auto w = co_await eng.start("waiter", "shipment-9");
+  const auto stage = co_await eng.get_event<std::string>("shipment-9", "stage", 20s);
+  if (!stage) throw std::runtime_error("shipment-9 did not publish its stage");
+  const std::string approval = "<u>alice</u>";
+  const bool sent = co_await eng.send("shipment-9", "approval", approval);
+  if (!sent) throw std::runtime_error("the message to shipment-9 was not sent");
+  (void)w;
+  co_await eng.pause_queue("emails");
+  for (int i = 1; i <= 3; ++i) {
+    durable::enqueue_options e;
+    e.queue = "emails";
+    const std::string id = fmt::format("email-{}", i);
+    (void)co_await eng.enqueue(e, "invoice", id, i);
+  }
+  durable::schedule_options s;
+  s.id = "nightly-report";
+  s.cron = "0 3 * * *";
+  s.time_zone = "Europe/Berlin";
+  s.workflow = "report";
+  s.pass_slot = true;
+  co_await eng.schedule(s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    fmt::print(stderr, "usage: console_fixture SCHEMA\n");
+    return 2;
+  }
+  try {
+    asio::io_context io;
+    durable::engine_options o;
+    if (const char* url = std::getenv("DURABLE_DATABASE_URL")) o.conninfo = url;
+    o.schema = argv[1];
+    o.executor_id = "console-fixture";
+    o.poll_interval = 50ms;
+    o.queues = {"default", "emails"};
+    durable::engine eng(io.get_executor(), o);
+    eng.register_workflow("invoice", &invoice);
+    eng.register_workflow("charge", &charge);
+    eng.register_workflow("broken", &broken);
+    eng.register_workflow("<img src=x onerror=alert(2)>", &hostile);
+    eng.register_workflow("child_task", &child_task);
+    eng.register_workflow("parent", &parent);
+    eng.register_workflow("waiter", &waiter);
+    eng.register_workflow("report", &report);
+    durable::console_options co;
+    co.port = 0;
+    durable::console console(io, eng, co);
+
+    std::exception_ptr failed;
+    asio::signal_set signals(io, SIGTERM, SIGINT);
+    asio::posix::stream_descriptor in(io, ::dup(0));
+    char byte = 0;
+    auto stop = [&] {
+      signals.cancel();
+      in.close();
+      console.stop();
+      asio::co_spawn(
+          io, [&]() -> asio::awaitable<void> { co_await eng.shutdown(); },
+          [](std::exception_ptr) {});
+    };
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          (void)co_await eng.open();
+          co_await fill(eng);
+          console.start();
+          fmt::print("console: {}\n", console.url());
+          std::fflush(stdout);
+        },
+        [&](std::exception_ptr e) {
+          if (!e) return;
+          failed = e;
+          stop();
+        });
+    signals.async_wait([&](const asio::error_code& ec, int) {
+      if (!ec) stop();
+    });
+    asio::async_read(in, asio::buffer(&byte, 1), [&](const asio::error_code& ec, std::size_t) {
+      if (ec != asio::error::operation_aborted) stop();
+    });
+    io.run();
+    if (failed) std::rethrow_exception(failed);
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "console_fixture: {}\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""The web console in a real browser (headless Chromium through Selenium), over a real database.
+
+ctest runs it (label browser) with DURABLE_DATABASE_URL set:
+
+    test_browser.py --fixture build/tests/console_fixture --cli build/bin/durable \
+                    --screenshots build/console-screenshots
+
+console_fixture fills a fresh schema with workflows in every state and serves the console from
+its own process; `durable ui` serves the same schema from the command-line program. Every page
+is opened and saved as a screenshot; what the pages show is checked against the data (and the
+database's counts, read through the API's twin statements); hostile ids, names and outputs
+must stay text; any SEVERE entry in the browser's log (a JavaScript error, a CSP violation)
+fails the test. Exits 77 (ctest: skipped, not passed) when Chromium, its driver or Selenium is
+missing.
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+SKIP = 77
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+try:
+    from selenium import webdriver
+    from selenium.common.exceptions import NoAlertPresentException, TimeoutException
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+except ImportError as e:  # pragma: no cover - depends on the machine
+    print(f"SKIPPED: python3-selenium is not installed ({e}); scripts/test installs it with "
+          "chromium and chromium-driver", flush=True)
+    sys.exit(SKIP)
+
+failures = []
+
+
+def check(ok, what):
+    print(("  ok: " if ok else "  FAILED: ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+    return ok
+
+
+def start_server(argv, env):
+    """Starts a console process and returns (process, url) once it printed its address."""
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        line = p.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{argv[0]} exited ({p.wait()}) before serving the console")
+        if "http://" in line:
+            return p, line[line.index("http://"):].split()[0]
+    raise RuntimeError(f"{argv[0]} did not print the console's address within 180 s")
+
+
+def stop_server(p):
+    if p.poll() is None:
+        p.stdin.close()
+        p.terminate()
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+
+
+def http(url, method="GET", headers=None, data=None):
+    req = urllib.request.Request(url, method=method, headers=headers or {}, data=data)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, dict(r.headers), r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode()
+
+
+def api(base, path):
+    status, _, body = http(base + path)
+    if status != 200:
+        raise RuntimeError(f"GET {path}: {status} {body}")
+    return json.loads(body)
+
+
+class Browser:
+    def __init__(self, shots):
+        options = webdriver.ChromeOptions()
+        options.binary_location = CHROMIUM
+        for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                  "--window-size=1280,900"):
+            options.add_argument(a)
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+        self.d = webdriver.Chrome(service=Service(DRIVER), options=options)
+        self.shots = shots
+        self.errors = []
+
+    def open(self, url, shot=None):
+        self.d.get("about:blank")
+        self.d.get(url)
+        return self.ready(shot)
+
+    def ready(self, shot=None):
+        try:
+            WebDriverWait(self.d, 30).until(
+                lambda d: d.execute_script("return document.body.dataset.ready") == "1")
+        except TimeoutException:
+            check(False, f"{self.d.current_url} became ready")
+        banner = self.d.execute_script(
+            "const e = document.getElementById('error'); return e && !e.hidden ? e.textContent : null")
+        check(banner is None, f"no error banner on {self.d.current_url} ({banner})")
+        if shot:
+            path = os.path.join(self.shots, shot + ".png")
+            self.d.save_screenshot(path)
+            print(f"  screenshot: {path}", flush=True)
+        self.log()
+        return self
+
+    def log(self):
+        for entry in self.d.get_log("browser"):
+            if entry.get("level") == "SEVERE":
+                self.errors.append(entry)
+                check(False, f"no browser error on {self.d.current_url}: {entry.get('message')}")
+
+    def probe(self):
+        """The log reading works: an error thrown by a page script reaches it as SEVERE."""
+        self.d.execute_script("setTimeout(() => { throw new Error('durable-log-probe'); }, 0)")
+        time.sleep(0.5)
+        seen = [e for e in self.d.get_log("browser")
+                if e.get("level") == "SEVERE" and "durable-log-probe" in e.get("message", "")]
+        check(len(seen) == 1, "a JavaScript error reaches the browser log the test reads")
+
+    def no_alert(self):
+        try:
+            self.d.switch_to.alert
+            return False
+        except NoAlertPresentException:
+            return True
+
+    def css(self, selector):
+        return self.d.find_elements(By.CSS_SELECTOR, selector)
+
+    def text(self, selector):
+        found = self.css(selector)
+        return found[0].text if found else None
+
+    def rows_by_data(self, selector, attribute):
+        return {e.get_attribute(attribute): e for e in self.css(selector)}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fixture", required=True)
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--screenshots", required=True)
+    args = ap.parse_args()
+
+    missing = [p for p in (CHROMIUM, DRIVER) if not os.path.exists(p)]
+    if missing:
+        print(f"SKIPPED: {', '.join(missing)} not found; install Debian's chromium and "
+              "chromium-driver (scripts/test does)", flush=True)
+        return SKIP
+    if "DURABLE_DATABASE_URL" not in os.environ:
+        print("FAILED: DURABLE_DATABASE_URL is not set (scripts/test sets it)", flush=True)
+        return 1
+    os.makedirs(args.screenshots, exist_ok=True)
+    schema = f"console_browser_{os.getpid()}"
+    env = dict(os.environ)
+
+    fixture, base = start_server([args.fixture, schema], env)
+    cli = None
+    browser = None
+    try:
+        print(f"console (application): {base}", flush=True)
+        cli, cli_base = start_server(
+            [args.cli, "--schema", schema, "ui", "--listen", "127.0.0.1:0"], env)
+        print(f"console (durable ui): {cli_base}", flush=True)
+        http_checks(base, cli_base)
+        browser = Browser(args.screenshots)
+        browser.open(base + "#/")
+        browser.probe()
+        pages(browser, base)
+        hostile(browser, base)
+        browser.open(cli_base + "#/workflows", "cli-workflows")
+        check(len(browser.css("tr.wf-row")) > 0, "durable ui lists the workflows too")
+    finally:
+        if browser:
+            browser.d.quit()
+        if cli:
+            stop_server(cli)
+        stop_server(fixture)
+        drop = ["psql", os.environ["DURABLE_DATABASE_URL"], "-qc", f'DROP SCHEMA "{schema}" CASCADE']
+        if shutil.which("psql"):
+            subprocess.run(drop, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if failures:
+        print(f"FAILED: {len(failures)} check(s): " + "; ".join(failures), flush=True)
+        return 1
+    print("OK", flush=True)
+    return 0
+
+
+def http_checks(base, cli_base):
+    print("HTTP:", flush=True)
+    status, headers, body = http(base)
+    check(status == 200 and "<script" in body, "the page is served at /")
+    csp = headers.get("Content-Security-Policy", "")
+    check("default-src 'none'" in csp and "script-src 'self'" in csp, "the page carries a CSP")
+    check(headers.get("X-Content-Type-Options") == "nosniff", "nosniff on the page")
+    status, headers, _ = http(base + "api/overview")
+    check(status == 200 and headers.get("Content-Type", "").startswith("application/json"),
+          "the API answers JSON")
+    check("Content-Security-Policy" in headers, "the API carries the CSP too")
+    for b in (base, cli_base):
+        status, _, body = http(b + "api/workflow?id=charge-7", method="POST", data=b"")
+        check(status == 405 and "read-only" in body, f"a POST is refused ({b})")
+    status, _, body = http(base + "api/overview", headers={"Host": "evil.example:80"})
+    check(status == 421, "a request for another host is refused (DNS rebinding)")
+    status, _, body = http(base + "api/workflow?id=" + urllib.parse.quote("no-such-id"))
+    check(status == 404 and "no-such-id" in json.loads(body).get("error", ""),
+          "an unknown workflow is a 404 that names the id")
+    status, _, body = http(base + "api/workflows?status=nonsense")
+    check(status == 400 and "unknown status" in body, "a bad status filter is a 400")
+    status, _, body = http(base + "api/workflows?since=yesterday-ish")
+    check(status == 400, "a bad time bound is a 400, not a 500")
+    # The database password never reaches a page or the API.
+    url = urllib.parse.urlparse(os.environ["DURABLE_DATABASE_URL"])
+    if url.password:
+        for path in ("", "api/session", "api/overview", "api/executors"):
+            check(url.password not in http(base + path)[2], f"no password in /{path}")
+
+
+def pages(b, base):
+    print("pages:", flush=True)
+    stats = api(base, "api/overview")["stats"]
+    counts = stats["workflows"]
+
+    b.open(base + "#/", "overview")
+    cards = b.rows_by_data(".status-card", "data-status")
+    for status, n in counts.items():
+        check(status in cards and str(n) in cards[status].text,
+              f"the overview shows {n} {status}")
+    check(counts.get("dead_letter") == 1, "the fixture has one dead letter")
+
+    # From the overview to the dead letter, through the filtered list.
+    cards["dead_letter"].click()
+    b.ready("workflows-dead-letter")
+    check("status=dead_letter" in b.d.current_url, "the filter is in the URL")
+    rows = b.rows_by_data("tr.wf-row", "data-id")
+    check(list(rows) == ["charge-7"], "the dead-letter filter lists charge-7 only")
+    rows["charge-7"].find_element(By.CSS_SELECTOR, "a").click()
+    b.ready("workflow-dead-letter")
+    check(b.text("#wf-status") is not None and "dead_letter" in b.text("#wf-status"),
+          "the workflow page shows dead_letter")
+    check("card declined" in b.d.find_element(By.TAG_NAME, "body").text,
+          "the workflow page shows the step's error")
+    check(len(b.css("tr.step-row")) == 1, "the timeline has the failed step")
+
+    # A shared filter (reload from the URL) and exact paging.
+    b.open(base + "#/workflows?name=invoice", "workflows-invoice")
+    total = len(api(base, "api/workflows?name=invoice&limit=500")["rows"])
+    check(total == 15, "the fixture has 15 invoices (12 run, 3 queued)")
+    check(len(b.css("tr.wf-row")) == total, "the name filter from the URL lists every invoice")
+    seen, cursor = [], None
+    while True:
+        page = api(base, "api/workflows?name=invoice&limit=4" +
+                   (f"&cursor={urllib.parse.quote(cursor)}" if cursor else ""))
+        seen += [r["id"] for r in page["rows"]]
+        cursor = page["next"]
+        if not cursor:
+            break
+    check(len(seen) == total and len(set(seen)) == total,
+          f"cursor paging returns every invoice once ({len(seen)} of {total})")
+
+    b.open(base + "#/workflows", "workflows")
+    check(b.css("#refresh-toggle") != [], "auto refresh can be paused")
+    b.open(base + "#/workflow?id=order-tree", "workflow-parent")
+    check(len(b.css("#wf-children a")) >= 2, "the parent shows its two children")
+    b.open(base + "#/workflow?id=shipment-9", "workflow-sleeping")
+    body = b.d.find_element(By.TAG_NAME, "body").text
+    check("<u>alice</u>" in body, "the unconsumed message is shown, as text")
+    check("waiting for the warehouse" in body, "the event is shown")
+
+    b.open(base + "#/queues", "queues")
+    queues = b.rows_by_data("tr.queue-row", "data-queue")
+    check("emails" in queues and queues["emails"].find_elements(By.CSS_SELECTOR, ".paused"),
+          "the emails queue is shown paused")
+    b.open(base + "#/executors", "executors")
+    executors = b.rows_by_data("tr.executor-row", "data-id")
+    check("console-fixture" in executors and "alive" in executors["console-fixture"].text,
+          "the fixture's executor is alive")
+    b.open(base + "#/schedules", "schedules")
+    check("nightly-report" in b.rows_by_data("tr.schedule-row", "data-id"),
+          "the schedule is listed")
+    b.open(base + "#/schedule?id=nightly-report", "schedule")
+    check(b.text("#title") is not None, "the schedule page renders")
+
+
+def hostile(b, base):
+    print("hostile values:", flush=True)
+    script_id = "<script>alert(1)</script>"
+    b.open(base + "#/workflows", "workflows-hostile")
+    rows = b.rows_by_data("tr.wf-row", "data-id")
+    check(script_id in rows and script_id in rows[script_id].text,
+          "an id holding <script> is shown as text")
+    check(script_id in rows and "<img src=x onerror=alert(2)>" in rows[script_id].text,
+          "a name holding <img> is shown as text")
+    scripts = b.d.execute_script(
+        "return Array.from(document.querySelectorAll('script')).map(s => s.getAttribute('src'))")
+    check(scripts == ["/assets/core.js", "/assets/pages.js"],
+          f"no script element came from the data ({scripts})")
+    images = b.d.execute_script("return document.querySelectorAll('img').length")
+    check(images == 0, f"no img element came from the data ({images})")
+    check(b.no_alert(), "no alert fired on the list")
+    b.open(base + "#/workflow?id=" + urllib.parse.quote(script_id, safe=""), "workflow-hostile")
+    check(b.text("#wf-id") == script_id, "the workflow page's id is the literal text")
+    body = b.d.find_element(By.TAG_NAME, "body").text
+    check("<b>x</b><script>alert(3)</script>" in body, "the output's markup is shown as text")
+    check("javascript:alert(4)" in body, "the javascript: URL in the output is shown as text")
+    hrefs = b.d.execute_script(
+        "return Array.from(document.querySelectorAll('a[href]')).map(a => a.getAttribute('href'))")
+    check(all(h.startswith("#") or h.startswith("/") for h in hrefs),
+          "every link is a link of the console's own")
+    b.open(base + "#/workflow?id=" + urllib.parse.quote("javascript:alert(5)", safe=""))
+    check(b.text("#wf-id") == "javascript:alert(5)", "a javascript: id is shown as text")
+    check(b.no_alert(), "no alert fired on the pages")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+// The web console's request parameters (src/console/request.hpp), without a server: what a page
+// may ask for is checked before anything reaches the database. The console itself is tested
+// in a real browser over a real database (console/test_browser.py, ctest label browser).
+#include <catch2/catch.hpp>
+
+#include "console/request.hpp"
+
+using durable::console_detail::bad_request;
+using durable::console_detail::host_allowed;
+using durable::console_detail::list_filter_of;
+using durable::console_detail::params;
+using durable::console_detail::relative_age;
+
+TEST_CASE("console: only the loopback names, the listen address and allowed hosts are served") {
+  const std::vector<std::string> none;
+  CHECK(host_allowed("127.0.0.1:8080", "127.0.0.1", none));
+  CHECK(host_allowed("localhost:8080", "127.0.0.1", none));
+  CHECK(host_allowed("LocalHost", "127.0.0.1", none));
+  CHECK(host_allowed("[::1]:8080", "::1", none));
+  CHECK(host_allowed("10.0.0.5:8080", "10.0.0.5", none));
+  // DNS rebinding: a page of evil.example resolved to 127.0.0.1 sends its own name.
+  CHECK_FALSE(host_allowed("evil.example:8080", "127.0.0.1", none));
+  CHECK_FALSE(host_allowed("", "127.0.0.1", none));
+  CHECK_FALSE(host_allowed("[::1", "127.0.0.1", none));
+  CHECK_FALSE(host_allowed("localhost.evil.example", "127.0.0.1", none));
+  const std::vector<std::string> proxy{"durable.example.com"};
+  CHECK(host_allowed("durable.example.com", "127.0.0.1", proxy));
+  CHECK(host_allowed("durable.example.com:443", "127.0.0.1", proxy));
+  CHECK_FALSE(host_allowed("other.example.com", "127.0.0.1", proxy));
+  const std::vector<std::string> any{"*"};
+  CHECK(host_allowed("anything", "127.0.0.1", any));
+}
+
+TEST_CASE("console: relative ages are seconds, minutes, hours or days") {
+  CHECK(relative_age("90s") == 90.0);
+  CHECK(relative_age("15m") == 900.0);
+  CHECK(relative_age("2h") == 7200.0);
+  CHECK(relative_age("7d") == 604800.0);
+  CHECK_FALSE(relative_age("2026-12-01T00:00:00Z").has_value());
+  CHECK_FALSE(relative_age("h").has_value());
+  CHECK_FALSE(relative_age("-5m").has_value());
+  CHECK_FALSE(relative_age("1.5h").has_value());
+}
+
+TEST_CASE("console: the workflow list's filter comes from the page's parameters") {
+  const params p{{"status", "failed,dead_letter"},
+                 {"name", "charge"},
+                 {"queue", ""},
+                 {"id_prefix", "nightly@"},
+                 {"since", "2h"},
+                 {"until", "2026-12-01T00:00:00Z"},
+                 {"limit", "25"},
+                 {"cursor", "2026-12-01T10:00:00.5+00:00|order|7"}};
+  const auto f = list_filter_of(p, 500);
+  CHECK(f.statuses == std::vector<std::string>{"failed", "dead_letter"});
+  CHECK(f.name == std::optional<std::string>("charge"));
+  CHECK_FALSE(f.queue.has_value());  // empty: any
+  CHECK(f.id_prefix == std::optional<std::string>("nightly@"));
+  CHECK(f.since_s == std::optional<double>(7200.0));
+  CHECK_FALSE(f.since_at.has_value());
+  CHECK(f.until_at == std::optional<std::string>("2026-12-01T00:00:00Z"));
+  CHECK(f.limit == 25);
+  // The id may hold '|': the cursor splits at the first one (timestamps have none).
+  CHECK(f.after_created_at == std::optional<std::string>("2026-12-01T10:00:00.5+00:00"));
+  CHECK(f.after_id == std::optional<std::string>("order|7"));
+  CHECK(list_filter_of(params{}, 500).limit == 50);
+}
+
+TEST_CASE("console: a filter that cannot be is refused with what to send instead") {
+  auto refused = [](const params& p) -> std::string {
+    try {
+      (void)list_filter_of(p, 500);
+    } catch (const bad_request& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK_THAT(refused({{"status", "done"}}),
+             Catch::Contains("unknown status 'done'") && Catch::Contains("dead_letter"));
+  CHECK_THAT(refused({{"limit", "0"}}), Catch::Contains("from 1 to 500"));
+  CHECK_THAT(refused({{"limit", "501"}}), Catch::Contains("from 1 to 500"));
+  CHECK_THAT(refused({{"limit", "ten"}}), Catch::Contains("'ten'"));
+  CHECK_THAT(refused({{"cursor", "no-bar"}}), Catch::Contains("not a cursor"));
+  CHECK_THAT(refused({{"cursor", "|id"}}), Catch::Contains("not a cursor"));
+}
