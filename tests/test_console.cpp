@@ -23,10 +23,21 @@ TEST_CASE("console: only the loopback names, the listen address and allowed host
   CHECK_FALSE(host_allowed("", "127.0.0.1", none));
   CHECK_FALSE(host_allowed("[::1", "127.0.0.1", none));
   CHECK_FALSE(host_allowed("localhost.evil.example", "127.0.0.1", none));
+  CHECK_FALSE(host_allowed("[::1]evil", "::1", none));  // after "]" only a port
+  CHECK_FALSE(host_allowed("localhost:80x", "127.0.0.1", none));
+  CHECK_FALSE(host_allowed("::1", "127.0.0.1", none));   // a Host header brackets IPv6
+  CHECK(host_allowed("localhost:", "127.0.0.1", none));  // an empty port is allowed (RFC 3986)
   const std::vector<std::string> proxy{"durable.example.com"};
   CHECK(host_allowed("durable.example.com", "127.0.0.1", proxy));
   CHECK(host_allowed("durable.example.com:443", "127.0.0.1", proxy));
   CHECK_FALSE(host_allowed("other.example.com", "127.0.0.1", proxy));
+  // Allowed entries are read as Host headers are: any case, with a port, IPv6 with or without
+  // brackets.
+  const std::vector<std::string> written{"Durable.Example.com:443", "[fd00::1]", "fd00::2"};
+  CHECK(host_allowed("durable.example.COM", "127.0.0.1", written));
+  CHECK(host_allowed("[fd00::1]:8080", "127.0.0.1", written));
+  CHECK(host_allowed("[FD00::2]", "127.0.0.1", written));
+  CHECK_FALSE(host_allowed("[fd00::3]", "127.0.0.1", written));
   const std::vector<std::string> any{"*"};
   CHECK(host_allowed("anything", "127.0.0.1", any));
 }

@@ -45,8 +45,10 @@ public:
   /// when the address cannot be bound (in use, not local) and std::invalid_argument for an
   /// address that is not an IP address.
   void start();
-  /// Stops listening and closes the connections; call it on the io_context's thread (or when it
-  /// does not run).
+  /// Stops listening; call it on the io_context's thread (or when it does not run), before the
+  /// engine's shutdown(). Requests in flight stop at their next wait and are answered 503, as is
+  /// any request that arrives on a connection still open, which is then closed; an idle
+  /// connection closes within 10 s. The destructor stops too.
   void stop();
   /// The port it listens on (after start()).
   [[nodiscard]] std::uint16_t port() const noexcept;
@@ -55,7 +57,7 @@ public:
 
 private:
   struct impl;
-  std::unique_ptr<impl> impl_;
+  std::shared_ptr<impl> impl_;
 };
 
 }  // namespace durable

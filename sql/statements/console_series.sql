@@ -3,9 +3,11 @@
 -- The web console's overview charts: workflows created, finished (succeeded or cancelled) and
 -- failed (failed or dead letter, by their last update) per minute over the last hour and per
 -- hour over the last day, oldest first, empty buckets as zeros. "at" is the bucket's start in
--- epoch seconds. One pass over the day's rows, grouped twice.
+-- epoch seconds. Buckets are cut in UTC, whatever the session's time zone (an hour of a zone
+-- with a half-hour offset, or the repeated hour of a daylight-saving change, would not be one
+-- bucket). One pass over the day's rows, grouped twice.
 WITH bounds AS (
-  SELECT date_trunc('minute', now()) AS minute, date_trunc('hour', now()) AS hour),
+  SELECT date_trunc('minute', now(), 'UTC') AS minute, date_trunc('hour', now(), 'UTC') AS hour),
 happened AS (
   SELECT 'started' AS what, w.created_at AS at FROM :"schema".workflows w, bounds b
    WHERE w.created_at >= b.hour - interval '23 hours'
@@ -18,12 +20,12 @@ happened AS (
    WHERE w.updated_at >= b.hour - interval '23 hours'
      AND w.status IN ('failed', 'dead_letter')),
 per_minute AS (
-  SELECT date_trunc('minute', h.at) AS at, count(*) FILTER (WHERE h.what = 'started') AS started,
+  SELECT date_trunc('minute', h.at, 'UTC') AS at, count(*) FILTER (WHERE h.what = 'started') AS started,
          count(*) FILTER (WHERE h.what = 'finished') AS finished,
          count(*) FILTER (WHERE h.what = 'failed') AS failed
     FROM happened h, bounds b WHERE h.at >= b.minute - interval '59 minutes' GROUP BY 1),
 per_hour AS (
-  SELECT date_trunc('hour', h.at) AS at, count(*) FILTER (WHERE h.what = 'started') AS started,
+  SELECT date_trunc('hour', h.at, 'UTC') AS at, count(*) FILTER (WHERE h.what = 'started') AS started,
          count(*) FILTER (WHERE h.what = 'finished') AS finished,
          count(*) FILTER (WHERE h.what = 'failed') AS failed
     FROM happened h GROUP BY 1)

@@ -59,8 +59,9 @@ void reply(const restinio::request_handle_t& req, restinio::http_status_line_t s
 
 void reply_json(const restinio::request_handle_t& req, restinio::http_status_line_t status,
                 const ojson& body) {
-  // error_handler_t::replace: a byte that is not UTF-8 in a name or a message becomes U+FFFD
-  // instead of failing the whole page.
+  // error_handler_t::replace: a message (from an exception) that is not UTF-8 gets U+FFFD
+  // instead of failing the reply. (Rows come from the server's JSON, which is valid UTF-8 in a
+  // UTF-8 database.)
   reply(req, std::move(status), "application/json; charset=utf-8",
         body.dump(-1, ' ', false, ojson::error_handler_t::replace));
 }
@@ -72,12 +73,21 @@ void reply_error(const restinio::request_handle_t& req, restinio::http_status_li
 
 }  // namespace
 
-struct console::impl {
+// What a stopped console answers on a connection that is still open (keep-alive): 503, and
+// the connection is closed.
+struct stopped_error : std::runtime_error {
+  stopped_error() : std::runtime_error("the console has stopped") {}
+};
+
+// The server's state, shared: RESTinio's request handler holds it weakly (connections may
+// outlive the console object), each API request strongly until it has replied.
+struct console::impl : std::enable_shared_from_this<console::impl> {
   asio::io_context& io;
   engine& eng;
   console_options options;
   std::unique_ptr<server_t> server;
   std::uint16_t bound_port = 0;
+  bool stopped = false;
 
   impl(asio::io_context& i, engine& e, console_options o) : io(i), eng(e), options(std::move(o)) {}
 
@@ -85,6 +95,14 @@ struct console::impl {
 
   restinio::request_handling_status_t handle(restinio::request_handle_t req) {
     const auto& h = req->header();
+    if (stopped) {
+      auto r = req->create_response(restinio::status_service_unavailable());
+      secure(r);
+      r.connection_close();
+      r.set_body(R"({"error":"the console has stopped"})");
+      r.done();
+      return restinio::request_accepted();
+    }
     const bool get = h.method() == restinio::http_method_get();
     const std::string host = h.has_field(restinio::http_field::host)
                                  ? std::string(h.get_field(restinio::http_field::host))
@@ -121,44 +139,66 @@ struct console::impl {
                   std::string("the query string is not valid: ") + e.what());
       return restinio::request_accepted();
     }
-    asio::co_spawn(eng.executor(), api(req, path, std::move(p)), [req](std::exception_ptr e) {
-      if (!e) return;
-      try {
-        std::rethrow_exception(e);
-      } catch (const std::exception& x) {
-        reply_error(req, restinio::status_internal_server_error(), x.what());
-      }
-    });
+    // api() replies in every case and lets nothing escape; the completion handler has nothing
+    // left to do.
+    asio::co_spawn(eng.executor(), api(shared_from_this(), req, path, std::move(p)),
+                   [](std::exception_ptr) noexcept {});
     return restinio::request_accepted();
   }
 
-  // One API request; any exception becomes the reply's {"error": ...} with a status that says
-  // whose fault it is.
-  asio::awaitable<void> api(restinio::request_handle_t req, std::string path,
-                            console_detail::params p) {
+  // One API request: exactly one reply, whatever happens. An exception becomes the reply's
+  // {"error": ...} with a status that says whose fault it is.
+  static asio::awaitable<void> api(std::shared_ptr<impl> self, restinio::request_handle_t req,
+                                   std::string path, console_detail::params p) {
+    restinio::http_status_line_t status = restinio::status_ok();
+    ojson body;
     try {
-      ojson body = co_await answer(path, p);
-      reply_json(req, restinio::status_ok(), body);
+      body = co_await self->answer(path, p);
     } catch (const console_detail::bad_request& e) {
-      reply_error(req, restinio::status_bad_request(), e.what());
+      status = restinio::status_bad_request();
+      body = ojson{{"error", e.what()}};
     } catch (const console_detail::not_found& e) {
-      reply_error(req, restinio::status_not_found(), e.what());
-    } catch (const pg::data_exception& e) {  // a timestamp the server could not read
-      reply_error(req, restinio::status_bad_request(), e.what());
+      status = restinio::status_not_found();
+      body = ojson{{"error", e.what()}};
+    } catch (const pg::invalid_datetime_format& e) {  // since, until or a cursor's time
+      status = restinio::status_bad_request();
+      body = ojson{{"error", std::string("a time the server cannot read: ") + e.what()}};
+    } catch (const pg::datetime_field_overflow& e) {
+      status = restinio::status_bad_request();
+      body = ojson{{"error", std::string("a time the server cannot read: ") + e.what()}};
+    } catch (const pg::statement_timeout&) {
+      status = restinio::status_service_unavailable();
+      body = ojson{{"error", "the database did not answer in time; try again"}};
     } catch (const pg::connection_error& e) {
-      reply_error(req, restinio::status_service_unavailable(),
-                  std::string("the database is unreachable: ") + e.what());
+      status = restinio::status_service_unavailable();
+      body = ojson{{"error", std::string("the database is unreachable: ") + e.what()}};
+    } catch (const stopped_error& e) {
+      status = restinio::status_service_unavailable();
+      body = ojson{{"error", e.what()}};
     } catch (const std::exception& e) {
-      reply_error(req, restinio::status_internal_server_error(), e.what());
+      status = restinio::status_internal_server_error();
+      body = ojson{{"error", e.what()}};
+    }
+    try {
+      reply_json(req, std::move(status), body);
+    } catch (...) {  // the connection is gone, or no memory for the reply: nothing to tell
     }
   }
 
+  // After every wait: a console stopped meanwhile touches neither the engine nor its options.
+  void check_running() const {
+    if (stopped) throw stopped_error();
+  }
+
   asio::awaitable<std::vector<ojson>> rows(query<store::json_value> q) {
+    check_running();
     std::vector<store::json_value> got;
     {
       auto c = co_await eng.pool().acquire();
+      check_running();
       got = co_await store::fetch(*c, std::move(q));
     }
+    check_running();
     std::vector<ojson> out;
     out.reserve(got.size());
     for (const auto& r : got) out.push_back(ojson::parse(r.json));
@@ -233,7 +273,7 @@ struct console::impl {
 };
 
 console::console(asio::io_context& io, engine& eng, console_options options)
-    : impl_(std::make_unique<impl>(io, eng, std::move(options))) {}
+    : impl_(std::make_shared<impl>(io, eng, std::move(options))) {}
 
 console::~console() {
   try {
@@ -250,16 +290,25 @@ void console::start() {
   if (ec)
     throw std::invalid_argument("console: '" + o.address +
                                 "' is not an IP address to listen on (for example 127.0.0.1)");
-  auto* self = impl_.get();
-  impl_->server = std::make_unique<server_t>(
-      restinio::external_io_context(impl_->io),
-      restinio::server_settings_t<traits>{}
-          .address(address)
-          .port(o.port)
-          .request_handler([self](auto req) { return self->handle(std::move(req)); })
-          .acceptor_post_bind_hook([self](asio::ip::tcp::acceptor& a) {
-            self->bound_port = a.local_endpoint().port();
-          }));
+  std::weak_ptr<impl> weak = impl_;
+  impl_->stopped = false;
+  impl_->server =
+      std::make_unique<server_t>(restinio::external_io_context(impl_->io),
+                                 restinio::server_settings_t<traits>{}
+                                     .address(address)
+                                     .port(o.port)
+                                     // An idle keep-alive connection closes after this; one that
+                                     // sends a request after stop() is answered 503 and closed.
+                                     .read_next_http_message_timelimit(std::chrono::seconds(10))
+                                     .request_handler([weak](auto req) {
+                                       if (auto self = weak.lock())
+                                         return self->handle(std::move(req));
+                                       return restinio::request_rejected();
+                                     })
+                                     .acceptor_post_bind_hook([weak](asio::ip::tcp::acceptor& a) {
+                                       if (auto self = weak.lock())
+                                         self->bound_port = a.local_endpoint().port();
+                                     }));
   try {
     impl_->server->open_sync();
   } catch (const std::exception& e) {
@@ -271,6 +320,7 @@ void console::start() {
 }
 
 void console::stop() {
+  impl_->stopped = true;
   if (!impl_->server) return;
   impl_->server->close_sync();
   impl_->server.reset();

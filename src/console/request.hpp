@@ -2,6 +2,7 @@
 // the database (pure functions; tests/test_console.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cstdint>
@@ -28,28 +29,48 @@ struct not_found : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// The name in a Host header, or in an allowed entry or a listen address (`bare_ipv6`: an IPv6
+/// address may come without brackets there), in lower case, without its port or brackets;
+/// nullopt when it is malformed (text after "]" that is not a port, a port that is not digits).
+inline std::optional<std::string> host_name(std::string_view host, bool bare_ipv6) {
+  auto port_ok = [](std::string_view rest) {  // "" or ":" followed by at most 5 digits
+    if (rest.empty()) return true;
+    if (rest.front() != ':' || rest.size() > 6) return false;
+    for (const char c : rest.substr(1))
+      if (c < '0' || c > '9') return false;
+    return true;
+  };
+  if (host.empty()) return std::nullopt;
+  std::string_view name = host;
+  if (host.front() == '[') {
+    const auto end = host.find(']');
+    if (end == std::string_view::npos || !port_ok(host.substr(end + 1))) return std::nullopt;
+    name = host.substr(1, end - 1);
+  } else if (bare_ipv6 && std::count(host.begin(), host.end(), ':') > 1) {
+    name = host;
+  } else if (const auto colon = host.find(':'); colon != std::string_view::npos) {
+    if (!port_ok(host.substr(colon))) return std::nullopt;
+    name = host.substr(0, colon);
+  }
+  if (name.empty()) return std::nullopt;
+  std::string lower(name);
+  for (auto& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return lower;
+}
+
 /// Whether a request's Host header names this console: a loopback name, the listen address,
-/// or one of `allowed` ("*": any), each with or without a port.
+/// or one of `allowed` ("*": any), each with or without a port, in any case. A page of another
+/// site that had its name resolve to 127.0.0.1 (DNS rebinding) sends its own name: refused.
 inline bool host_allowed(std::string_view host, std::string_view listen,
                          const std::vector<std::string>& allowed) {
   for (const auto& a : allowed)
     if (a == "*") return true;
-  if (host.empty()) return false;
-  // The name without its port: "[::1]:8080" -> "::1", "localhost:8080" -> "localhost".
-  std::string_view name = host;
-  if (name.front() == '[') {
-    const auto end = name.find(']');
-    if (end == std::string_view::npos) return false;
-    name = name.substr(1, end - 1);
-  } else if (const auto colon = name.rfind(':'); colon != std::string_view::npos) {
-    name = name.substr(0, colon);
-  }
-  std::string lower(name);
-  for (auto& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
-  if (lower == "localhost" || lower == "127.0.0.1" || lower == "::1" || lower == listen)
-    return true;
+  const auto name = host_name(host, false);
+  if (!name) return false;
+  if (*name == "localhost" || *name == "127.0.0.1" || *name == "::1") return true;
+  if (host_name(listen, true) == name) return true;
   for (const auto& a : allowed)
-    if (lower == a) return true;
+    if (host_name(a, true) == name) return true;
   return false;
 }
 

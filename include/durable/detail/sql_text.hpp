@@ -1020,7 +1020,7 @@ SELECT :"schema".append_step($4, $5, $6, $2, 'child', 'succeeded', to_jsonb($1::
  WHERE NOT EXISTS (SELECT 1 FROM other))durable_sql"},
   {"console_series",
    R"durable_sql(WITH bounds AS (
-  SELECT date_trunc('minute', now()) AS minute, date_trunc('hour', now()) AS hour),
+  SELECT date_trunc('minute', now(), 'UTC') AS minute, date_trunc('hour', now(), 'UTC') AS hour),
 happened AS (
   SELECT 'started' AS what, w.created_at AS at FROM :"schema".workflows w, bounds b
    WHERE w.created_at >= b.hour - interval '23 hours'
@@ -1033,12 +1033,12 @@ happened AS (
    WHERE w.updated_at >= b.hour - interval '23 hours'
      AND w.status IN ('failed', 'dead_letter')),
 per_minute AS (
-  SELECT date_trunc('minute', h.at) AS at, count(*) FILTER (WHERE h.what = 'started') AS started,
+  SELECT date_trunc('minute', h.at, 'UTC') AS at, count(*) FILTER (WHERE h.what = 'started') AS started,
          count(*) FILTER (WHERE h.what = 'finished') AS finished,
          count(*) FILTER (WHERE h.what = 'failed') AS failed
     FROM happened h, bounds b WHERE h.at >= b.minute - interval '59 minutes' GROUP BY 1),
 per_hour AS (
-  SELECT date_trunc('hour', h.at) AS at, count(*) FILTER (WHERE h.what = 'started') AS started,
+  SELECT date_trunc('hour', h.at, 'UTC') AS at, count(*) FILTER (WHERE h.what = 'started') AS started,
          count(*) FILTER (WHERE h.what = 'finished') AS finished,
          count(*) FILTER (WHERE h.what = 'failed') AS failed
     FROM happened h GROUP BY 1)
