@@ -3,6 +3,7 @@
 // in a real browser over a real database (console/test_browser.py, ctest label browser).
 #include <catch2/catch.hpp>
 
+#include "console/auth.hpp"
 #include "console/request.hpp"
 
 using durable::console_detail::bad_request;
@@ -50,7 +51,13 @@ TEST_CASE("console: relative ages are seconds, minutes, hours or days") {
   CHECK_FALSE(relative_age("2026-12-01T00:00:00Z").has_value());
   CHECK_FALSE(relative_age("h").has_value());
   CHECK_FALSE(relative_age("-5m").has_value());
-  CHECK_FALSE(relative_age("1.5h").has_value());
+  CHECK(relative_age("1.5h") == 5400.0);
+  CHECK(relative_age("500ms") == 0.5);
+  CHECK(relative_age("1w") == 604800.0);
+  CHECK_FALSE(relative_age("30").has_value());  // a plain number could be a time: a unit is needed
+  CHECK_FALSE(relative_age("5x").has_value());
+  CHECK_FALSE(relative_age("inf").has_value());
+  CHECK(durable::parse_duration("30", true) == 30.0);  // the program's options: seconds
 }
 
 TEST_CASE("console: the workflow list's filter comes from the page's parameters") {
@@ -93,4 +100,74 @@ TEST_CASE("console: a filter that cannot be is refused with what to send instead
   CHECK_THAT(refused({{"limit", "ten"}}), Catch::Contains("'ten'"));
   CHECK_THAT(refused({{"cursor", "no-bar"}}), Catch::Contains("not a cursor"));
   CHECK_THAT(refused({{"cursor", "|id"}}), Catch::Contains("not a cursor"));
+}
+
+TEST_CASE("console: a token file's token is trimmed and must resist guessing") {
+  using durable::console_detail::checked_token;
+  CHECK(checked_token("  0123456789abcdef-xyz\n") == "0123456789abcdef-xyz");
+  CHECK_THROWS_WITH(checked_token("short\n"), Catch::Contains("use at least 16"));
+  CHECK_THROWS_WITH(checked_token(""), Catch::Contains("has 0 characters"));
+  CHECK_THROWS_WITH(checked_token("0123456789 abcdef"), Catch::Contains("space"));
+  CHECK_THROWS_WITH(checked_token(std::string("0123456789abcdef\x01")),
+                    Catch::Contains("control character"));
+}
+
+TEST_CASE("console: secrets compare equal only when equal, whatever their lengths") {
+  using durable::console_detail::same_secret;
+  CHECK(same_secret("0123456789abcdef", "0123456789abcdef"));
+  CHECK_FALSE(same_secret("0123456789abcdef", "0123456789abcdeg"));
+  CHECK_FALSE(same_secret("0123456789abcdef", "0123456789abcde"));
+  CHECK_FALSE(same_secret("0123456789abcde", "0123456789abcdef"));
+  CHECK_FALSE(same_secret("", "x"));
+  CHECK(same_secret("", ""));
+}
+
+TEST_CASE("console: the session cookie is found among others by its exact name") {
+  using durable::console_detail::cookie_value;
+  CHECK(cookie_value("a=1; durable_session_8080=abc; b=2", "durable_session_8080") == "abc");
+  CHECK(cookie_value("durable_session_8080=abc", "durable_session_8080") == "abc");
+  CHECK_FALSE(cookie_value("durable_session_80800=abc", "durable_session_8080"));
+  CHECK_FALSE(cookie_value("xdurable_session_8080=abc", "durable_session_8080"));
+  CHECK_FALSE(cookie_value("", "durable_session_8080"));
+  CHECK_FALSE(cookie_value("durable_session_8080", "durable_session_8080"));
+  CHECK(cookie_value("durable_session_8080=", "durable_session_8080") == "");
+}
+
+TEST_CASE("console: a POST's Origin must be the console's own") {
+  using durable::console_detail::origin_matches;
+  CHECK(origin_matches("http://127.0.0.1:8080", "127.0.0.1:8080"));
+  CHECK(origin_matches("http://LOCALHOST:8080", "localhost:8080"));
+  CHECK(origin_matches("https://durable.example.com", "durable.example.com"));
+  CHECK_FALSE(origin_matches("http://evil.example", "127.0.0.1:8080"));
+  CHECK_FALSE(origin_matches("http://127.0.0.1:8081", "127.0.0.1:8080"));  // another port
+  CHECK_FALSE(origin_matches("null", "127.0.0.1:8080"));  // a sandboxed frame, a file
+  CHECK_FALSE(origin_matches("http://127.0.0.1:8080/x", "127.0.0.1:8080"));
+  CHECK_FALSE(origin_matches("ftp://127.0.0.1:8080", "127.0.0.1:8080"));
+  CHECK_FALSE(origin_matches("http://127.0.0.1:8080", ""));
+}
+
+TEST_CASE("console: sessions are random, end when idle, and are bounded in number") {
+  using durable::console_detail::sessions;
+  using namespace std::chrono_literals;
+  const auto t0 = sessions::clock::now();
+  sessions s(60s, 2);
+  const auto a = s.open("alice", t0);
+  const auto b = s.open("bob", t0 + 1s);
+  CHECK(a.size() == 64);
+  CHECK(a != b);
+  const auto* sa = s.find(a, t0 + 2s);
+  REQUIRE(sa);
+  CHECK(sa->who == "alice");
+  CHECK(sa->csrf.size() == 64);
+  CHECK(sa->csrf != a);
+  CHECK_FALSE(s.find("not-a-session", t0 + 2s));
+  // A third session ends the least recently used one (bob; alice was used at t0 + 2s).
+  const auto c = s.open("carol", t0 + 3s);
+  CHECK(s.size() == 2);
+  CHECK_FALSE(s.find(b, t0 + 3s));
+  CHECK(s.find(a, t0 + 3s));
+  // Idle for more than a minute: gone.
+  CHECK_FALSE(s.find(c, t0 + 70s));
+  s.close(a);
+  CHECK(s.size() == 0);
 }

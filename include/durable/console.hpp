@@ -3,9 +3,11 @@
 // target, src/console/); this header pulls in no HTTP library.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace asio {
@@ -29,10 +31,28 @@ struct console_options {
   double lease_s = 30;
   /// Rows per page of the workflow list at most (a request for more is refused).
   std::int64_t max_page = 500;
+  /// Requests that use the database at once at most; the others wait their turn. The console
+  /// shares the engine's pool: this keeps open tabs from taking it from the workflows.
+  std::size_t max_queries = 2;
+  /// The token that actions need (cancel, retry, bulk, pause, ...): sent as
+  /// `Authorization: Bearer <token>`, or typed once in the sign-in form, which opens a session
+  /// (an HttpOnly cookie). At least 16 printable characters. Empty: no actions, the pages are
+  /// read-only.
+  std::string token;
+  /// Serve the pages without any action, even with a token.
+  bool read_only = false;
+  /// Mark the session cookie Secure (the console is reached through HTTPS, behind a proxy).
+  bool secure_cookie = false;
 };
 
+/// A token as read from a file: without surrounding white space (a final newline). Throws
+/// std::invalid_argument when it has fewer than 16 characters or holds a space or a control
+/// character.
+std::string console_token(std::string_view text);
+
 /// Serves the console on `io` with the statements and the pool of `eng` (an engine opened by
-/// the application, or one that is never opened, as `durable ui` uses). Pages are read-only.
+/// the application, or one that is never opened, as `durable ui` uses). Actions need
+/// `options.token`; every action leaves a row in the audit table.
 /// The engine and the io_context must outlive the console.
 class console {
 public:
@@ -43,7 +63,7 @@ public:
 
   /// Binds and listens; call it before `io` runs or on its thread. Throws std::runtime_error
   /// when the address cannot be bound (in use, not local) and std::invalid_argument for an
-  /// address that is not an IP address.
+  /// address that is not an IP address or a token that is too short.
   void start();
   /// Stops listening; call it on the io_context's thread (or when it does not run), before the
   /// engine's shutdown(). Requests in flight stop at their next wait and are answered 503, as is

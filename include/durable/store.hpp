@@ -21,6 +21,7 @@
 #include "durable/detail/sql_script.hpp"
 #include "durable/detail/store/fence.hpp"
 #include "durable/detail/store/identifiers.hpp"
+#include "durable/detail/store/operator.hpp"
 #include "durable/detail/store/rows.hpp"
 #include "durable/error.hpp"
 #include "durable/pg/connection.hpp"
@@ -52,7 +53,7 @@ DURABLE_DECL const std::vector<migration>& migrations();
 
 /// Names, texts and typed builders of every statement the library runs, the row type of each
 /// statement that returns rows, and the decoding of its columns.
-class store : public detail::store_rows {
+class store : public detail::store_rows, public detail::operator_statements {
 public:
   explicit store(std::string schema = "durable")
       : schema_name_(std::move(schema)), schema_(detail::quote_identifier(schema_name_)) {
@@ -377,62 +378,8 @@ public:
     return {call("schedule_start", id, workflow_ids, slots, wake, channel())};
   }
 
-  /// Workflows, newest first, filtered (see sql/statements/admin_list.sql).
-  struct list_filter {
-    std::vector<std::string> statuses;  ///< empty: any
-    std::optional<std::string> name, queue, executor, id_prefix;
-    std::optional<double> since_s, until_s;         ///< created at most / at least this long ago
-    std::optional<std::string> since_at, until_at;  ///< timestamps, parsed by the server
-    std::int64_t limit = 50, offset = 0;
-    /// Keyset paging: only rows after this one (its created_at and id) in the order.
-    std::optional<std::string> after_created_at, after_id;
-  };
-  [[nodiscard]] query<json_value> admin_list(const list_filter& f) const {
-    return {call("admin_list", detail::text_array(f.statuses), f.name, f.queue, f.executor,
-                 f.since_s, f.since_at, f.until_s, f.until_at, f.limit, f.offset,
-                 f.after_created_at, f.after_id, f.id_prefix)};
-  }
-  /// One JSON object about workflow `id`: workflow, history, steps, children, inbox, events.
-  [[nodiscard]] query<json_value> admin_show(const std::string& id) const {
-    return {call("admin_show", id)};
-  }
-  /// Workflow `id` (with its descendants when `children`) as one versioned JSON document
-  /// (sql/statements/admin_export.sql); no row: no such workflow.
-  [[nodiscard]] query<json_value> admin_export(const std::string& id, bool children) const {
-    return {call("admin_export", id, children)};
-  }
-  /// admin_import: workflows and rows inserted, and the root's id here.
-  struct import_outcome {
-    std::int64_t workflows = 0, rows = 0;
-    std::string id;
-    static import_outcome from(const pg::row& r) {
-      return {r.get<std::int64_t>(0), r.get<std::int64_t>(1), r.get<std::string>(2)};
-    }
-  };
-  /// Loads an admin_export document as new workflows (the root as `new_id` if given); the
-  /// unfinished ones parked with `reason`. Nothing is written if an id is taken (0 workflows).
-  [[nodiscard]] query<import_outcome> admin_import(const std::string& document,
-                                                   const std::optional<std::string>& new_id,
-                                                   const std::string& reason) const {
-    return {call("admin_import", document, new_id, reason)};
-  }
-  [[nodiscard]] query<json_value> admin_queues() const { return {call("admin_queues")}; }
-  /// The console's overview charts: {"hour": [...], "day": [...]} (console_series.sql).
-  [[nodiscard]] query<json_value> console_series() const { return {call("console_series")}; }
-  /// Executors; alive when they heartbeat within `lease_s`.
-  [[nodiscard]] query<json_value> admin_executors(double lease_s) const {
-    return {call("admin_executors", lease_s)};
-  }
   [[nodiscard]] query<json_value> admin_stats(double lease_s) const {
     return {call("admin_stats", lease_s, schema_name_)};
-  }
-  /// How many workflows workflows_delete_finished would delete (one row, one count).
-  struct count_row {
-    std::int64_t n = 0;
-    static count_row from(const pg::row& r) { return {r.get<std::int64_t>(0)}; }
-  };
-  [[nodiscard]] query<count_row> admin_gc_count(double age_s, const std::string& statuses) const {
-    return {call("admin_gc_count", age_s, statuses)};
   }
   /// Unloads workflow `id` until `what` arrives, or `recheck_ms` passes.
   [[nodiscard]] query<unload_outcome> workflow_wait(const std::string& id, std::int64_t epoch,

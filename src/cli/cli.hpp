@@ -191,9 +191,31 @@ int cmd_stats(session& s, const settings& g, double lease_s);
 int cmd_metrics(session& s, double lease_s, const std::string& listen);
 /// "HOST:PORT" ("[::1]:9464" for IPv6) as an endpoint; a failure (bad usage) otherwise.
 asio::ip::tcp::endpoint parse_listen(const std::string& text);
+/// What `durable ui` (and `durable dev`) take for the console.
+struct ui_args {
+  std::string listen = "127.0.0.1:8080";
+  std::vector<std::string> allowed_hosts;
+  std::string token_file;  // "": no actions
+  bool read_only = false;
+};
+/// The token in `path` (ui.cpp): its text without surrounding white space; a failure (bad
+/// usage) when it cannot be read or is too short. Warns on stderr when others may read the file.
+std::string read_token_file(const std::string& path);
 /// Serves the web console (ui.cpp) until SIGINT or SIGTERM.
-int cmd_ui(session& s, double lease_s, const std::string& listen,
-           const std::vector<std::string>& allowed_hosts);
+int cmd_ui(session& s, double lease_s, const ui_args& a);
+/// Audit rows of the console's actions, newest first (read.cpp).
+int cmd_audit(session& s, const settings& g, std::int64_t limit, const std::string& action);
+
+struct dev_args {
+  std::string dir;  // "": $XDG_DATA_HOME/durable-dev, ~/.local/share/durable-dev, as root /tmp/...
+  std::uint16_t port = 0;  // 0: the last run's when free, else any free one
+  bool fresh = false;
+  ui_args console;  // --listen, --token-file, --read-only, --allow-host: as for durable ui
+};
+/// durable dev (dev.cpp): starts a PostgreSQL of its own in `a.dir`, migrates it (schema
+/// `g.schema`; `g.database` is not used), prints the URL to export and serves the console until
+/// SIGINT or SIGTERM, then stops both.
+int cmd_dev(const settings& g, const dev_args& a, double lease_s);
 
 // ---- the verbs that act (actions.cpp) --------------------------------------------------------
 

@@ -8,8 +8,8 @@
 
 // The parts: cli.hpp (what they share), output.cpp (durations, tables, JSON, errors), read.cpp
 // (list, show, queues, executors, stats), metrics.cpp, actions.cpp (cancel, resume, retry, fork,
-// send, gc, migrate), ui.cpp (the web console); this file holds main: the verbs, their options, and
-// the dispatch.
+// send, gc, migrate), ui.cpp (the web console), dev.cpp (a throwaway PostgreSQL with the console);
+// this file holds main: the verbs, their options, and the dispatch.
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -177,15 +177,56 @@ int main(int argc, char** argv) {
   metrics->add_option("--lease", lease, "heartbeat age under which an executor is alive")
       ->capture_default_str();
 
-  std::string ui_listen = "127.0.0.1:8080";
-  std::vector<std::string> allowed_hosts;
-  auto* ui = app.add_subcommand("ui", "serve the web console (read-only pages) until Ctrl-C");
-  ui->add_option("--listen", ui_listen, "HOST:PORT to serve on; port 0 picks a free one")
+  std::int64_t audit_limit = 50;
+  std::string audit_action;
+  auto* audit = app.add_subcommand(
+      "audit",
+      "what was done through the console (who, what, which ids or filter, how many, "
+      "when, result), newest first");
+  audit->add_option("--limit", audit_limit, "at most this many rows")->capture_default_str();
+  audit->add_option("--action", audit_action,
+                    "only this action (cancel, retry, bulk_cancel, pause_queue, ...)");
+
+  ui_args ua;
+  auto* ui = app.add_subcommand("ui", "serve the web console until Ctrl-C");
+  ui->add_option("--listen", ua.listen, "HOST:PORT to serve on; port 0 picks a free one")
       ->capture_default_str();
-  ui->add_option("--allow-host", allowed_hosts,
+  ui->add_option("--token-file", ua.token_file,
+                 "a file holding the token that actions need (at least 16 characters; chmod "
+                 "600); without it the pages are read-only");
+  ui->add_flag("--read-only", ua.read_only,
+               "serve the pages without any action, even with a token");
+  ui->add_option("--allow-host", ua.allowed_hosts,
                  "a Host name the console answers for besides loopback (a reverse proxy's); "
                  "repeatable; * for any");
   ui->add_option("--lease", lease, "heartbeat age under which an executor is alive")
+      ->capture_default_str();
+
+  dev_args da;
+  auto* dev = app.add_subcommand(
+      "dev",
+      "a first try: start a throwaway PostgreSQL of its own, migrate it, print the "
+      "DURABLE_DATABASE_URL to export and serve the console; Ctrl-C stops both (--database is "
+      "not used)");
+  dev->add_option("--dir", da.dir,
+                  "the cluster's directory, kept from one run to the next (default: "
+                  "$XDG_DATA_HOME/durable-dev, else ~/.local/share/durable-dev; as root "
+                  "/tmp/durable-dev-USER, USER being postgres, else nobody, who runs the "
+                  "server)");
+  dev->add_option("--listen", da.console.listen,
+                  "HOST:PORT of the console; port 0 picks a free one")
+      ->capture_default_str();
+  dev->add_option("--port", da.port,
+                  "PostgreSQL's port on 127.0.0.1 (default: the last run's when free, else any "
+                  "free one)")
+      ->check(CLI::Range(1, 65535));
+  dev->add_flag("--fresh", da.fresh, "delete the cluster first: start with an empty database");
+  dev->add_option("--token-file", da.console.token_file,
+                  "as for ui: the token the console's actions need; without it, read-only");
+  dev->add_flag("--read-only", da.console.read_only, "as for ui: no action, even with a token");
+  dev->add_option("--allow-host", da.console.allowed_hosts,
+                  "as for ui: a Host name the console answers for besides loopback");
+  dev->add_option("--lease", lease, "heartbeat age under which an executor is alive")
       ->capture_default_str();
 
   // Any argument may hold a password (a URL or conninfo in the wrong place, a --database
@@ -224,6 +265,8 @@ int main(int argc, char** argv) {
     return report(bad_usage, std::string("--schema: ") + e.what());
   }
   try {
+    // Before the session: dev makes the database the others are given.
+    if (dev->parsed()) return cmd_dev(g, da, require_duration("--lease", lease));
     session s(g);
     const double lease_s = require_duration("--lease", lease);
     if (list->parsed()) return cmd_list(s, g, la);
@@ -249,7 +292,8 @@ int main(int argc, char** argv) {
     if (importing->parsed()) return cmd_import(s, g, file, new_id);
     if (stats->parsed()) return cmd_stats(s, g, lease_s);
     if (metrics->parsed()) return cmd_metrics(s, lease_s, listen);
-    if (ui->parsed()) return cmd_ui(s, lease_s, ui_listen, allowed_hosts);
+    if (ui->parsed()) return cmd_ui(s, lease_s, ua);
+    if (audit->parsed()) return cmd_audit(s, g, audit_limit, audit_action);
   } catch (...) {
     return explain(g);
   }

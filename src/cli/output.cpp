@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "durable/duration.hpp"
 
 namespace durable_cli {
 
@@ -14,23 +15,7 @@ namespace durable_cli {
 
 /// "90s", "15m", "2h", "7d", "500ms" or a plain number of seconds; nullopt otherwise.
 std::optional<double> parse_duration(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  if (v < 0) return std::nullopt;
-  const std::string unit = text.substr(used);
-  if (unit.empty() || unit == "s") return v;
-  if (unit == "ms") return v / 1000;
-  if (unit == "m" || unit == "min") return v * 60;
-  if (unit == "h") return v * 3600;
-  if (unit == "d") return v * 86400;
-  if (unit == "w") return v * 7 * 86400;
-  return std::nullopt;
+  return durable::parse_duration(text, true);
 }
 
 double require_duration(const std::string& option, const std::string& text) {

@@ -270,3 +270,25 @@ int cmd_stats(session& s, const settings& g, double lease_s) {
 }
 
 }  // namespace durable_cli
+
+namespace durable_cli {
+
+int cmd_audit(session& s, const settings& g, std::int64_t limit, const std::string& action) {
+  if (limit < 1) throw failure(bad_usage, "--limit must be at least 1");
+  std::optional<std::string> only;
+  if (!action.empty()) only = action;
+  const auto rows = s.rows(s.st().audit_list(limit, std::nullopt, only));
+  return print_rows(g, rows, "no audit rows (no action was taken through the console)",
+                    {{"id", 6},
+                     {"at", 19},
+                     {"actor", 16},
+                     {"via", 8},
+                     {"address", 15},
+                     {"action", 16},
+                     {"target", 40},
+                     {"count", 6},
+                     {"result", 8},
+                     {"detail", 40}});
+}
+
+}  // namespace durable_cli

@@ -9,8 +9,14 @@
 
 #include <asio/co_spawn.hpp>
 #include <asio/io_context.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
 #include <charconv>
+#include <deque>
 #include <exception>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -19,7 +25,9 @@
 #include <utility>
 #include <vector>
 
+#include "actions.hpp"
 #include "assets.hpp"
+#include "auth.hpp"
 #include "durable.hpp"
 #include "durable/store.hpp"
 #include "request.hpp"
@@ -30,6 +38,32 @@ namespace {
 using ojson = nlohmann::ordered_json;
 using traits = restinio::traits_t<restinio::asio_timer_manager_t, restinio::null_logger_t>;
 using server_t = restinio::http_server_t<traits>;
+// A counting semaphore on the engine's strand: `free` places, and the requests waiting for one
+// (each on a timer that never expires, cancelled to hand it a place).
+struct gate_t {
+  std::size_t free;
+  std::deque<std::shared_ptr<asio::steady_timer>> waiting;
+
+  asio::awaitable<void> enter() {
+    if (free > 0) {
+      --free;
+      co_return;
+    }
+    auto timer = std::make_shared<asio::steady_timer>(co_await asio::this_coro::executor,
+                                                      asio::steady_timer::time_point::max());
+    waiting.push_back(timer);
+    asio::error_code ec;
+    co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  void leave() {
+    if (waiting.empty()) {
+      ++free;
+      return;
+    }
+    waiting.front()->cancel();  // the place goes to the first in line
+    waiting.pop_front();
+  }
+};
 
 // Headers on every response. The pages load their script and style from /assets/ only, fetch
 // the API from the same origin, and may not be framed; nothing is cached (the data is live and
@@ -88,8 +122,14 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
   std::unique_ptr<server_t> server;
   std::uint16_t bound_port = 0;
   bool stopped = false;
+  console_detail::sessions signed_in;
+  gate_t gate;
 
-  impl(asio::io_context& i, engine& e, console_options o) : io(i), eng(e), options(std::move(o)) {}
+  impl(asio::io_context& i, engine& e, console_options o)
+      : io(i),
+        eng(e),
+        options(std::move(o)),
+        gate{options.max_queries < 1 ? 1 : options.max_queries, {}} {}
 
   // ---- requests --------------------------------------------------------------------------
 
@@ -116,9 +156,14 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
       return restinio::request_accepted();
     }
     const std::string path(h.path());
+    if (h.method() == restinio::http_method_post()) return handle_post(req, path, host);
     if (!get) {
       reply_error(req, restinio::status_method_not_allowed(),
-                  "the console's pages are read-only: only GET is served");
+                  "the console answers GET, and POST for its actions");
+      return restinio::request_accepted();
+    }
+    if (path == "/api/session") {
+      reply_json(req, restinio::status_ok(), session_info(*req));
       return restinio::request_accepted();
     }
     if (const auto* a = console_detail::find_asset(path)) {
@@ -146,29 +191,222 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
     return restinio::request_accepted();
   }
 
+  // ---- actions (POST) ---------------------------------------------------------------------
+
+  [[nodiscard]] bool actions_on() const { return !options.read_only && !options.token.empty(); }
+  [[nodiscard]] std::string cookie_name() const {
+    // Cookies do not tell ports apart: two consoles on one host keep their own sessions.
+    return "durable_session_" + std::to_string(bound_port);
+  }
+
+  // The session the request's cookie names, if it is live.
+  const console_detail::sessions::session* session_of(const restinio::request_t& req) {
+    const auto& h = req.header();
+    if (!h.has_field(restinio::http_field::cookie)) return nullptr;
+    const auto id =
+        console_detail::cookie_value(h.get_field(restinio::http_field::cookie), cookie_name());
+    return id ? signed_in.find(*id) : nullptr;
+  }
+
+  ojson session_info(const restinio::request_t& req) {
+    const auto* s = actions_on() ? session_of(req) : nullptr;
+    return ojson{{"schema", eng.schema_name()},
+                 {"read_only", !actions_on()},
+                 {"actions", actions_on()},
+                 {"why_read_only", options.read_only       ? "started read-only (--read-only)"
+                                   : options.token.empty() ? "no token: start it with --token-file"
+                                                           : ""},
+                 {"signed_in", s != nullptr},
+                 {"who", s ? ojson(s->who) : ojson(nullptr)},
+                 {"csrf", s ? ojson(s->csrf) : ojson(nullptr)},
+                 {"version", std::to_string(DURABLE_VERSION_MAJOR) + "." +
+                                 std::to_string(DURABLE_VERSION_MINOR) + "." +
+                                 std::to_string(DURABLE_VERSION_PATCH)}};
+  }
+
+  restinio::request_handling_status_t refuse(const restinio::request_handle_t& req, int code,
+                                             const char* reason, const std::string& message) {
+    reply_error(req, restinio::http_status_line_t(restinio::http_status_code_t(code), reason),
+                message);
+    return restinio::request_accepted();
+  }
+
+  // A POST: checked here (read-only, origin, credentials, the session's token against forgery,
+  // the body), then run as a coroutine on the engine's strand like a GET of the API.
+  restinio::request_handling_status_t handle_post(const restinio::request_handle_t& req,
+                                                  const std::string& path,
+                                                  const std::string& host) {
+    const auto& h = req->header();
+    if (path != "/api/login" && path != "/api/logout" && path != "/api/action" &&
+        path != "/api/bulk")
+      return refuse(req, 405, "Method Not Allowed",
+                    "POST goes to /api/login, /api/logout, /api/action or /api/bulk only");
+    if (!actions_on())
+      return refuse(req, 403, "Forbidden",
+                    std::string("this console is read-only: ") +
+                        (options.read_only ? "it was started with --read-only"
+                                           : "it was started without a token (--token-file)"));
+    if (h.has_field(restinio::http_field::origin) &&
+        !console_detail::origin_matches(h.get_field(restinio::http_field::origin), host))
+      return refuse(req, 403, "Forbidden",
+                    "a POST sent from another site (Origin: " +
+                        std::string(h.get_field(restinio::http_field::origin)) + ") is refused");
+    const auto type = h.has_field(restinio::http_field::content_type)
+                          ? std::string(h.get_field(restinio::http_field::content_type))
+                          : std::string();
+    if (type.rfind("application/json", 0) != 0)
+      return refuse(req, 415, "Unsupported Media Type",
+                    "the body must be JSON, sent with Content-Type: application/json");
+    if (req->body().size() > (1u << 20))
+      return refuse(req, 413, "Payload Too Large", "the body is over 1 MiB");
+    ojson body;
+    try {
+      body = ojson::parse(req->body());
+    } catch (const std::exception& e) {
+      return refuse(req, 400, "Bad Request", std::string("the body is not JSON: ") + e.what());
+    }
+    if (!body.is_object()) return refuse(req, 400, "Bad Request", "the body must be a JSON object");
+    if (path == "/api/login") return login(req, body);
+    console_detail::actor who;
+    who.address = req->remote_endpoint().address().to_string();
+    const std::string bearer = "Bearer ";
+    if (h.has_field(restinio::http_field::authorization)) {
+      const std::string auth(h.get_field(restinio::http_field::authorization));
+      if (auth.rfind(bearer, 0) != 0 ||
+          !console_detail::same_secret(auth.substr(bearer.size()), options.token))
+        return refuse(req, 401, "Unauthorized", "the Authorization header holds no valid token");
+      who.who = "token";
+    } else {
+      const auto* s = session_of(*req);
+      if (!s)
+        return refuse(req, 401, "Unauthorized",
+                      "sign in first: actions need the console's token (or a session that "
+                      "ended: sign in again)");
+      const auto csrf = h.get_field_or("X-Durable-CSRF", "");
+      if (!console_detail::same_secret(csrf, s->csrf))
+        return refuse(req, 403, "Forbidden",
+                      "the request lacks the page's token against cross-site requests "
+                      "(X-Durable-CSRF); reload the page");
+      who.who = s->who;
+    }
+    if (path == "/api/logout") {
+      if (const auto id = h.has_field(restinio::http_field::cookie)
+                              ? console_detail::cookie_value(
+                                    h.get_field(restinio::http_field::cookie), cookie_name())
+                              : std::nullopt)
+        signed_in.close(*id);
+      auto r = req->create_response(restinio::status_ok());
+      secure(r);
+      r.append_header(restinio::http_field::set_cookie,
+                      cookie_name() + "=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict");
+      r.append_header(restinio::http_field::content_type, "application/json; charset=utf-8");
+      r.set_body(R"({"signed_in":false})");
+      r.done();
+      return restinio::request_accepted();
+    }
+    asio::co_spawn(eng.executor(), act(shared_from_this(), req, path, std::move(body), who),
+                   [](std::exception_ptr) noexcept {});
+    return restinio::request_accepted();
+  }
+
+  restinio::request_handling_status_t login(const restinio::request_handle_t& req,
+                                            const ojson& body) {
+    const auto token = body.find("token");
+    if (token == body.end() || !token->is_string())
+      return refuse(req, 400, "Bad Request", "the field 'token' is required");
+    if (!console_detail::same_secret(token->get<std::string>(), options.token)) {
+      // A second's wait before saying no: guessing the token takes that long per try.
+      auto timer = std::make_shared<asio::steady_timer>(io, std::chrono::seconds(1));
+      timer->async_wait([timer, req](const asio::error_code&) {
+        try {
+          reply_error(req, restinio::status_unauthorized(), "this is not the console's token");
+        } catch (...) {  // the client has gone
+        }
+      });
+      return restinio::request_accepted();
+    }
+    std::string who = "anonymous";
+    if (const auto name = body.find("name"); name != body.end() && name->is_string()) {
+      std::string clean;
+      for (const char c : name->get<std::string>())
+        if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f && clean.size() < 80)
+          clean.push_back(c);
+      if (clean.find_first_not_of(' ') != std::string::npos) who = clean;
+    }
+    const auto id = signed_in.open(who);
+    const auto* s = signed_in.find(id);
+    auto r = req->create_response(restinio::status_ok());
+    secure(r);
+    r.append_header(restinio::http_field::set_cookie,
+                    cookie_name() + "=" + id + "; Path=/; HttpOnly; SameSite=Strict" +
+                        (options.secure_cookie ? "; Secure" : ""));
+    r.append_header(restinio::http_field::content_type, "application/json; charset=utf-8");
+    r.set_body(ojson{{"signed_in", true}, {"who", s->who}, {"csrf", s->csrf}}.dump(
+        -1, ' ', false, ojson::error_handler_t::replace));
+    r.done();
+    return restinio::request_accepted();
+  }
+
+  static asio::awaitable<void> act(std::shared_ptr<impl> self, restinio::request_handle_t req,
+                                   std::string path, ojson body, console_detail::actor who) {
+    auto work = [&]() -> asio::awaitable<ojson> {
+      self->check_running();
+      if (path == "/api/bulk")
+        co_return co_await console_detail::run_bulk(self->eng, body, who, self->options.max_page);
+      co_return co_await console_detail::run_action(self->eng, body, who);
+    };
+    co_await respond(self, std::move(req), work);
+  }
+
   // One API request: exactly one reply, whatever happens. An exception becomes the reply's
   // {"error": ...} with a status that says whose fault it is.
   static asio::awaitable<void> api(std::shared_ptr<impl> self, restinio::request_handle_t req,
                                    std::string path, console_detail::params p) {
+    auto work = [&]() { return self->answer(path, p); };
+    co_await respond(self, std::move(req), work);
+  }
+
+  // Holds one of the gate's places until destroyed.
+  struct gate_place {
+    gate_t& gate;
+    ~gate_place() { gate.leave(); }
+  };
+
+  template <class Work>
+  static asio::awaitable<void> respond(std::shared_ptr<impl> self, restinio::request_handle_t req,
+                                       Work& work) {
     restinio::http_status_line_t status = restinio::status_ok();
     ojson body;
     try {
-      body = co_await self->answer(path, p);
+      // At most options.max_queries requests use the database at once; the others wait here,
+      // so that open tabs cannot take the engine's pool from its workflows.
+      co_await self->gate.enter();
+      const gate_place place{self->gate};
+      self->check_running();
+      body = co_await work();
+    } catch (const console_detail::conflict& e) {
+      status = restinio::status_conflict();
+      body = e.extra;
+      body["error"] = e.what();
     } catch (const console_detail::bad_request& e) {
       status = restinio::status_bad_request();
       body = ojson{{"error", e.what()}};
     } catch (const console_detail::not_found& e) {
       status = restinio::status_not_found();
       body = ojson{{"error", e.what()}};
-    } catch (const pg::invalid_datetime_format& e) {  // since, until or a cursor's time
-      status = restinio::status_bad_request();
-      body = ojson{{"error", std::string("a time the server cannot read: ") + e.what()}};
-    } catch (const pg::datetime_field_overflow& e) {
-      status = restinio::status_bad_request();
-      body = ojson{{"error", std::string("a time the server cannot read: ") + e.what()}};
-    } catch (const pg::statement_timeout&) {
-      status = restinio::status_service_unavailable();
-      body = ojson{{"error", "the database did not answer in time; try again"}};
+    } catch (const pg::sql_error& e) {
+      // since, until or a cursor's time that the server cannot read (22007, 22008)
+      if (dynamic_cast<const pg::invalid_datetime_format*>(&e) ||
+          dynamic_cast<const pg::datetime_field_overflow*>(&e)) {
+        status = restinio::status_bad_request();
+        body = ojson{{"error", std::string("a time the server cannot read: ") + e.what()}};
+      } else if (dynamic_cast<const pg::statement_timeout*>(&e)) {
+        status = restinio::status_service_unavailable();
+        body = ojson{{"error", "the database did not answer in time; try again"}};
+      } else {
+        status = restinio::status_internal_server_error();
+        body = ojson{{"error", e.what()}};
+      }
     } catch (const pg::connection_error& e) {
       status = restinio::status_service_unavailable();
       body = ojson{{"error", std::string("the database is unreachable: ") + e.what()}};
@@ -190,19 +428,27 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
     if (stopped) throw stopped_error();
   }
 
-  asio::awaitable<std::vector<ojson>> rows(query<store::json_value> q) {
-    check_running();
-    std::vector<store::json_value> got;
-    {
-      auto c = co_await eng.pool().acquire();
-      check_running();
-      got = co_await store::fetch(*c, std::move(q));
-    }
+  // The JSON rows of `q` on connection `c`.
+  template <class Conn>
+  asio::awaitable<std::vector<ojson>> json_rows(Conn& c, query<store::json_value> q) {
+    auto got = co_await store::fetch(c, std::move(q));
     check_running();
     std::vector<ojson> out;
     out.reserve(got.size());
     for (const auto& r : got) out.push_back(ojson::parse(r.json));
     co_return out;
+  }
+  template <class Conn>
+  asio::awaitable<ojson> json_one(Conn& c, query<store::json_value> q) {
+    auto got = co_await json_rows(c, std::move(q));
+    co_return got.empty() ? ojson(nullptr) : std::move(got.front());
+  }
+
+  asio::awaitable<std::vector<ojson>> rows(query<store::json_value> q) {
+    check_running();
+    auto c = co_await eng.pool().acquire();
+    check_running();
+    co_return co_await json_rows(*c, std::move(q));
   }
 
   asio::awaitable<ojson> one(query<store::json_value> q) {
@@ -212,23 +458,44 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
 
   asio::awaitable<ojson> answer(const std::string& path, const console_detail::params& p) {
     const auto& st = detail::store_of(eng);
-    if (path == "/api/session") {
-      co_return ojson{{"schema", eng.schema_name()},
-                      {"read_only", true},
-                      {"version", std::to_string(DURABLE_VERSION_MAJOR) + "." +
-                                      std::to_string(DURABLE_VERSION_MINOR) + "." +
-                                      std::to_string(DURABLE_VERSION_PATCH)}};
+    if (path == "/api/audit") {
+      std::int64_t limit = 50;
+      if (auto l = console_detail::optional_param(p, "limit")) {
+        const auto [end, ec] = std::from_chars(l->data(), l->data() + l->size(), limit);
+        if (ec != std::errc() || end != l->data() + l->size() || limit < 1 ||
+            limit > options.max_page)
+          throw console_detail::bad_request("limit: '" + *l +
+                                            "' is not a number of rows from 1 to " +
+                                            std::to_string(options.max_page));
+      }
+      std::optional<std::int64_t> before;
+      if (auto b = console_detail::optional_param(p, "before")) {
+        std::int64_t n = 0;
+        const auto [end, ec] = std::from_chars(b->data(), b->data() + b->size(), n);
+        if (ec != std::errc() || end != b->data() + b->size())
+          throw console_detail::bad_request("before: '" + *b + "' is not an audit row's id");
+        before = n;
+      }
+      auto action = console_detail::optional_param(p, "action");
+      check_running();
+      auto page = co_await console_detail::audit_page(eng, limit, before, action);
+      check_running();
+      co_return page;
     }
     if (path == "/api/overview") {
+      // Four statements on one connection: a refresh takes one of the pool's, not four.
       ojson out = ojson::object();
+      check_running();
+      auto c = co_await eng.pool().acquire();
+      check_running();
       auto stats = st.admin_stats(options.lease_s);
-      out["stats"] = co_await one(std::move(stats));
+      out["stats"] = co_await json_one(*c, std::move(stats));
       auto queues = st.admin_queues();
-      out["queues"] = co_await rows(std::move(queues));
+      out["queues"] = co_await json_rows(*c, std::move(queues));
       auto executors = st.admin_executors(options.lease_s);
-      out["executors"] = co_await rows(std::move(executors));
+      out["executors"] = co_await json_rows(*c, std::move(executors));
       auto series = st.console_series();
-      out["series"] = co_await one(std::move(series));
+      out["series"] = co_await json_one(*c, std::move(series));
       co_return out;
     }
     if (path == "/api/workflows") {
@@ -272,6 +539,8 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
   }
 };
 
+std::string console_token(std::string_view text) { return console_detail::checked_token(text); }
+
 console::console(asio::io_context& io, engine& eng, console_options options)
     : impl_(std::make_shared<impl>(io, eng, std::move(options))) {}
 
@@ -290,6 +559,7 @@ void console::start() {
   if (ec)
     throw std::invalid_argument("console: '" + o.address +
                                 "' is not an IP address to listen on (for example 127.0.0.1)");
+  if (!o.token.empty()) o.token = console_detail::checked_token(o.token);
   std::weak_ptr<impl> weak = impl_;
   impl_->stopped = false;
   impl_->server =
@@ -300,6 +570,8 @@ void console::start() {
                                      // An idle keep-alive connection closes after this; one that
                                      // sends a request after stop() is answered 503 and closed.
                                      .read_next_http_message_timelimit(std::chrono::seconds(10))
+                                     // A bulk action of 10 000 workflows answers when done.
+                                     .handle_request_timeout(std::chrono::minutes(10))
                                      .request_handler([weak](auto req) {
                                        if (auto self = weak.lock())
                                          return self->handle(std::move(req));

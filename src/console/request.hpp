@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "durable/duration.hpp"
 #include "durable/states.hpp"
 #include "durable/store.hpp"
 
@@ -74,31 +75,10 @@ inline bool host_allowed(std::string_view host, std::string_view listen,
   return false;
 }
 
-/// "90s", "15m", "2h", "7d" as seconds; nullopt when `text` is not a relative age.
+/// "90s", "15m", "2h", "7d" as seconds (the `durable` program's durations, but a unit is
+/// needed: a plain number could be a time); nullopt when `text` is not a relative age.
 inline std::optional<double> relative_age(std::string_view text) {
-  if (text.size() < 2) return std::nullopt;
-  double unit = 0;
-  switch (text.back()) {
-    case 's':
-      unit = 1;
-      break;
-    case 'm':
-      unit = 60;
-      break;
-    case 'h':
-      unit = 3600;
-      break;
-    case 'd':
-      unit = 86400;
-      break;
-    default:
-      return std::nullopt;
-  }
-  std::int64_t n = 0;
-  const auto digits = text.substr(0, text.size() - 1);
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-  if (ec != std::errc() || end != digits.data() + digits.size() || n < 0) return std::nullopt;
-  return double(n) * unit;
+  return parse_duration(text, false);
 }
 
 inline std::optional<std::string> optional_param(const params& p, const std::string& key) {

@@ -2,11 +2,16 @@
 // workflows in every state a page shows — succeeded ones with steps, a dead letter, a failed
 // one, a parent with children, a sleeping one with an unconsumed message and an event, queued
 // work in a paused queue, a schedule, and ids, names and outputs that hold HTML and
-// javascript: URLs — then serves the console from its own process (durable::console, as an
-// application mounts it) with its engine open, so the executors page has a live executor.
+// javascript: URLs, and workflows queued in a paused queue 'bulk' for the bulk actions — then
+// serves the console from its own process (durable::console, as an application mounts it) with
+// its engine open, so the executors page has a live executor and actions run here.
 //
-//   console_fixture SCHEMA    prints "console: URL" once the data is in place and serves until
-//                             its standard input closes or SIGTERM.
+//   console_fixture SCHEMA [--token-file PATH] [--read-only] [--no-seed]
+//     prints "console: URL" once the data is in place and serves until its standard input
+//     closes or SIGTERM. --token-file: the console's token (the file's content, surrounding
+//     whitespace trimmed), which turns its actions on; --read-only: none even so; --no-seed:
+//     serve SCHEMA as it is (filled by another fixture) with an engine that is never opened,
+//     as `durable ui` does.
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -15,12 +20,15 @@
 #include <asio/posix/stream_descriptor.hpp>
 #include <asio/read.hpp>
 #include <asio/signal_set.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <durable.hpp>
 #include <durable/console.hpp>
 #include <exception>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -37,10 +45,22 @@ asio::awaitable<int> invoice(durable::context& ctx, int n) {
   co_return amount;
 }
 
+// The card is declined the first time only: the dead letter charge-7 succeeds when retried
+// (the browser test retries it from its page).
+std::atomic<int> charge_attempts{0};
+
 asio::awaitable<int> charge(durable::context& ctx, int cents) {
   co_return co_await ctx.step("charge card", [&]() -> int {
-    throw durable::permanent_error(fmt::format("card declined: {} cents over the limit", cents));
+    if (charge_attempts.fetch_add(1) == 0)
+      throw durable::permanent_error(fmt::format("card declined: {} cents over the limit", cents));
+    return cents;
   });
+}
+
+// Queued in the paused queue 'bulk', which no executor serves: they stay pending for the bulk
+// actions of the browser test.
+asio::awaitable<int> bulk_sync(durable::context& ctx, int n) {
+  co_return co_await ctx.step("sync", [&] { return n; });
 }
 
 asio::awaitable<int> broken(durable::context& ctx) {
@@ -119,6 +139,13 @@ asio::awaitable<void> fill(durable::engine& eng) {
     const std::string id = fmt::format("email-{}", i);
     (void)co_await eng.enqueue(e, "invoice", id, i);
   }
+  co_await eng.pause_queue("bulk");
+  for (int i = 1; i <= 4; ++i) {
+    durable::enqueue_options e;
+    e.queue = "bulk";
+    const std::string id = fmt::format("bulk-{}", i);
+    (void)co_await eng.enqueue(e, "sync", id, i);
+  }
   durable::schedule_options s;
   s.id = "nightly-report";
   s.cron = "0 3 * * *";
@@ -130,18 +157,53 @@ asio::awaitable<void> fill(durable::engine& eng) {
   (void)co_await eng.trigger_schedule(schedule_id);  // one run now: the schedule's page lists it
 }
 
+std::string trimmed(std::string s) {
+  const auto* ws = " \t\r\n\f\v";
+  const auto b = s.find_first_not_of(ws);
+  if (b == std::string::npos) return {};
+  return s.substr(b, s.find_last_not_of(ws) - b + 1);
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot read " + path);
+  std::ostringstream out;
+  out << f.rdbuf();
+  return out.str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    fmt::print(stderr, "usage: console_fixture SCHEMA\n");
+  std::string schema;
+  std::string token_file;
+  bool read_only = false;
+  bool seed = true;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--token-file" && i + 1 < argc) {
+      token_file = argv[++i];
+    } else if (a == "--read-only") {
+      read_only = true;
+    } else if (a == "--no-seed") {
+      seed = false;
+    } else if (schema.empty() && !a.starts_with("--")) {
+      schema = a;
+    } else {
+      schema.clear();
+      break;
+    }
+  }
+  if (schema.empty()) {
+    fmt::print(stderr,
+               "usage: console_fixture SCHEMA [--token-file PATH] [--read-only] [--no-seed]\n");
     return 2;
   }
   try {
     asio::io_context io;
     durable::engine_options o;
     if (const char* url = std::getenv("DURABLE_DATABASE_URL")) o.conninfo = url;
-    o.schema = argv[1];
+    o.schema = schema;
     o.executor_id = "console-fixture";
     o.poll_interval = 50ms;
     o.queues = {"default", "emails"};
@@ -154,8 +216,11 @@ int main(int argc, char** argv) {
     eng.register_workflow("parent", &parent);
     eng.register_workflow("waiter", &waiter);
     eng.register_workflow("report", &report);
+    eng.register_workflow("sync", &bulk_sync);
     durable::console_options co;
     co.port = 0;
+    if (!token_file.empty()) co.token = trimmed(read_file(token_file));
+    co.read_only = read_only;
     durable::console console(io, eng, co);
 
     std::exception_ptr failed;
@@ -166,6 +231,7 @@ int main(int argc, char** argv) {
       signals.cancel();
       in.close();
       console.stop();
+      if (!seed) return;  // the engine was never opened
       asio::co_spawn(
           io, [&]() -> asio::awaitable<void> { co_await eng.shutdown(); },
           [](std::exception_ptr) {});
@@ -173,8 +239,10 @@ int main(int argc, char** argv) {
     asio::co_spawn(
         io,
         [&]() -> asio::awaitable<void> {
-          (void)co_await eng.open();
-          co_await fill(eng);
+          if (seed) {
+            (void)co_await eng.open();
+            co_await fill(eng);
+          }
           console.start();
           fmt::print("console: {}\n", console.url());
           std::fflush(stdout);

@@ -7,12 +7,14 @@ ctest runs it (label browser) with DURABLE_DATABASE_URL set:
                     --screenshots build/console-screenshots
 
 console_fixture fills a fresh schema with workflows in every state and serves the console from
-its own process; `durable ui` serves the same schema from the command-line program. Every page
-is opened and saved as a screenshot; what the pages show is checked against the fixture's data
-and the API's answers; hostile ids, names and outputs
-must stay text; any SEVERE entry in the browser's log (a JavaScript error, a CSP violation)
-fails the test. Exits 77 (ctest: skipped, not passed) when Chromium, its driver or Selenium is
-missing.
+its own process, with a token (its actions on); `durable ui` serves the same schema from the
+command-line program (no token: read-only), and a second fixture serves it with the token but
+--read-only. Every page is opened and saved as a screenshot; what the pages show is checked
+against the fixture's data and the API's answers; hostile ids, names and outputs must stay
+text; the actions (test_actions.py) are taken through the pages and checked in the database;
+any SEVERE entry in the browser's log (a JavaScript error, a CSP violation) fails the test,
+except the refusals a step provokes on purpose. Exits 77 (ctest: skipped, not passed) when
+Chromium, its driver or Selenium is missing.
 """
 import argparse
 import http.client as http_client
@@ -21,19 +23,13 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 
 SKIP = 77
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-DRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
 try:
-    from selenium import webdriver
-    from selenium.common.exceptions import NoAlertPresentException, TimeoutException
-    from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 except ImportError as e:  # pragma: no cover - depends on the machine
@@ -41,118 +37,11 @@ except ImportError as e:  # pragma: no cover - depends on the machine
           "chromium and chromium-driver", flush=True)
     sys.exit(SKIP)
 
-failures = []
-
-
-def check(ok, what):
-    print(("  ok: " if ok else "  FAILED: ") + what, flush=True)
-    if not ok:
-        failures.append(what)
-    return ok
-
-
-def start_server(argv, env):
-    """Starts a console process and returns (process, url) once it printed its address."""
-    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-    deadline = time.time() + 180
-    while time.time() < deadline:
-        line = p.stdout.readline()
-        if not line:
-            raise RuntimeError(f"{argv[0]} exited ({p.wait()}) before serving the console")
-        if "http://" in line:
-            return p, line[line.index("http://"):].split()[0]
-    raise RuntimeError(f"{argv[0]} did not print the console's address within 180 s")
-
-
-def stop_server(p):
-    if p.poll() is None:
-        p.stdin.close()
-        p.terminate()
-        try:
-            p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            p.kill()
-
-
-def http(url, method="GET", headers=None, data=None):
-    req = urllib.request.Request(url, method=method, headers=headers or {}, data=data)
-    try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, dict(r.headers), r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, dict(e.headers), e.read().decode()
-
-
-def api(base, path):
-    status, _, body = http(base + path)
-    if status != 200:
-        raise RuntimeError(f"GET {path}: {status} {body}")
-    return json.loads(body)
-
-
-class Browser:
-    def __init__(self, shots):
-        options = webdriver.ChromeOptions()
-        options.binary_location = CHROMIUM
-        for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                  "--window-size=1280,900"):
-            options.add_argument(a)
-        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-        self.d = webdriver.Chrome(service=Service(DRIVER), options=options)
-        self.shots = shots
-        self.errors = []
-
-    def open(self, url, shot=None):
-        self.d.get("about:blank")
-        self.d.get(url)
-        return self.ready(shot)
-
-    def ready(self, shot=None):
-        try:
-            WebDriverWait(self.d, 30).until(
-                lambda d: d.execute_script("return document.body.dataset.ready") == "1")
-        except TimeoutException:
-            check(False, f"{self.d.current_url} became ready")
-        banner = self.d.execute_script(
-            "const e = document.getElementById('error'); return e && !e.hidden ? e.textContent : null")
-        check(banner is None, f"no error banner on {self.d.current_url} ({banner})")
-        if shot:
-            path = os.path.join(self.shots, shot + ".png")
-            self.d.save_screenshot(path)
-            print(f"  screenshot: {path}", flush=True)
-        self.log()
-        return self
-
-    def log(self):
-        for entry in self.d.get_log("browser"):
-            if entry.get("level") == "SEVERE":
-                self.errors.append(entry)
-                check(False, f"no browser error on {self.d.current_url}: {entry.get('message')}")
-
-    def probe(self):
-        """The log reading works: an error thrown by a page script reaches it as SEVERE."""
-        self.d.execute_script("setTimeout(() => { throw new Error('durable-log-probe'); }, 0)")
-        time.sleep(0.5)
-        seen = [e for e in self.d.get_log("browser")
-                if e.get("level") == "SEVERE" and "durable-log-probe" in e.get("message", "")]
-        check(len(seen) == 1, "a JavaScript error reaches the browser log the test reads")
-
-    def no_alert(self):
-        try:
-            self.d.switch_to.alert
-            return False
-        except NoAlertPresentException:
-            return True
-
-    def css(self, selector):
-        return self.d.find_elements(By.CSS_SELECTOR, selector)
-
-    def text(self, selector):
-        found = self.css(selector)
-        return found[0].text if found else None
-
-    def rows_by_data(self, selector, attribute):
-        return {e.get_attribute(attribute): e for e in self.css(selector)}
+# The helpers (checks, processes, HTTP, psql, the browser) and the actions' tests, beside this
+# file; no __pycache__ is left in the source tree.
+sys.dont_write_bytecode = True
+from browser_kit import CHROMIUM, DRIVER, Browser, api, check, failures, http, start_server, stop_server  # noqa: E402
+import test_actions  # noqa: E402
 
 
 def main():
@@ -173,16 +62,27 @@ def main():
     os.makedirs(args.screenshots, exist_ok=True)
     schema = f"console_browser_{os.getpid()}"
     env = dict(os.environ)
+    token = f"console-token-{os.getpid()}-{time.time_ns()}"
+    token_dir = tempfile.mkdtemp(prefix="console_browser_")
+    token_file = os.path.join(token_dir, "token")
+    with open(token_file, "w") as f:
+        f.write(f"  {token}\n")  # the fixture trims the whitespace around it
 
-    fixture, base = start_server([args.fixture, schema], env)
+    fixture, base = start_server([args.fixture, schema, "--token-file", token_file], env)
     cli = None
+    readonly = None
     browser = None
     try:
         print(f"console (application): {base}", flush=True)
         cli, cli_base = start_server(
             [args.cli, "--schema", schema, "ui", "--listen", "127.0.0.1:0"], env)
         print(f"console (durable ui): {cli_base}", flush=True)
+        readonly, ro_base = start_server(
+            [args.fixture, schema, "--token-file", token_file, "--read-only", "--no-seed"], env)
+        print(f"console (read-only, with the token): {ro_base}", flush=True)
         http_checks(base, cli_base)
+        test_actions.auth_checks(base, token, schema)
+        test_actions.read_only_checks(ro_base, cli_base, token)
         browser = Browser(args.screenshots)
         browser.open(base + "#/")
         browser.probe()
@@ -190,6 +90,8 @@ def main():
         hostile(browser, base)
         browser.open(cli_base + "#/workflows", "cli-workflows")
         check(len(browser.css("tr.wf-row")) > 0, "durable ui lists the workflows too")
+        test_actions.browser_actions(browser, base, token, schema)
+        test_actions.read_only_pages(browser, ro_base, cli_base)
         browser.d.quit()
         browser = None
         shutdown_with_open_connection(fixture, base)
@@ -198,7 +100,10 @@ def main():
             browser.d.quit()
         if cli:
             stop_server(cli)
+        if readonly:
+            stop_server(readonly)
         stop_server(fixture)
+        shutil.rmtree(token_dir, ignore_errors=True)
         drop = ["psql", os.environ["DURABLE_DATABASE_URL"], "-qc", f'DROP SCHEMA "{schema}" CASCADE']
         if shutil.which("psql"):
             subprocess.run(drop, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -241,7 +146,9 @@ def http_checks(base, cli_base):
     check("Content-Security-Policy" in headers, "the API carries the CSP too")
     for b in (base, cli_base):
         status, _, body = http(b + "api/workflow?id=charge-7", method="POST", data=b"")
-        check(status == 405 and "read-only" in body, f"a POST is refused ({b})")
+        check(status == 405, f"a POST to a page of data is refused ({b}: {status} {body})")
+        status, _, body = http(b + "api/action", method="PUT", data=b"{}")
+        check(status == 405, f"a PUT is refused ({b}: {status})")
     status, _, body = http(base + "api/overview", headers={"Host": "evil.example:80"})
     check(status == 421, "a request for another host is refused (DNS rebinding)")
     status, _, body = http(base + "api/workflow?id=" + urllib.parse.quote("no-such-id"))
@@ -351,7 +258,7 @@ def hostile(b, base):
           "a name holding <img> is shown as text")
     scripts = b.d.execute_script(
         "return Array.from(document.querySelectorAll('script')).map(s => s.getAttribute('src'))")
-    check(scripts == ["/assets/core.js", "/assets/pages.js"],
+    check(scripts == ["/assets/core.js", "/assets/actions.js", "/assets/pages.js"],
           f"no script element came from the data ({scripts})")
     images = b.d.execute_script("return document.querySelectorAll('img').length")
     check(images == 0, f"no img element came from the data ({images})")

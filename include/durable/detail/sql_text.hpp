@@ -719,6 +719,38 @@ SELECT w.id, w.name, w.queue, w.priority, w.app_version, w.created_at, w.wake_at
   FROM :"schema".workflows w
  WHERE w.status = 'pending' AND w.executor_id IS NULL;
 )durable_sql"},
+  {13, "console_audit", "console audit, list index",
+   "a2458bec01263fa09477ff76f54cd2d83d157aa257194fc277e6f8c84c948490",
+   R"durable_sql(-- console audit, list index
+-- What operators did through the console (docs/console.md#audit): one row per action, single or
+-- bulk, whatever its result, written after the action (a refused or failed action too). The
+-- console shows the table and `durable audit` prints it; it is meant to be read in SQL as well.
+CREATE TABLE :"schema".audit (
+  id       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  at       timestamptz NOT NULL DEFAULT now(),
+  -- Who: the name given when signing in to the console, or 'token' for a request that carried
+  -- the token itself (Authorization: Bearer).
+  actor    text NOT NULL,
+  -- Through what ('console') and from which client address.
+  via      text NOT NULL,
+  address  text NOT NULL DEFAULT '',
+  -- cancel, resume, retry, fork, send, pause_queue, resume_queue, pause_schedule,
+  -- resume_schedule, trigger_schedule; bulk_cancel, bulk_resume, bulk_retry.
+  action   text NOT NULL,
+  -- What it applied to: {"id": ...}, {"queue": ...}, {"schedule": ...}, or for a bulk action
+  -- {"filter": {...}, "ids": [...]}.
+  target   jsonb NOT NULL,
+  -- Workflows (or queues, schedules) it changed.
+  count    bigint NOT NULL DEFAULT 0,
+  result   text NOT NULL CHECK (result IN ('done', 'refused', 'failed')),
+  detail   text NOT NULL DEFAULT ''
+);
+CREATE INDEX audit_at ON :"schema".audit (at);
+
+-- The console's workflow list pages newest first, by (created_at, id): an index in that order
+-- keeps each page a short index scan however large the table is.
+CREATE INDEX workflows_created ON :"schema".workflows (created_at, id);
+)durable_sql"},
 };
 
 inline constexpr statement_text statements[] = {
@@ -777,6 +809,22 @@ SELECT json_build_object(
    AND (w.parent_id IS NULL OR NOT EXISTS (
          SELECT 1 FROM :"schema".workflows p WHERE p.id = w.parent_id
             AND p.status NOT IN ('succeeded', 'failed', 'cancelled'))))durable_sql"},
+  {"admin_ids",
+   R"durable_sql(SELECT w.id
+  FROM :"schema".workflows w
+ WHERE (cardinality($1::text[]) = 0 OR w.status = ANY($1::text[]))
+   AND ($2::text IS NULL OR w.name = $2::text)
+   AND ($3::text IS NULL OR w.queue = $3::text)
+   AND ($4::text IS NULL OR w.executor_id = $4::text)
+   AND ($10::text IS NULL OR starts_with(w.id, $10::text))
+   AND ($5::double precision IS NULL
+        OR w.created_at >= now() - make_interval(secs => $5::double precision))
+   AND ($6::timestamptz IS NULL OR w.created_at >= $6::timestamptz)
+   AND ($7::double precision IS NULL
+        OR w.created_at < now() - make_interval(secs => $7::double precision))
+   AND ($8::timestamptz IS NULL OR w.created_at < $8::timestamptz)
+ ORDER BY w.id
+ LIMIT $9)durable_sql"},
   {"admin_import",
    R"durable_sql(WITH doc AS (SELECT $1::jsonb AS d),
 root AS (SELECT d->>'root' AS old, coalesce($2, d->>'root') AS new FROM doc),
@@ -1006,6 +1054,18 @@ SELECT w.id, $3, $4, $5, $6, $7, $8::jsonb, $2, to_timestamp($9::double precisio
  WHERE a.workflow_id = ANY($1::text[])
    AND NOT EXISTS (SELECT 1 FROM :"schema".steps s WHERE s.workflow_id = a.workflow_id AND s.seq = a.seq)
  ORDER BY a.workflow_id, a.seq, a.id)durable_sql"},
+  {"audit_insert",
+   R"durable_sql(INSERT INTO :"schema".audit (actor, via, address, action, target, count, result, detail)
+VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::bigint, $7::text, $8::text)
+RETURNING id)durable_sql"},
+  {"audit_list",
+   R"durable_sql(SELECT row_to_json(t)::text FROM (
+SELECT a.id, a.at, a.actor, a.via, a.address, a.action, a.target, a.count, a.result, a.detail
+  FROM :"schema".audit a
+ WHERE ($2::bigint IS NULL OR a.id < $2::bigint)
+   AND ($3::text IS NULL OR a.action = $3::text)
+ ORDER BY a.id DESC
+ LIMIT $1) t)durable_sql"},
   {"child_start",
    R"durable_sql(WITH other AS (
 SELECT 1 FROM :"schema".workflows WHERE id = $1 AND (parent_id IS DISTINCT FROM $4 OR name <> $2)),

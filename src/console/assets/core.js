@@ -1,6 +1,8 @@
-// The durable web console: a read-only view of one schema, drawn from the JSON API (/api/...).
-// core.js: state, safe DOM helpers, formatting, the API, tables and routing; pages.js: the
-// pages and the start. Both are classic scripts sharing the page's global scope, in that order.
+// The durable web console: a view of one schema, drawn from the JSON API (/api/...), with the
+// operators' actions when the server allows them. core.js: state, safe DOM helpers,
+// formatting, the API (GET and the one POST helper), tables and routing; actions.js: signing in,
+// the action controls, the bulk bar and the audit page; pages.js: the pages and the start. All
+// are classic scripts sharing the page's global scope, loaded in that order.
 //
 // Safety rules kept throughout: every value from the API enters the page as text (text nodes,
 // textContent, non-URL attributes through el()); the only links are '#/...' hashes built here
@@ -22,6 +24,10 @@ const state = {
   timer: 0,       // the pending auto-refresh
   paused: false,  // auto-refresh paused by the user
   cursors: {},    // per list (path and filter): the cursors of the pages before the current one
+  // /api/session: {schema, version, read_only, actions, signed_in, who, csrf}. The CSRF value
+  // lives here only (memory): never in localStorage, never in the address.
+  session: {},
+  stickyError: false,  // the banner holds an action's error: a refresh does not clear it
 };
 
 // ---- DOM helpers --------------------------------------------------------------------------
@@ -29,7 +35,7 @@ const state = {
 const $ = (selector) => document.querySelector(selector);
 
 // Attributes el() sets; none of them takes a URL. href is accepted only as a '#/' hash.
-const SAFE_ATTR = /^(id|class|title|type|name|placeholder|for|colspan|scope|role|autocomplete|spellcheck|disabled|open|lang|aria-[a-z]+|data-[a-z0-9-]+)$/;
+const SAFE_ATTR = /^(id|class|title|type|name|placeholder|for|colspan|scope|role|autocomplete|spellcheck|disabled|hidden|open|lang|value|rows|inputmode|required|aria-[a-z]+|data-[a-z0-9-]+)$/;
 const SAFE_SVG_ATTR = /^(x|y|x1|x2|y1|y2|width|height|rx|points|viewBox|preserveAspectRatio|class|text-anchor|role|aria-label|data-[a-z0-9-]+)$/;
 
 function setAttrs(e, attrs, allowed) {
@@ -240,18 +246,53 @@ async function api(path, params) {
   return body;
 }
 
+/**
+ * POST path with a JSON body: the one way the pages change anything. Sends the CSRF header
+ * when signed in (the session cookie goes with it); a non-2xx answer shows the server's
+ * {"error"} in the banner (kept until the next page or action) and throws ApiError, whose
+ * `body` is the answer (a bulk 409 carries the new count in it). Callers catch.
+ */
+async function post(path, body) {
+  const headers = { 'Content-Type': 'application/json', Accept: 'application/json' };
+  if (state.session.csrf) headers['X-Durable-CSRF'] = state.session.csrf;
+  let res;
+  try {
+    res = await fetch(path, { method: 'POST', headers, body: JSON.stringify(body || {}),
+      credentials: 'same-origin', cache: 'no-store' });
+  } catch (e) {
+    const err = new ApiError('the console is unreachable (' + messageOf(e) + ')', 0);
+    showError(err.message, true);
+    throw err;
+  }
+  let data = null;
+  try { data = await res.json(); } catch (e) { data = null; }
+  if (!res.ok) {
+    const msg = data && typeof data.error === 'string' ? data.error : `${path}: HTTP ${res.status}`;
+    showError(msg, true);
+    const err = new ApiError(msg, res.status);
+    err.body = data;
+    throw err;
+  }
+  clearError(true);
+  return data && typeof data === 'object' ? data : {};
+}
+
 const messageOf = (e) => (e && e.message ? e.message : String(e));
 
-function showError(msg) {
+/** The banner; `sticky` (an action's error) stays until the next page or the next action. */
+function showError(msg, sticky) {
   const b = $('#error');
   b.textContent = msg;
   b.hidden = false;
+  state.stickyError = !!sticky;
 }
 
-function clearError() {
+function clearError(sticky) {
+  if (state.stickyError && !sticky) return;
   const b = $('#error');
   b.textContent = '';
   b.hidden = true;
+  state.stickyError = false;
 }
 
 // ---- tables -------------------------------------------------------------------------------
@@ -342,7 +383,8 @@ function route() {
   for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('current', a.dataset.nav === page.nav);
   $('#title').textContent = page.title;
   document.title = page.title + ' · durable';
-  clearError();
+  clearError(true);
+  renderAuth();  // actions.js: the header's sign-in link follows the page
   ctx.root.replaceChildren();
   try {
     if (page.setup) page.setup(ctx);

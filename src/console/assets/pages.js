@@ -1,5 +1,5 @@
-// The durable web console's pages (core.js has the helpers they use; see its header for the
-// safety rules every page keeps).
+// The durable web console's pages (core.js has the helpers they use, see its header for the
+// safety rules every page keeps; actions.js the controls they show when signed in).
 'use strict';
 
 // ---- overview -----------------------------------------------------------------------------
@@ -147,8 +147,9 @@ function workflowList(ctx, d, path, params) {
 }
 
 /** The filter form: values from the hash; Apply writes them back into it. */
-function filterForm(params) {
+function filterForm(params, onEdit) {
   const form = el('form', { id: 'filters', class: 'filters', autocomplete: 'off' });
+  if (onEdit) form.addEventListener('input', onEdit);  // a filter being changed: the bulk count is void
   const input = (name, placeholder) => {
     const i = el('input', { type: 'text', name, id: 'f-' + name, placeholder, spellcheck: 'false' });
     i.value = params[name] || '';
@@ -199,7 +200,9 @@ const workflowsPage = {
   name: 'workflows', nav: 'workflows', title: 'Workflows',
   setup(ctx) {
     ctx.body = el('div', { class: 'results' });
-    ctx.root.append(filterForm(ctx.params), ctx.body);
+    const bulk = canAct() ? bulkBar(ctx) : null;
+    ctx.root.append(filterForm(ctx.params, bulk ? bulk.discard : null), bulk ? bulk.root : signInHint('cancel, resume or retry the workflows of a filter') || '',
+      ctx.body);
   },
   load: (ctx) => api('/api/workflows', listQuery(ctx.params)),
   render(ctx, d) {
@@ -274,9 +277,10 @@ function timelineSection(ctx, w, steps) {
       numCell(s.attempts), el('td', { class: 'num', title: s.started_at ? String(s.started_at) : null }, fmtDuration(s.duration_ms)),
       cell(bar(s), 'bar-cell'),
       el('td', { class: 'error-text', title: err || null }, err ? truncate(err, 300) : dash()),
-      cell(timeEl(s.next_attempt_at)), cell(out));
+      cell(timeEl(s.next_attempt_at)), cell(out), ctx.controls ? cell(forkButton(ctx, s.seq)) : null);
   };
-  const headers = ['#', 'Step', 'Kind', 'Status', 'Attempts', 'Duration', 'Timeline', 'Last error', 'Next attempt', 'Output'];
+  const headers = ['#', 'Step', 'Kind', 'Status', 'Attempts', 'Duration', 'Timeline', 'Last error', 'Next attempt', 'Output']
+    .concat(ctx.controls ? ['Fork'] : []);
   return section('wf-timeline', `Steps (${steps.length})`, table(ctx, 'steps', headers, steps, row, 'No steps yet.', 'timeline'));
 }
 
@@ -320,7 +324,10 @@ function childItem(ctx, c, depth) {
 
 const workflowPage = {
   name: 'workflow', nav: 'workflows', title: 'Workflow',
-  setup(ctx) { ctx.expanded = new Map(); },
+  setup(ctx) {
+    ctx.expanded = new Map();
+    ctx.controls = canAct() ? workflowControls(ctx) : null;  // kept across refreshes
+  },
   load(ctx) {
     if (!ctx.params.id) return Promise.reject(new ApiError('the address names no workflow (#/workflow?id=...)', 400));
     return api('/api/workflow', { id: ctx.params.id });
@@ -332,6 +339,7 @@ const workflowPage = {
     const kids = arr(d.children);
     ctx.root.replaceChildren(
       memo(ctx, 'wf-head', w, () => workflowHeader(w)),
+      ctx.controls ? ctx.controls.update(w) : signInHint('cancel, resume, retry, fork or message it') || '',
       memo(ctx, 'wf-inputs', w.inputs, () => section('wf-inputs', 'Inputs', jsonBlock(w.inputs))),
       memo(ctx, 'wf-output', [w.output, w.error, w.last_error], () => outputSection(w)),
       memo(ctx, 'wf-timeline', [w.created_at, w.updated_at, w.completed_at, w.status, steps], () => timelineSection(ctx, w, steps)),
@@ -354,8 +362,9 @@ const workflowPage = {
 // ---- queues, executors --------------------------------------------------------------------
 
 function queueTable(ctx, rows, id, short) {
+  const acts = !short && canAct();
   const headers = ['Queue', 'Queued', 'Delayed', 'Running', 'Sleeping', 'State', 'Oldest queued']
-    .concat(short ? [] : ['Concurrency', 'Per worker', 'Rate limit']);
+    .concat(short ? [] : ['Concurrency', 'Per worker', 'Rate limit']).concat(acts ? [''] : []);
   const row = (q) => {
     const cells = [cell(link(hashOf('workflows', { queue: q.queue }), text(q.queue))), numCell(q.queued), numCell(q.delayed),
       numCell(q.running), numCell(q.sleeping),
@@ -366,6 +375,7 @@ function queueTable(ctx, rows, id, short) {
         el('td', { class: 'num' }, q.rate_limit === null || q.rate_limit === undefined ? '–'
           : `${q.rate_limit} per ${fmtDuration(q.rate_period_ms)}`));
     }
+    if (acts) cells.push(cell(queueButtons(ctx, q), 'row-actions'));
     return el('tr', { class: 'queue-row', 'data-queue': q.queue }, cells);
   };
   return table(ctx, id, headers, rows, row, 'No queues.');
@@ -394,8 +404,13 @@ function executorTable(ctx, rows, id, short) {
 
 const queuesPage = {
   name: 'queues', nav: 'queues', title: 'Queues',
+  setup(ctx) {
+    ctx.notice = noticeEl();
+    ctx.body = el('div');
+    ctx.root.append(signInHint('pause or resume a queue') || '', ctx.notice, ctx.body);
+  },
   load: () => api('/api/queues'),
-  render(ctx, d) { ctx.root.replaceChildren(queueTable(ctx, arr(d.rows), 'queues', false)); },
+  render(ctx, d) { ctx.body.replaceChildren(queueTable(ctx, arr(d.rows), 'queues', false)); },
 };
 
 const executorsPage = {
@@ -408,7 +423,7 @@ const executorsPage = {
 
 const nowOf = (s) => (typeof s.now === 'number' ? s.now : Date.now() / 1000);
 
-function scheduleRow(s) {
+function scheduleRow(ctx, s) {
   const now = nowOf(s);
   return el('tr', { class: 'schedule-row', 'data-id': s.id },
     cell(link(hashOf('schedule', { id: s.id }), text(s.id)), 'id'), cell(el('code', { class: 'cron' }, text(s.cron))),
@@ -417,16 +432,21 @@ function scheduleRow(s) {
     cell(fireEl(s.next_fire_at, now)), cell(fireEl(s.last_fired_at ?? s.last_slot_at, now)),
     cell(s.last_workflow_id ? [s.last_status ? statusBadge(s.last_status) : null, ' ',
       link(hashOf('workflow', { id: s.last_workflow_id }), String(s.last_workflow_id))] : dash(), 'last-run'),
-    numCell(s.fired), numCell(s.missed), numCell(s.late));
+    numCell(s.fired), numCell(s.missed), numCell(s.late), canAct() ? cell(scheduleButtons(ctx, s)) : null);
 }
 
 const schedulesPage = {
   name: 'schedules', nav: 'schedules', title: 'Schedules',
+  setup(ctx) {
+    ctx.notice = noticeEl();
+    ctx.body = el('div');
+    ctx.root.append(signInHint('pause, resume or trigger a schedule') || '', ctx.notice, ctx.body);
+  },
   load: () => api('/api/schedules'),
   render(ctx, d) {
     const headers = ['Schedule', 'Cron', 'Time zone', 'Workflow', 'Queue', 'State', 'Next fire', 'Last fire',
-      'Last run', 'Fired', 'Missed', 'Late'];
-    ctx.root.replaceChildren(table(ctx, 'schedules', headers, arr(d.rows), scheduleRow, 'No schedules.'));
+      'Last run', 'Fired', 'Missed', 'Late'].concat(canAct() ? [''] : []);
+    ctx.body.replaceChildren(table(ctx, 'schedules', headers, arr(d.rows), (s) => scheduleRow(ctx, s), 'No schedules.'));
   },
 };
 
@@ -474,22 +494,12 @@ const notFoundPage = {
 const PAGES = {
   '/': overviewPage, '/workflows': workflowsPage, '/workflow': workflowPage, '/queues': queuesPage,
   '/executors': executorsPage, '/schedules': schedulesPage, '/schedule': schedulePage,
+  '/login': loginPage, '/audit': auditPage,
 };
 
 // ---- start --------------------------------------------------------------------------------
 
-async function loadSession() {
-  try {
-    const s = await api('/api/session');
-    $('#session').replaceChildren(el('span', { class: 'schema', title: 'schema' }, 'schema ', el('code', null, text(s.schema))),
-      s.read_only ? el('span', { class: 'badge readonly' }, 'read-only') : null,
-      s.version ? el('span', { class: 'version' }, 'v' + String(s.version)) : null);
-  } catch (e) {
-    showError('session: ' + messageOf(e));
-  }
-}
-
-function start() {
+async function start() {
   // Anything unexpected shows in the banner too (and stays in the browser's log, which the
   // browser tests read).
   window.addEventListener('error', (e) => { showError('unexpected error: ' + (e.message || 'unknown')); });
@@ -504,7 +514,8 @@ function start() {
   });
   window.addEventListener('hashchange', () => { route(); });
   $('#refresh-toggle').addEventListener('click', () => setPaused(!state.paused));
-  loadSession();
+  // The session first: the pages show their controls only to a signed-in browser.
+  await loadSession();
   route();
 }
 

@@ -1,0 +1,380 @@
+// The console's actions (actions.hpp): single and bulk, each through the engine's operations,
+// each written in the audit afterwards whatever its result (done, refused, failed).
+#include "actions.hpp"
+
+#include <algorithm>
+#include <exception>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "durable.hpp"
+#include "durable/store.hpp"
+#include "request.hpp"
+
+namespace durable::console_detail {
+namespace {
+
+std::string text_field(const ojson& body, const char* key, bool required = true) {
+  const auto it = body.find(key);
+  if (it == body.end() || it->is_null()) {
+    if (required) throw bad_request(std::string("the field '") + key + "' is required");
+    return {};
+  }
+  if (!it->is_string()) throw bad_request(std::string("the field '") + key + "' must be a string");
+  auto text = it->get<std::string>();
+  if (required && text.empty())
+    throw bad_request(std::string("the field '") + key + "' must not be empty");
+  return text;
+}
+
+bool unfinished(const std::string& status) {
+  const auto s = parse_workflow_state(status);
+  return s && !is_finished(*s);
+}
+
+// The workflow's status now, for the message of an action that did not apply.
+asio::awaitable<std::string> status_of(engine& eng, const std::string& id) {
+  const auto& st = detail::store_of(eng);
+  auto q = st.workflow_get(id);
+  auto c = co_await eng.pool().acquire();
+  auto w = co_await store::fetch_one(*c, std::move(q));
+  if (!w) throw not_found("no workflow has the id '" + id + "'");
+  co_return w->status;
+}
+
+asio::awaitable<std::int64_t> write_audit(engine& eng, const actor& who, const std::string& action,
+                                          const ojson& target, std::int64_t count,
+                                          const std::string& result, const std::string& detail) {
+  const auto& st = detail::store_of(eng);
+  auto q = st.audit_insert(who.who, who.via, who.address, action,
+                           target.dump(-1, ' ', false, ojson::error_handler_t::replace), count,
+                           result, detail);
+  auto c = co_await eng.pool().acquire();
+  auto row = co_await store::fetch_one(*c, std::move(q));
+  co_return row ? row->id : 0;
+}
+
+// Runs `act`, then writes its audit row: done, refused (conflict, not found) or failed (anything
+// else); the exception goes on to the caller after the row is written. Input that is not valid
+// (bad_request) is refused before anything is attempted and leaves no row.
+template <class Act>
+asio::awaitable<ojson> audited(engine& eng, const actor& who, const std::string& action,
+                               ojson& target, Act act) {
+  ojson out;
+  std::string result = "done", detail;
+  std::int64_t count = 0;
+  std::exception_ptr failure;
+  try {
+    out = co_await act(count);
+    detail = out.value("message", std::string());
+  } catch (const bad_request&) {
+    throw;
+  } catch (const conflict& e) {
+    result = "refused";
+    detail = e.what();
+    failure = std::current_exception();
+  } catch (const not_found& e) {
+    result = "refused";
+    detail = e.what();
+    failure = std::current_exception();
+  } catch (const std::exception& e) {
+    result = "failed";
+    detail = e.what();
+    failure = std::current_exception();
+  }
+  std::int64_t id = 0;
+  try {
+    id = co_await write_audit(eng, who, action, target, count, result, detail);
+  } catch (...) {
+    if (failure) std::rethrow_exception(failure);  // the action's own error says more
+    throw;
+  }
+  if (failure) std::rethrow_exception(failure);
+  out["audit_id"] = id;
+  co_return out;
+}
+
+// One workflow action; true when it applied.
+asio::awaitable<bool> act_on(engine& eng, const std::string& action, const std::string& id) {
+  if (action == "cancel") co_return co_await eng.cancel(id);
+  if (action == "resume") co_return co_await eng.resume(id);
+  co_return co_await eng.retry(id);
+}
+
+std::string applies_to(const std::string& action) {
+  if (action == "cancel")
+    return "only an unfinished workflow (pending, running, sleeping, parked, dead_letter) can be "
+           "cancelled";
+  if (action == "resume") return "resume continues a cancelled, parked or dead-lettered workflow";
+  return "retry runs the failed step of a dead-lettered workflow again";
+}
+
+asio::awaitable<ojson> workflow_action(engine& eng, const std::string& action,
+                                       const std::string& id, std::int64_t& count) {
+  bool ok = false;
+  try {
+    ok = co_await act_on(eng, action, id);
+  } catch (const workflow_conflict& e) {
+    throw conflict(e.what());
+  }
+  if (!ok) {
+    const auto status = co_await status_of(eng, id);
+    throw conflict("'" + id + "' is " + status + ": " + applies_to(action));
+  }
+  count = 1;
+  const char* done = action == "cancel"   ? "cancelled (with its unfinished children)"
+                     : action == "resume" ? "resumed: due now"
+                                          : "retrying its failed step: due now";
+  co_return ojson{{"ok", true}, {"message", "'" + id + "' " + done}};
+}
+
+}  // namespace
+
+std::string fingerprint(const std::vector<std::string>& sorted_ids) {
+  std::string all;
+  for (const auto& id : sorted_ids) all.append(id).push_back('\n');
+  const auto h = static_cast<std::uint64_t>(detail::fnv1a(all));
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out = std::to_string(sorted_ids.size()) + "-";
+  for (int shift = 60; shift >= 0; shift -= 4) out.push_back(hex[(h >> shift) & 15]);
+  return out;
+}
+
+asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& who) {
+  if (!body.is_object()) throw bad_request("the body must be a JSON object");
+  const auto action = text_field(body, "action");
+  ojson target = ojson::object();
+  if (action == "cancel" || action == "resume" || action == "retry") {
+    const auto id = text_field(body, "id");
+    target["id"] = id;
+    co_return co_await audited(eng, who, action, target, [&](std::int64_t& n) {
+      return workflow_action(eng, action, id, n);
+    });
+  }
+  if (action == "fork") {
+    const auto id = text_field(body, "id");
+    const auto step = body.find("from_step");
+    if (step == body.end() || !step->is_number_integer() || step->get<std::int64_t>() < 0 ||
+        step->get<std::int64_t>() > 1000000000)
+      throw bad_request("the field 'from_step' must be a step number (0 or more)");
+    const int from = step->get<int>();
+    const auto new_id = text_field(body, "new_id", false);
+    target = ojson{{"id", id}, {"from_step", from}};
+    if (!new_id.empty()) target["new_id"] = new_id;
+    co_return co_await audited(
+        eng, who, action, target, [&](std::int64_t& n) -> asio::awaitable<ojson> {
+          workflow_handle h;
+          try {
+            h = co_await eng.fork(id, from, new_id);
+          } catch (const pg::sql_error&) {
+            throw;
+          } catch (const pg::connection_error&) {
+            throw;
+          } catch (const error& e) {  // unknown id, a step past the journal, a taken new id
+            throw conflict(e.what());
+          }
+          n = 1;
+          target["new_id"] = h.id();
+          co_return ojson{{"ok", true},
+                          {"new_id", h.id()},
+                          {"message", "forked '" + id + "' from step " + std::to_string(from) +
+                                          " as '" + h.id() + "'"}};
+        });
+  }
+  if (action == "send") {
+    const auto id = text_field(body, "id");
+    const auto topic = text_field(body, "topic");
+    const auto key = text_field(body, "key", false);
+    if (!body.contains("value")) throw bad_request("the field 'value' (any JSON) is required");
+    const nlohmann::json value = nlohmann::json::parse(body.at("value").dump());
+    target = ojson{{"id", id}, {"topic", topic}};
+    if (!key.empty()) target["key"] = key;
+    co_return co_await audited(
+        eng, who, action, target, [&](std::int64_t& n) -> asio::awaitable<ojson> {
+          const auto status = co_await status_of(eng, id);
+          if (!unfinished(status))
+            throw conflict("'" + id + "' is " + status +
+                           ": a finished workflow receives no more messages; nothing was sent");
+          bool sent = false;
+          try {
+            sent = co_await eng.send(id, topic, value, key);
+          } catch (const pg::sql_error&) {
+            throw;
+          } catch (const pg::connection_error&) {
+            throw;
+          } catch (const error& e) {
+            throw conflict(e.what());
+          }
+          n = sent ? 1 : 0;
+          co_return ojson{{"ok", true},
+                          {"sent", sent},
+                          {"message", sent ? "sent to '" + id + "' on topic '" + topic + "'"
+                                           : "not sent again: a message with the key '" + key +
+                                                 "' was sent before"}};
+        });
+  }
+  if (action == "pause_queue" || action == "resume_queue") {
+    const auto queue = text_field(body, "queue");
+    target["queue"] = queue;
+    const bool pause = action == "pause_queue";
+    co_return co_await audited(
+        eng, who, action, target, [&](std::int64_t& n) -> asio::awaitable<ojson> {
+          if (pause)
+            co_await eng.pause_queue(queue);
+          else
+            co_await eng.resume_queue(queue);
+          n = 1;
+          co_return ojson{
+              {"ok", true},
+              {"message", "queue '" + queue + "' " +
+                              (pause ? "paused: nothing more is dispatched from it" : "resumed")}};
+        });
+  }
+  if (action == "pause_schedule" || action == "resume_schedule" || action == "trigger_schedule") {
+    const auto id = text_field(body, "schedule");
+    target["schedule"] = id;
+    co_return co_await audited(
+        eng, who, action, target, [&](std::int64_t& n) -> asio::awaitable<ojson> {
+          if (action == "trigger_schedule") {
+            std::string run;
+            try {
+              run = co_await eng.trigger_schedule(id);
+            } catch (const pg::sql_error&) {
+              throw;
+            } catch (const pg::connection_error&) {
+              throw;
+            } catch (const error& e) {
+              throw not_found(e.what());
+            }
+            n = 1;
+            target["workflow_id"] = run;
+            co_return ojson{{"ok", true},
+                            {"workflow_id", run},
+                            {"message", "schedule '" + id + "' started '" + run + "'"}};
+          }
+          const bool pause = action == "pause_schedule";
+          const bool found =
+              pause ? co_await eng.pause_schedule(id) : co_await eng.resume_schedule(id);
+          if (!found) throw not_found("no schedule has the id '" + id + "'");
+          n = 1;
+          co_return ojson{
+              {"ok", true},
+              {"message", "schedule '" + id + "' " +
+                              (pause ? "paused" : "resumed from its next slot after now")}};
+        });
+  }
+  throw bad_request("unknown action '" + action +
+                    "'; one of: cancel, resume, retry, fork, send, pause_queue, resume_queue, "
+                    "pause_schedule, resume_schedule, trigger_schedule");
+}
+
+asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who,
+                                std::int64_t max_page) {
+  if (!body.is_object()) throw bad_request("the body must be a JSON object");
+  const auto action = text_field(body, "action");
+  if (action != "cancel" && action != "resume" && action != "retry")
+    throw bad_request("unknown bulk action '" + action + "'; one of: cancel, resume, retry");
+  const auto f = body.find("filter");
+  if (f == body.end() || !f->is_object())
+    throw bad_request("the field 'filter' (the workflow list's filter, an object) is required");
+  params p;
+  for (const auto& [k, v] : f->items()) {
+    if (k == "cursor" || k == "limit") continue;  // paging, not the set
+    if (!v.is_string()) throw bad_request("the filter's '" + k + "' must be a string");
+    if (k != "status" && k != "name" && k != "queue" && k != "executor" && k != "since" &&
+        k != "until" && k != "id_prefix")
+      throw bad_request("the filter has no field '" + k +
+                        "'; it takes status, name, queue, executor, since, until, id_prefix");
+    p.emplace(k, v.get<std::string>());
+  }
+  auto filter = list_filter_of(p, max_page);
+  filter.limit = bulk_limit + 1;
+  const auto& st = detail::store_of(eng);
+  std::vector<std::string> ids;
+  {
+    auto q = st.admin_ids(filter);
+    auto c = co_await eng.pool().acquire();
+    auto rows = co_await store::fetch(*c, std::move(q));
+    for (auto& r : rows) ids.push_back(std::move(r.id));
+  }
+  if (std::int64_t(ids.size()) > bulk_limit)
+    throw bad_request("more than " + std::to_string(bulk_limit) +
+                      " workflows match this filter; a bulk action takes at most " +
+                      std::to_string(bulk_limit) + ": narrow the filter");
+  const auto count = std::int64_t(ids.size());
+  const auto print = fingerprint(ids);
+  ojson echo = ojson::object();
+  for (const auto& [k, v] : p) echo[k] = v;
+  const auto confirm = body.find("confirm");
+  if (confirm == body.end() || confirm->is_null()) {
+    ojson sample = ojson::array();
+    for (std::size_t i = 0; i < ids.size() && i < 20; ++i) sample.push_back(ids[i]);
+    co_return ojson{{"dry_run", true},    {"action", action},     {"filter", echo},
+                    {"count", count},     {"fingerprint", print}, {"sample", sample},
+                    {"limit", bulk_limit}};
+  }
+  if (!confirm->is_object() || !confirm->contains("count") || !confirm->contains("fingerprint") ||
+      !confirm->at("count").is_number_integer() || !confirm->at("fingerprint").is_string())
+    throw bad_request("'confirm' must be {count, fingerprint} from the dry run");
+  ojson target{{"filter", echo}};
+  const auto confirmed = confirm->at("count").get<std::int64_t>();
+  co_return co_await audited(
+      eng, who, "bulk_" + action, target, [&](std::int64_t& n) -> asio::awaitable<ojson> {
+        if (confirmed != count || confirm->at("fingerprint").get<std::string>() != print) {
+          target["confirmed_count"] = confirmed;
+          target["count_now"] = count;
+          throw conflict("the filter matches " + std::to_string(count) +
+                             " workflows now, not the " + std::to_string(confirmed) +
+                             " confirmed: nothing was done; confirm the new count",
+                         ojson{{"count", count}, {"fingerprint", print}});
+        }
+        target["ids"] = ids;
+        ojson skipped = ojson::array();
+        for (const auto& id : ids) {
+          bool ok = false;
+          std::string why;
+          try {
+            ok = co_await act_on(eng, action, id);
+            if (!ok) why = "no longer applies: " + applies_to(action);
+          } catch (const workflow_conflict& e) {
+            why = e.what();
+          }
+          if (ok)
+            ++n;
+          else
+            skipped.push_back(ojson{{"id", id}, {"reason", why}});
+        }
+        const auto skips = std::int64_t(skipped.size());
+        co_return ojson{
+            {"ok", true},
+            {"count", count},
+            {"done", n},
+            {"skipped", std::move(skipped)},
+            {"message", action + ": " + std::to_string(n) + " of " + std::to_string(count) +
+                            " done, " + std::to_string(skips) + " skipped"}};
+      });
+}
+
+asio::awaitable<ojson> audit_page(engine& eng, std::int64_t limit,
+                                  std::optional<std::int64_t> before,
+                                  std::optional<std::string> action) {
+  const auto& st = detail::store_of(eng);
+  auto q = st.audit_list(limit + 1, before, action);
+  std::vector<store::json_value> got;
+  {
+    auto c = co_await eng.pool().acquire();
+    got = co_await store::fetch(*c, std::move(q));
+  }
+  ojson rows = ojson::array();
+  for (const auto& r : got) rows.push_back(ojson::parse(r.json));
+  ojson next = nullptr;
+  if (std::int64_t(rows.size()) > limit) {
+    rows.erase(rows.end() - 1);
+    next = rows.back().at("id");
+  }
+  co_return ojson{{"rows", std::move(rows)}, {"next", std::move(next)}};
+}
+
+}  // namespace durable::console_detail

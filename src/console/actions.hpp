@@ -1,0 +1,57 @@
+// What the console's POSTs do (docs/console.md#actions): one action on a workflow, a queue or a
+// schedule, or a bulk action over the workflow list's filter, confirmed by the count and the
+// fingerprint of its dry run. Each goes through the engine's own operations (the checks and the
+// statements an application's call uses) and leaves a row in the audit table.
+#pragma once
+
+#include <asio/awaitable.hpp>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace durable {
+class engine;
+}
+
+namespace durable::console_detail {
+
+using ojson = nlohmann::ordered_json;
+
+/// Who asks: the name given at sign-in ("token" for a request that carries the token), through
+/// what, from which address. Written in the audit.
+struct actor {
+  std::string who, via = "console", address;
+};
+
+/// An action that does not apply to what it names now (a cancel of a finished workflow, a bulk
+/// run over a set that changed since its dry run): 409, with the message and `extra` fields.
+struct conflict : std::runtime_error {
+  ojson extra = ojson::object();
+  explicit conflict(const std::string& message, ojson e = ojson::object())
+      : std::runtime_error(message), extra(std::move(e)) {}
+};
+
+/// The most workflows one bulk action acts on; a filter that matches more is refused.
+inline constexpr std::int64_t bulk_limit = 10000;
+
+/// The fingerprint of a set of ids (sorted): what a bulk run must find again to proceed.
+std::string fingerprint(const std::vector<std::string>& sorted_ids);
+
+/// POST /api/action: {action, id | queue | schedule, ...}. Throws bad_request (400), not_found
+/// (404), conflict (409), or what the database threw.
+asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& who);
+
+/// POST /api/bulk: {action, filter, confirm?}. Without confirm a dry run: the count, the
+/// fingerprint and a sample. With confirm {count, fingerprint}: runs the action on exactly that
+/// set, or throws conflict when the filter matches another set now.
+asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who,
+                                std::int64_t max_page);
+
+/// GET /api/audit?limit=&before=&action=: {rows, next}.
+asio::awaitable<ojson> audit_page(engine& eng, std::int64_t limit,
+                                  std::optional<std::int64_t> before,
+                                  std::optional<std::string> action);
+
+}  // namespace durable::console_detail
