@@ -27,3 +27,9 @@ CREATE INDEX audit_at ON :"schema".audit (at);
 -- The console's workflow list pages newest first, by (created_at, id): an index in that order
 -- keeps each page a short index scan however large the table is.
 CREATE INDEX workflows_created ON :"schema".workflows (created_at, id);
+
+-- The overview counts the workflows of each unfinished status exactly (admin_stats.sql):
+-- pending, running and sleeping over workflows_open_by_executor, parked and dead letters over
+-- this one, which holds only the rows that wait for a person.
+CREATE INDEX workflows_stopped ON :"schema".workflows (status)
+  WHERE status IN ('parked', 'dead_letter');

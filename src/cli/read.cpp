@@ -255,7 +255,13 @@ int cmd_stats(session& s, const settings& g, double lease_s) {
   for (const durable::workflow_state state : durable::all_workflow_states) {
     const std::string status(durable::to_string(state));
     const auto it = st["workflows"].find(status);
-    fields.emplace_back(status, it == st["workflows"].end() ? "0" : cell(status, *it));
+    // A large table's finished statuses are the planner's estimates (admin_stats.sql).
+    bool estimated = false;
+    if (const auto e = st.find("workflows_estimated"); e != st.end() && e->is_array())
+      for (const auto& name : *e) estimated = estimated || name == status;
+    fields.emplace_back(status,
+                        (estimated ? "~" : "") +
+                            (it == st["workflows"].end() ? std::string("0") : cell(status, *it)));
   }
   for (const char* key :
        {"journal_rows_estimate", "steps_retrying", "finished_last_hour", "failed_last_hour",

@@ -720,7 +720,7 @@ SELECT w.id, w.name, w.queue, w.priority, w.app_version, w.created_at, w.wake_at
  WHERE w.status = 'pending' AND w.executor_id IS NULL;
 )durable_sql"},
   {13, "console_audit", "console audit, list index",
-   "a2458bec01263fa09477ff76f54cd2d83d157aa257194fc277e6f8c84c948490",
+   "3f4e785b0c00c2434ef36e64b1fb8b03e16413c9df689b854acb992920f866dd",
    R"durable_sql(-- console audit, list index
 -- What operators did through the console (docs/console.md#audit): one row per action, single or
 -- bulk, whatever its result, written after the action (a refused or failed action too). The
@@ -750,6 +750,12 @@ CREATE INDEX audit_at ON :"schema".audit (at);
 -- The console's workflow list pages newest first, by (created_at, id): an index in that order
 -- keeps each page a short index scan however large the table is.
 CREATE INDEX workflows_created ON :"schema".workflows (created_at, id);
+
+-- The overview counts the workflows of each unfinished status exactly (admin_stats.sql):
+-- pending, running and sleeping over workflows_open_by_executor, parked and dead letters over
+-- this one, which holds only the rows that wait for a person.
+CREATE INDEX workflows_stopped ON :"schema".workflows (status)
+  WHERE status IN ('parked', 'dead_letter');
 )durable_sql"},
 };
 
@@ -1001,10 +1007,34 @@ SELECT n.queue,
       SELECT key, value, updated_at FROM :"schema".events WHERE workflow_id = w.id) e)
 )::text FROM (SELECT * FROM :"schema".workflows WHERE id = $1) w)durable_sql"},
   {"admin_stats",
-   R"durable_sql(SELECT json_build_object(
+   R"durable_sql(WITH size AS (
+  SELECT coalesce((SELECT c.reltuples FROM pg_class c
+                     JOIN pg_namespace n ON n.oid = c.relnamespace
+                    WHERE n.nspname = $2::text AND c.relname = 'workflows'), 0) > 200000 AS big),
+estimates AS (
+  SELECT v.status, round(v.freq * c.reltuples)::bigint AS n
+    FROM pg_stats s
+    JOIN pg_namespace n ON n.nspname = s.schemaname
+    JOIN pg_class c ON c.relnamespace = n.oid AND c.relname = s.tablename,
+         unnest(s.most_common_vals::text::text[], s.most_common_freqs) AS v(status, freq)
+   WHERE s.schemaname = $2::text AND s.tablename = 'workflows' AND s.attname = 'status'
+     AND v.status IN ('succeeded', 'failed', 'cancelled'))
+SELECT json_build_object(
   'schema_version', (SELECT max(version) FROM :"schema".schema_migrations),
-  'workflows', (SELECT coalesce(json_object_agg(status, n ORDER BY status), '{}')
-                  FROM (SELECT status, count(*) AS n FROM :"schema".workflows GROUP BY status) c),
+  'workflows', (SELECT coalesce(json_object_agg(status, n ORDER BY status), '{}') FROM (
+      SELECT status, count(*) AS n FROM :"schema".workflows
+       WHERE status IN ('pending', 'running', 'sleeping') GROUP BY status
+      UNION ALL
+      SELECT status, count(*) FROM :"schema".workflows
+       WHERE status IN ('parked', 'dead_letter') GROUP BY status
+      UNION ALL
+      SELECT status, count(*) FROM :"schema".workflows
+       WHERE status IN ('succeeded', 'failed', 'cancelled') AND NOT (SELECT big FROM size)
+       GROUP BY status
+      UNION ALL
+      SELECT status, n FROM estimates WHERE (SELECT big FROM size)) c),
+  'workflows_estimated', (SELECT coalesce(json_agg(status ORDER BY status), '[]')
+                            FROM estimates WHERE (SELECT big FROM size)),
   'journal_rows_estimate', (SELECT CASE WHEN c.reltuples < 0 THEN NULL
                                         ELSE c.reltuples::bigint END
                               FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace

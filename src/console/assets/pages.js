@@ -4,12 +4,15 @@
 
 // ---- overview -----------------------------------------------------------------------------
 
-function statusCards(counts) {
+// `estimated`: statuses whose count is the planner's estimate (a large table), shown with "≈".
+function statusCards(counts, estimated) {
+  const approx = estimated || [];
   const names = STATUSES.concat(Object.keys(counts).filter((k) => !STATUSES.includes(k)).sort());
   return el('div', { class: 'cards' }, names.map((s) =>
     el('a', { class: 'card status-card ' + statusClass(s) + (num(counts[s]) ? '' : ' zero'), 'data-status': s,
       href: hashOf('workflows', { status: s }) },
-      el('span', { class: 'count' }, String(num(counts[s]))), el('span', { class: 'label' }, s))));
+      el('span', { class: 'count' }, (approx.includes(s) ? '\u2248' : '') + String(num(counts[s]))),
+      el('span', { class: 'label' }, s))));
 }
 
 function statCard(key, label, value, hash, sub, alert) {
@@ -76,7 +79,7 @@ const overviewPage = {
     const s = d.stats || {};
     const series = d.series || {};
     ctx.root.replaceChildren(
-      memo(ctx, 'ov-status', s.workflows, () => section('ov-status', 'Workflows by status', statusCards(s.workflows || {}))),
+      memo(ctx, 'ov-status', s.workflows, () => section('ov-status', 'Workflows by status', statusCards(s.workflows || {}, s.workflows_estimated))),
       memo(ctx, 'ov-activity', s, () => section('ov-activity', 'Activity', activityCards(s))),
       el('div', { class: 'charts' },
         memo(ctx, 'chart-hour', series.hour, () => chart('chart-hour', 'Last hour (per minute)', series.hour, false)),
