@@ -29,9 +29,11 @@ SELECT json_build_object(
       SELECT status, count(*) FROM :"schema".workflows
        WHERE status IN ('parked', 'dead_letter') GROUP BY status
       UNION ALL
-      SELECT status, count(*) FROM :"schema".workflows
-       WHERE status IN ('succeeded', 'failed', 'cancelled') AND NOT (SELECT big FROM size)
-       GROUP BY status
+      -- (LATERAL on size: a plain NOT (SELECT big ...) filter still ran the parallel scan)
+      SELECT f.status, f.n FROM size,
+             LATERAL (SELECT status, count(*) AS n FROM :"schema".workflows
+                       WHERE status IN ('succeeded', 'failed', 'cancelled') AND NOT size.big
+                       GROUP BY status) f
       UNION ALL
       SELECT status, n FROM estimates WHERE (SELECT big FROM size)) c),
   'workflows_estimated', (SELECT coalesce(json_agg(status ORDER BY status), '[]')

@@ -197,6 +197,7 @@ struct ui_args {
   std::vector<std::string> allowed_hosts;
   std::string token_file;  // "": no actions
   bool read_only = false;
+  bool secure_cookie = false;  // the session cookie is Secure (reached through HTTPS)
 };
 /// The token in `path` (ui.cpp): its text without surrounding white space; a failure (bad
 /// usage) when it cannot be read or is too short. Warns on stderr when others may read the file.

@@ -80,11 +80,16 @@ pg_user server_user() {
                 "it as; run durable dev as an ordinary user");
 }
 
+/// The file's text ("" when it cannot be read). A symbolic link is not followed: as root, the
+/// directory's files could be links planted by the server's user.
 std::string read_text(const fs::path& p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
+  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return {};
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, std::size_t(n));
+  ::close(fd);
+  return out;
 }
 
 void write_text(const fs::path& p, const std::string& text, const pg_user* owner = nullptr) {
@@ -129,7 +134,9 @@ pid_t spawn(const std::vector<std::string>& args, const spawn_options& o) {
     if (::pipe2(pipe_fds, O_CLOEXEC) != 0) throw failure(not_done, "pipe: out of descriptors");
     out_fd = pipe_fds[1];
   } else {
-    out_fd = ::open(o.output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    // O_NOFOLLOW: as root, a link the server's user put in the directory would make root write
+    // where it points.
+    out_fd = ::open(o.output.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (out_fd < 0) throw failure(not_done, "could not open " + one_line(o.output));
   }
   const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -290,7 +297,12 @@ void stop_stale(const fs::path& data) {
   if (!fs::exists(lock)) return;
   const pid_t pid = std::atoi(read_text(lock).c_str());
   const std::string comm = read_text("/proc/" + std::to_string(pid) + "/comm");
-  if (pid <= 0 || !alive(pid) || !comm.starts_with("postgres")) {
+  // Ours only if it runs in this data directory (a server's working directory is its data
+  // directory): a stale lock's pid may belong to another cluster now.
+  std::error_code ec;
+  const auto cwd = fs::read_symlink("/proc/" + std::to_string(pid) + "/cwd", ec);
+  const bool ours = !ec && fs::equivalent(cwd, data, ec) && !ec;
+  if (pid <= 0 || !alive(pid) || !comm.starts_with("postgres") || !ours) {
     fs::remove(lock);
     return;
   }
@@ -348,7 +360,7 @@ std::uint16_t free_port() {
 
 /// Waits until the server answers (bounded); a server that exits, or takes too long, is an
 /// error showing its log.
-void wait_ready(pid_t pid, std::uint16_t port, const fs::path& log) {
+void wait_ready(pid_t pid, std::uint16_t port, const fs::path& data, const fs::path& log) {
   const std::string conninfo =
       "host=127.0.0.1 port=" + std::to_string(port) + " dbname=postgres connect_timeout=2";
   const auto deadline = std::chrono::steady_clock::now() + 60s;
@@ -360,6 +372,13 @@ void wait_ready(pid_t pid, std::uint16_t port, const fs::path& log) {
       throw failure(not_done, "PostgreSQL did not accept connections within 60 s" + show_tail(log));
     std::this_thread::sleep_for(100ms);
   }
+  // Something answered: ours only if our child still runs and holds the data directory's lock
+  // (another server that took the port meanwhile would answer too).
+  int status = 0;
+  const bool exited = ::waitpid(pid, &status, WNOHANG) == pid;
+  if (exited || std::atoi(read_text(data / "postmaster.pid").c_str()) != int(pid))
+    throw failure(not_done, "PostgreSQL did not start on port " + std::to_string(port) +
+                                " (another server answers there?)" + show_tail(log));
 }
 
 /// The database `durable`, made when missing (the role owns the cluster: it may).
@@ -486,7 +505,7 @@ int cmd_dev(const settings& g, const dev_args& a, double lease_s) {
       spawn({(bindir / "postgres").string(), "-D", data.string(), "-p", std::to_string(port), "-c",
              "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=" + socket_dir},
             o);
-  wait_ready(server.pid, port, log);
+  wait_ready(server.pid, port, data, log);
   write_text(dir / "port", std::to_string(port) + "\n");  // one the server could use
   ensure_database(port, password);
 

@@ -194,6 +194,8 @@ int main(int argc, char** argv) {
   ui->add_option("--token-file", ua.token_file,
                  "a file holding the token that actions need (at least 16 characters; chmod "
                  "600); without it the pages are read-only");
+  ui->add_flag("--secure-cookie", ua.secure_cookie,
+               "mark the session cookie Secure: the console is reached through HTTPS (a proxy)");
   ui->add_flag("--read-only", ua.read_only,
                "serve the pages without any action, even with a token");
   ui->add_option("--allow-host", ua.allowed_hosts,

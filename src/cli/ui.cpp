@@ -58,6 +58,7 @@ int cmd_ui(session& s, double lease_s, const ui_args& a) {
   o.lease_s = lease_s;
   o.token = std::move(token);
   o.read_only = a.read_only;
+  o.secure_cookie = a.secure_cookie;
   const bool actions = !o.read_only && !o.token.empty();
   durable::console c(s.io, s.eng, std::move(o));
   try {

@@ -85,14 +85,21 @@ asio::awaitable<ojson> audited(engine& eng, const actor& who, const std::string&
     failure = std::current_exception();
   }
   std::int64_t id = 0;
+  std::string audit_error;
   try {
     id = co_await write_audit(eng, who, action, target, count, result, detail);
-  } catch (...) {
+  } catch (const std::exception& e) {
     if (failure) std::rethrow_exception(failure);  // the action's own error says more
-    throw;
+    // The action was done: say so, and that its audit row is missing (a schema older than
+    // migration 13: run `durable migrate`), rather than an error that invites a second try.
+    audit_error =
+        std::string("the action was done but its audit row could not be written: ") + e.what();
   }
   if (failure) std::rethrow_exception(failure);
-  out["audit_id"] = id;
+  if (audit_error.empty())
+    out["audit_id"] = id;
+  else
+    out["audit_error"] = audit_error;
   co_return out;
 }
 
@@ -271,7 +278,7 @@ asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& w
 }
 
 asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who,
-                                std::int64_t max_page) {
+                                std::int64_t max_page, std::function<void()> check) {
   if (!body.is_object()) throw bad_request("the body must be a JSON object");
   const auto action = text_field(body, "action");
   if (action != "cancel" && action != "resume" && action != "retry")
@@ -325,25 +332,35 @@ asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who
         if (confirmed != count || confirm->at("fingerprint").get<std::string>() != print) {
           target["confirmed_count"] = confirmed;
           target["count_now"] = count;
-          throw conflict("the filter matches " + std::to_string(count) +
-                             " workflows now, not the " + std::to_string(confirmed) +
-                             " confirmed: nothing was done; confirm the new count",
+          throw conflict(confirmed == count
+                             ? "the set of workflows the filter matches changed since the count "
+                               "(still " +
+                                   std::to_string(count) + "): nothing was done; confirm it again"
+                             : "the filter matches " + std::to_string(count) +
+                                   " workflows now, not the " + std::to_string(confirmed) +
+                                   " confirmed: nothing was done; confirm the new count",
                          ojson{{"count", count}, {"fingerprint", print}});
         }
         target["ids"] = ids;
         ojson skipped = ojson::array();
+        ojson done_ids = ojson::array();
         for (const auto& id : ids) {
           bool ok = false;
           std::string why;
           try {
+            if (check) check();
             ok = co_await act_on(eng, action, id);
             if (!ok) why = "no longer applies: " + applies_to(action);
           } catch (const workflow_conflict& e) {
             why = e.what();
+          } catch (...) {  // stopped partway (the console, the database): the audit says how far
+            target["done_ids"] = done_ids;
+            throw;
           }
-          if (ok)
+          if (ok) {
             ++n;
-          else
+            done_ids.push_back(id);
+          } else
             skipped.push_back(ojson{{"id", id}, {"reason", why}});
         }
         const auto skips = std::int64_t(skipped.size());

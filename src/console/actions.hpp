@@ -6,7 +6,9 @@
 
 #include <asio/awaitable.hpp>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -46,8 +48,9 @@ asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& w
 /// POST /api/bulk: {action, filter, confirm?}. Without confirm a dry run: the count, the
 /// fingerprint and a sample. With confirm {count, fingerprint}: runs the action on exactly that
 /// set, or throws conflict when the filter matches another set now.
+/// `check` runs before each workflow's action and throws to stop (the console has stopped).
 asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who,
-                                std::int64_t max_page);
+                                std::int64_t max_page, std::function<void()> check);
 
 /// GET /api/audit?limit=&before=&action=: {rows, next}.
 asio::awaitable<ojson> audit_page(engine& eng, std::int64_t limit,

@@ -123,6 +123,7 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
   std::uint16_t bound_port = 0;
   bool stopped = false;
   console_detail::sessions signed_in;
+  std::chrono::steady_clock::time_point next_refusal{};
   gate_t gate;
 
   impl(asio::io_context& i, engine& e, console_options o)
@@ -247,7 +248,7 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
                         (options.read_only ? "it was started with --read-only"
                                            : "it was started without a token (--token-file)"));
     if (h.has_field(restinio::http_field::origin) &&
-        !console_detail::origin_matches(h.get_field(restinio::http_field::origin), host))
+        !origin_allowed(std::string(h.get_field(restinio::http_field::origin)), host))
       return refuse(req, 403, "Forbidden",
                     "a POST sent from another site (Origin: " +
                         std::string(h.get_field(restinio::http_field::origin)) + ") is refused");
@@ -270,11 +271,14 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
     console_detail::actor who;
     who.address = req->remote_endpoint().address().to_string();
     const std::string bearer = "Bearer ";
-    if (h.has_field(restinio::http_field::authorization)) {
-      const std::string auth(h.get_field(restinio::http_field::authorization));
-      if (auth.rfind(bearer, 0) != 0 ||
-          !console_detail::same_secret(auth.substr(bearer.size()), options.token))
-        return refuse(req, 401, "Unauthorized", "the Authorization header holds no valid token");
+    const std::string auth = h.has_field(restinio::http_field::authorization)
+                                 ? std::string(h.get_field(restinio::http_field::authorization))
+                                 : std::string();
+    // Only a Bearer header is ours: a reverse proxy's Basic credentials pass through to the
+    // cookie's check.
+    if (auth.rfind(bearer, 0) == 0) {
+      if (!console_detail::same_secret(auth.substr(bearer.size()), options.token))
+        return refuse_later(req, "the Authorization header holds no valid token");
       who.who = "token";
     } else {
       const auto* s = session_of(*req);
@@ -309,22 +313,43 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
     return restinio::request_accepted();
   }
 
+  // Whether a POST's Origin is this console: the Host it was sent to, or a name given in
+  // allowed_hosts (a reverse proxy that rewrites Host keeps the browser's Origin).
+  bool origin_allowed(const std::string& origin, const std::string& host) const {
+    if (console_detail::origin_matches(origin, host)) return true;
+    const auto scheme = origin.find("://");
+    if (scheme == std::string::npos) return false;
+    const auto name = console_detail::host_name(origin.substr(scheme + 3), false);
+    if (!name) return false;
+    for (const auto& a : options.allowed_hosts)
+      if (a != "*" && console_detail::host_name(a, true) == name) return true;
+    return false;
+  }
+
+  // A wrong token is answered 401 after a second, and one at a time: guessing it takes that
+  // long per try, however many connections try at once.
+  restinio::request_handling_status_t refuse_later(const restinio::request_handle_t& req,
+                                                   std::string message) {
+    const auto at =
+        std::max(std::chrono::steady_clock::now(), next_refusal) + std::chrono::seconds(1);
+    next_refusal = at;
+    auto timer = std::make_shared<asio::steady_timer>(io, at);
+    timer->async_wait([timer, req, message = std::move(message)](const asio::error_code&) {
+      try {
+        reply_error(req, restinio::status_unauthorized(), message);
+      } catch (...) {  // the client has gone
+      }
+    });
+    return restinio::request_accepted();
+  }
+
   restinio::request_handling_status_t login(const restinio::request_handle_t& req,
                                             const ojson& body) {
     const auto token = body.find("token");
     if (token == body.end() || !token->is_string())
       return refuse(req, 400, "Bad Request", "the field 'token' is required");
-    if (!console_detail::same_secret(token->get<std::string>(), options.token)) {
-      // A second's wait before saying no: guessing the token takes that long per try.
-      auto timer = std::make_shared<asio::steady_timer>(io, std::chrono::seconds(1));
-      timer->async_wait([timer, req](const asio::error_code&) {
-        try {
-          reply_error(req, restinio::status_unauthorized(), "this is not the console's token");
-        } catch (...) {  // the client has gone
-        }
-      });
-      return restinio::request_accepted();
-    }
+    if (!console_detail::same_secret(token->get<std::string>(), options.token))
+      return refuse_later(req, "this is not the console's token");
     std::string who = "anonymous";
     if (const auto name = body.find("name"); name != body.end() && name->is_string()) {
       std::string clean;
@@ -352,7 +377,8 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
     auto work = [&]() -> asio::awaitable<ojson> {
       self->check_running();
       if (path == "/api/bulk")
-        co_return co_await console_detail::run_bulk(self->eng, body, who, self->options.max_page);
+        co_return co_await console_detail::run_bulk(self->eng, body, who, self->options.max_page,
+                                                    [&self] { self->check_running(); });
       co_return co_await console_detail::run_action(self->eng, body, who);
     };
     co_await respond(self, std::move(req), work);
@@ -562,25 +588,27 @@ void console::start() {
   if (!o.token.empty()) o.token = console_detail::checked_token(o.token);
   std::weak_ptr<impl> weak = impl_;
   impl_->stopped = false;
-  impl_->server =
-      std::make_unique<server_t>(restinio::external_io_context(impl_->io),
-                                 restinio::server_settings_t<traits>{}
-                                     .address(address)
-                                     .port(o.port)
-                                     // An idle keep-alive connection closes after this; one that
-                                     // sends a request after stop() is answered 503 and closed.
-                                     .read_next_http_message_timelimit(std::chrono::seconds(10))
-                                     // A bulk action of 10 000 workflows answers when done.
-                                     .handle_request_timeout(std::chrono::minutes(10))
-                                     .request_handler([weak](auto req) {
-                                       if (auto self = weak.lock())
-                                         return self->handle(std::move(req));
-                                       return restinio::request_rejected();
-                                     })
-                                     .acceptor_post_bind_hook([weak](asio::ip::tcp::acceptor& a) {
-                                       if (auto self = weak.lock())
-                                         self->bound_port = a.local_endpoint().port();
-                                     }));
+  impl_->server = std::make_unique<server_t>(
+      restinio::external_io_context(impl_->io),
+      restinio::server_settings_t<traits>{}
+          .address(address)
+          .port(o.port)
+          // An idle keep-alive connection closes after this; one that
+          // sends a request after stop() is answered 503 and closed.
+          .read_next_http_message_timelimit(std::chrono::seconds(10))
+          // A bulk action of 10 000 workflows answers when done.
+          .handle_request_timeout(std::chrono::minutes(10))
+          // Bodies over 1 MiB are refused while they arrive, not
+          // after being held whole in memory.
+          .incoming_http_msg_limits(
+              restinio::incoming_http_msg_limits_t{}.max_body_size(std::uint64_t(1) << 20))
+          .request_handler([weak](auto req) {
+            if (auto self = weak.lock()) return self->handle(std::move(req));
+            return restinio::request_rejected();
+          })
+          .acceptor_post_bind_hook([weak](asio::ip::tcp::acceptor& a) {
+            if (auto self = weak.lock()) self->bound_port = a.local_endpoint().port();
+          }));
   try {
     impl_->server->open_sync();
   } catch (const std::exception& e) {

@@ -268,6 +268,14 @@ async function post(path, body) {
   try { data = await res.json(); } catch (e) { data = null; }
   if (!res.ok) {
     const msg = data && typeof data.error === 'string' ? data.error : `${path}: HTTP ${res.status}`;
+    // The session ended (idle, or the console restarted): show the page signed out, so that
+    // Sign in is offered again instead of controls that can only fail.
+    if (res.status === 401 && path !== '/api/login' && state.session.signed_in) {
+      state.session.signed_in = false;
+      state.session.csrf = null;
+      state.session.who = null;
+      if (typeof renderAuth === 'function') renderAuth();
+    }
     showError(msg, true);
     const err = new ApiError(msg, res.status);
     err.body = data;
