@@ -66,8 +66,9 @@ pg_user server_user() {
     if (const passwd* pw = ::getpwuid(u.uid)) u.name = pw->pw_name;
     return u;
   }
-  // Debian's postgresql package makes the postgres user; nobody exists everywhere.
-  for (const char* name : {"postgres", "nobody"})
+  // Debian's postgresql package makes the postgres user. Not nobody: the daemons that run as
+  // nobody would own the cluster too (its socket trusts its owner).
+  for (const char* name : {"postgres"})
     if (const passwd* pw = ::getpwnam(name)) {
       u.name = name;
       u.uid = pw->pw_uid;
@@ -76,8 +77,9 @@ pg_user server_user() {
       return u;
     }
   throw failure(not_done,
-                "PostgreSQL refuses to run as root and there is no postgres or nobody user to run "
-                "it as; run durable dev as an ordinary user");
+                "PostgreSQL refuses to run as root and there is no postgres user to run it as "
+                "(Debian: apt-get install postgresql makes it); run durable dev as an ordinary "
+                "user");
 }
 
 /// The file's text ("" when it cannot be read). A symbolic link is not followed: as root, the

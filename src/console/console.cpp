@@ -358,6 +358,11 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
           clean.push_back(c);
       if (clean.find_first_not_of(' ') != std::string::npos) who = clean;
     }
+    // A sign-in over a session this browser still holds ends that one.
+    if (req->header().has_field(restinio::http_field::cookie))
+      if (const auto old = console_detail::cookie_value(
+              req->header().get_field(restinio::http_field::cookie), cookie_name()))
+        signed_in.close(*old);
     const auto id = signed_in.open(who);
     const auto* s = signed_in.find(id);
     auto r = req->create_response(restinio::status_ok());
@@ -381,7 +386,9 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
                                                     [&self] { self->check_running(); });
       co_return co_await console_detail::run_action(self->eng, body, who);
     };
-    co_await respond(self, std::move(req), work);
+    // A confirmed bulk run may take a while: it does not hold one of the pages' places.
+    const bool long_run = path == "/api/bulk" && body.contains("confirm");
+    co_await respond(self, std::move(req), work, !long_run);
   }
 
   // One API request: exactly one reply, whatever happens. An exception becomes the reply's
@@ -395,19 +402,25 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
   // Holds one of the gate's places until destroyed.
   struct gate_place {
     gate_t& gate;
+    explicit gate_place(gate_t& g) : gate(g) {}
+    gate_place(const gate_place&) = delete;
+    gate_place& operator=(const gate_place&) = delete;
     ~gate_place() { gate.leave(); }
   };
 
   template <class Work>
   static asio::awaitable<void> respond(std::shared_ptr<impl> self, restinio::request_handle_t req,
-                                       Work& work) {
+                                       Work& work, bool gated = true) {
     restinio::http_status_line_t status = restinio::status_ok();
     ojson body;
     try {
       // At most options.max_queries requests use the database at once; the others wait here,
       // so that open tabs cannot take the engine's pool from its workflows.
-      co_await self->gate.enter();
-      const gate_place place{self->gate};
+      std::optional<gate_place> place;
+      if (gated) {
+        co_await self->gate.enter();
+        place.emplace(self->gate);
+      }
       self->check_running();
       body = co_await work();
     } catch (const console_detail::conflict& e) {
