@@ -9,8 +9,8 @@
 // --fresh deletes those files first, and nothing else in the directory.
 //
 // Every program is run with fork and exec (no shell). PostgreSQL refuses to run as root, so
-// when we are root initdb and the server run as an unprivileged user (postgres when it exists,
-// else nobody), in a directory that user owns.
+// when we are root initdb and the server run as the unprivileged user postgres, in a directory
+// that user owns.
 #include <fcntl.h>
 #include <grp.h>
 #include <libpq-fe.h>

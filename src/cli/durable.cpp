@@ -213,7 +213,7 @@ int main(int argc, char** argv) {
   dev->add_option("--dir", da.dir,
                   "the cluster's directory, kept from one run to the next (default: "
                   "$XDG_DATA_HOME/durable-dev, else ~/.local/share/durable-dev; as root "
-                  "/tmp/durable-dev-USER, USER being postgres, else nobody, who runs the "
+                  "/tmp/durable-dev-postgres, postgres being the user who runs the "
                   "server)");
   dev->add_option("--listen", da.console.listen,
                   "HOST:PORT of the console; port 0 picks a free one")
