@@ -86,6 +86,17 @@ private:
   PGconn* conn_;
 };
 
+/// The first column of the first row of `sql` as text; "" when it fails, has no row or is NULL.
+inline std::string value(raw_connection& c, const std::string& sql) {
+  PGresult* r = PQexec(c.get(), sql.c_str());
+  std::string out =
+      PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0)
+          ? PQgetvalue(r, 0, 0)
+          : "";
+  PQclear(r);
+  return out;
+}
+
 /// Runs `a` on `io` until it completes; rethrows its exception. Other work on `io` (an
 /// engine's background loops, the tail of a finished run) goes on while it runs and stays
 /// queued afterwards, so one io_context and its connections serve the whole executable.

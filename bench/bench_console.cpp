@@ -33,15 +33,7 @@ const std::string schema = "bench_console";
 constexpr int repeats = 20;
 constexpr double target_ms = 200;
 
-std::string value(bench::raw_connection& c, const std::string& sql) {
-  PGresult* r = PQexec(c.get(), sql.c_str());
-  std::string out =
-      PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0)
-          ? PQgetvalue(r, 0, 0)
-          : "";
-  PQclear(r);
-  return out;
-}
+using bench::value;
 
 // Workflows as an application's table looks after months: mostly succeeded, some failed,
 // pending, sleeping, a few dead letters and parked ones, four names, three queues, created one

@@ -40,15 +40,7 @@ long rss_kib() {
   return 0;
 }
 
-std::string value(bench::raw_connection& c, const std::string& sql) {
-  PGresult* r = PQexec(c.get(), sql.c_str());
-  std::string out =
-      PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0)
-          ? PQgetvalue(r, 0, 0)
-          : "";
-  PQclear(r);
-  return out;
-}
+using bench::value;
 
 double transactions(bench::raw_connection& c) {
   return std::stod(value(c,

@@ -19,6 +19,10 @@
 #include "durable.hpp"
 #include "durable/store.hpp"
 
+namespace durable {
+struct console_options;
+}
+
 namespace durable_cli {
 
 using ojson = nlohmann::ordered_json;
@@ -202,6 +206,9 @@ struct ui_args {
 /// The token in `path` (ui.cpp): its text without surrounding white space; a failure (bad
 /// usage) when it cannot be read or is too short. Warns on stderr when others may read the file.
 std::string read_token_file(const std::string& path);
+/// The console's options from `a` (ui.cpp; only where the console is built): the listen address
+/// parsed and the token read, so that bad usage is said before anything starts.
+durable::console_options console_options_of(const ui_args& a, double lease_s);
 /// Serves the web console (ui.cpp) until SIGINT or SIGTERM.
 int cmd_ui(session& s, double lease_s, const ui_args& a);
 /// Audit rows of the console's actions, newest first (read.cpp).

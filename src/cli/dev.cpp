@@ -416,9 +416,7 @@ void ensure_database(std::uint16_t port, const std::string& password) {
 
 int cmd_dev(const settings& g, const dev_args& a, double lease_s) {
   // The console's options first: a mistake there is said before a cluster is made.
-  const auto where = parse_listen(a.console.listen);
-  std::string token;
-  if (!a.console.token_file.empty()) token = read_token_file(a.console.token_file);
+  durable::console_options co = console_options_of(a.console, lease_s);
   const pg_user user = server_user();
   const fs::path dir = fs::absolute(a.dir.empty() ? default_dir(user) : a.dir).lexically_normal();
   const fs::path data = dir / "data", log = dir / "server.log";
@@ -520,13 +518,6 @@ int cmd_dev(const settings& g, const dev_args& a, double lease_s) {
   {
     session s(here);
     (void)run(s.io, s.eng.migrate());
-    durable::console_options co;
-    co.address = where.address().to_string();
-    co.port = where.port();
-    co.allowed_hosts = a.console.allowed_hosts;
-    co.lease_s = lease_s;
-    co.token = std::move(token);
-    co.read_only = a.console.read_only;
     const bool actions = !co.read_only && !co.token.empty();
     durable::console c(s.io, s.eng, std::move(co));
     try {

@@ -43,22 +43,27 @@ std::string read_token_file(const std::string& path) {
 #endif
 }
 
-int cmd_ui(session& s, double lease_s, const ui_args& a) {
 #if defined(DURABLE_HAS_CONSOLE)
-  const auto& listen = a.listen;
-  const auto where = parse_listen(listen);
-  std::string token;
-  if (!a.token_file.empty()) token = read_token_file(a.token_file);
-  // The database first: a wrong URL or a missing schema is said now, not on the first page.
-  (void)s.rows(s.st().admin_stats(lease_s));
+durable::console_options console_options_of(const ui_args& a, double lease_s) {
+  const auto where = parse_listen(a.listen);
   durable::console_options o;
   o.address = where.address().to_string();
   o.port = where.port();
   o.allowed_hosts = a.allowed_hosts;
   o.lease_s = lease_s;
-  o.token = std::move(token);
+  if (!a.token_file.empty()) o.token = read_token_file(a.token_file);
   o.read_only = a.read_only;
   o.secure_cookie = a.secure_cookie;
+  return o;
+}
+#endif
+
+int cmd_ui(session& s, double lease_s, const ui_args& a) {
+#if defined(DURABLE_HAS_CONSOLE)
+  const auto& listen = a.listen;
+  durable::console_options o = console_options_of(a, lease_s);
+  // The database first: a wrong URL or a missing schema is said now, not on the first page.
+  (void)s.rows(s.st().admin_stats(lease_s));
   const bool actions = !o.read_only && !o.token.empty();
   durable::console c(s.io, s.eng, std::move(o));
   try {
