@@ -144,6 +144,14 @@ int main(int argc, char** argv) {
   const std::string one = value(c, "SELECT id FROM " + schema +
                                        ".workflows WHERE id = "
                                        "'order-00000007'");
+  // Where the first page of name=refund stops: the 100 000th succeeded workflow (the edge).
+  const std::string stop =
+      value(c,
+            "SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US') || "
+            "'Z|' || id FROM " +
+                schema +
+                ".workflows WHERE status = 'succeeded' ORDER BY created_at DESC, id DESC "
+                "OFFSET 99999 LIMIT 1");
   auto esc = [](std::string s) {
     std::string out;
     for (const char ch : s) {
@@ -169,6 +177,13 @@ int main(int argc, char** argv) {
       {"workflows, status=failed,parked", "GET", "/api/workflows?status=failed%2Cparked", ""},
       {"workflows, status=cancelled (none)", "GET", "/api/workflows?status=cancelled", ""},
       {"workflows, name=charge", "GET", "/api/workflows?name=charge", ""},
+      {"workflows, name=refund (none; stops at max_scan)", "GET", "/api/workflows?name=refund", ""},
+      {"workflows, executor=gone (none; stops at max_scan)", "GET", "/api/workflows?executor=gone",
+       ""},
+      {"workflows, name=refund, next page after the stop", "GET",
+       "/api/workflows?name=refund&cursor=" + esc(stop), ""},
+      {"workflows, status=failed&name=charge", "GET", "/api/workflows?status=failed&name=charge",
+       ""},
       {"workflows, queue=emails since 1h", "GET", "/api/workflows?queue=emails&since=1h", ""},
       {"workflows, id_prefix=order-0099", "GET", "/api/workflows?id_prefix=order-0099", ""},
       {"workflow (with its journal)", "GET", "/api/workflow?id=" + esc(one), ""},
@@ -178,6 +193,8 @@ int main(int argc, char** argv) {
       {"audit", "GET", "/api/audit", ""},
       {"bulk dry run, status=dead_letter", "POST", "/api/bulk",
        R"({"action":"retry","filter":{"status":"dead_letter"}})"},
+      {"bulk dry run, since=1h", "POST", "/api/bulk",
+       R"({"action":"cancel","filter":{"since":"1h"}})"},
   };
   const auto floor = time_of([&] { http(port, "GET", "/api/session"); });
   std::printf("\n%ld workflows in %s; %d requests each after one to warm; ms\n\n", n,

@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <fstream>
 #include <initializer_list>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -325,6 +326,30 @@ TEST_CASE("cli: cancel, resume, send and fork steer a waiting workflow", "[cli]"
     auto fork_usage = cli_in(schema, {"fork", "w1"});
     CHECK(fork_usage.status == 2);
     CHECK(contains(fork_usage.err, "--from-step"));
+
+    // Each action above left its audit row, through the program as through the console: done
+    // or refused (exit status 1), with who ran it; bad usage (exit status 2) none.
+    auto audit = cli_in(schema, {"audit", "--json", "--limit", "100"}).parsed();
+    std::map<std::string, int> by;
+    for (const auto& row : audit) {
+      CHECK(row["via"] == "cli");
+      CHECK_FALSE(row["actor"].get<std::string>().empty());
+      ++by[row["action"].get<std::string>() + " " + row["result"].get<std::string>()];
+    }
+    CHECK(by == std::map<std::string, int>{{"cancel done", 1},
+                                           {"cancel refused", 1},
+                                           {"retry refused", 1},
+                                           {"resume done", 1},
+                                           {"send done", 3},
+                                           {"send refused", 2},
+                                           {"fork done", 1},
+                                           {"fork refused", 2}});
+    auto first = cli_in(schema, {"audit", "--json", "--action", "cancel"}).parsed();
+    REQUIRE(first.size() == 2);
+    CHECK(first[1]["target"]["id"] == "w1");  // newest first: the done one is the older
+    CHECK(first[1]["count"] == 1);
+    CHECK(first[0]["result"] == "refused");
+    CHECK(contains(first[0]["detail"].get<std::string>(), "is cancelled"));
   });
 }
 
@@ -1104,4 +1129,162 @@ TEST_CASE("cli: schedules are listed, shown, paused, resumed, triggered, backfil
   CHECK(cli_in(schema, {"schedule", "delete", "nightly"}).status == 0);
   CHECK(contains(cli_in(schema, {"schedules"}).out, "no schedules"));
   CHECK(cli_in(schema, {"list", "--json"}).parsed()["workflows"].size() == 4);  // they stay
+}
+
+namespace {
+
+using list_filter = durable::store::list_filter;
+
+// admin_list's rows for `f` (JSON objects, the last maybe {"scanned_to"}), as the console reads
+// them.
+asio::awaitable<std::vector<json>> listed(engine& eng, list_filter f) {
+  auto c = co_await eng.pool().acquire();
+  auto q = detail::store_of(eng).admin_list(f);
+  auto rows = co_await durable::store::fetch(*c, std::move(q));
+  std::vector<json> out;
+  for (auto& r : rows) out.push_back(json::parse(r.json));
+  co_return out;
+}
+
+asio::awaitable<std::vector<std::string>> ids_of(engine& eng, std::string_view sql_view) {
+  const std::string sql(sql_view);
+  auto c = co_await eng.pool().acquire();
+  auto r = co_await c->exec(sql);
+  std::vector<std::string> out;
+  for (int i = 0; i < r.rows(); ++i) out.push_back(r[i].get<std::string>(0));
+  co_return out;
+}
+
+}  // namespace
+
+TEST_CASE("console statements: a sparse filter read a few rows at a time finds every match once",
+          "[cli]") {
+  const std::string schema = test::fresh_schema("list_scan");
+  test::run(migrated(schema));
+  test::run([&]() -> asio::awaitable<void> {
+    engine eng(co_await asio::this_coro::executor, test::options(schema));
+    const auto t = test::q(schema) + ".workflows";
+    // 60 workflows, one a second; every 7th is a 'refund' (the sparse name), in three statuses;
+    // two refunds share a created_at, so that the id breaks the tie.
+    auto setup = "INSERT INTO " + t +
+                 " (id, name, status, inputs, created_at) SELECT 'w-' || lpad(g::text, 3, '0'), "
+                 "CASE WHEN g % 7 = 0 THEN 'refund' ELSE 'charge' END, "
+                 "(ARRAY['succeeded', 'failed', 'pending'])[1 + g % 3], '[]', "
+                 "timestamptz '2026-12-01 00:00:00+00' + make_interval(secs => "
+                 "CASE WHEN g = 14 THEN 21 ELSE g END) FROM generate_series(1, 60) g";
+    co_await sql_in(schema, setup);
+    const auto truth =
+        "SELECT id FROM " + t + " WHERE name = 'refund' ORDER BY created_at DESC, id DESC";
+    const auto want = co_await ids_of(eng, truth);
+    CHECK(want.size() == 8);
+
+    // Pages of 2 rows with at most 3 rows read of each status, followed as the console does
+    // (console_detail::list_page): after the last row of a full page, or from the edge.
+    list_filter f;
+    f.name = "refund";
+    f.scan = 3;
+    std::vector<std::string> seen;
+    int edges = 0, requests = 0;
+    for (; requests < 100; ++requests) {
+      f.limit = 3;  // 2 shown, one more to know there is a next page
+      const auto got = co_await listed(eng, f);
+      std::vector<json> shown(got.begin(), got.end());
+      json edge;
+      if (!shown.empty() && shown.back().contains("scanned_to")) {
+        edge = shown.back()["scanned_to"];
+        shown.pop_back();
+        ++edges;
+      }
+      // Rows arriving meanwhile, newer than every page: they never show up in later pages.
+      auto arrive = "INSERT INTO " + t + " (id, name, status, inputs, created_at) VALUES ('new-" +
+                    std::to_string(requests) +
+                    "', 'refund', 'failed', '[]', '2026-12-03 00:00:00+00')";
+      co_await sql_in(schema, arrive);
+      const json* next = nullptr;
+      if (shown.size() > 2) {
+        shown.resize(2);
+        next = &shown.back();
+      } else if (!edge.is_null()) {
+        next = &edge;
+      }
+      for (const auto& r : shown) seen.push_back(r["id"].get<std::string>());
+      if (!next) break;
+      f.after_created_at = (*next)["created_at"].get<std::string>();
+      f.after_id = (*next)["id"].get<std::string>();
+    }
+    CHECK(seen == want);
+    CHECK(edges > 0);
+
+    // Unbounded (the CLI): the same rows in one request, no edge.
+    list_filter all;
+    all.name = "refund";
+    all.until_at = "2026-12-02T00:00:00Z";
+    all.limit = 100;
+    const auto whole = co_await listed(eng, all);
+    std::vector<std::string> whole_ids;
+    for (const auto& r : whole) {
+      CHECK_FALSE(r.contains("scanned_to"));
+      whole_ids.push_back(r.value("id", ""));
+    }
+    CHECK(whole_ids == want);
+
+    // A status filter is read from the index of its status alone: of the 20 failed workflows
+    // (58, 55, 52, 49, ...) 4 are read, and 49 is a refund.
+    list_filter failed;
+    failed.statuses = {"failed", "failed"};  // named twice, read once
+    failed.name = "refund";
+    failed.until_at = "2026-12-02T00:00:00Z";
+    failed.scan = 4;
+    const auto some = co_await listed(eng, failed);
+    const auto failed_want = co_await ids_of(
+        eng, "SELECT id FROM " + t +
+                 " WHERE name = 'refund' AND status = 'failed' AND created_at < '2026-12-02' "
+                 "ORDER BY created_at DESC, id DESC");
+    const bool stopped = !some.empty() && some.back().contains("scanned_to");
+    CHECK(stopped);  // 20 failed workflows, 3 read
+    std::vector<std::string> some_ids;
+    for (const auto& r : some)
+      if (r.contains("id")) some_ids.push_back(r["id"].get<std::string>());
+    // What it returns is the newest part of the answer, and nothing older than the edge.
+    CHECK(some_ids == std::vector<std::string>{"w-049"});
+    CHECK(failed_want.size() == 3);  // 49, 28, 7: the other two are past the edge
+
+    // A status of exactly `scan` rows is read whole: no edge (one more row is read to tell).
+    list_filter exact;
+    exact.statuses = {"failed"};
+    exact.until_at = "2026-12-02T00:00:00Z";
+    exact.scan = 20;
+    const auto whole_status = co_await listed(eng, exact);
+    const bool no_edge = whole_status.empty() || !whole_status.back().contains("scanned_to");
+    CHECK(no_edge);
+
+    // The bulk set: whole with a large enough bound (by id), refused (an edge first) without.
+    list_filter bulk;
+    bulk.name = "refund";
+    bulk.until_at = "2026-12-02T00:00:00Z";
+    bulk.limit = 10001;
+    bulk.scan = 1000;
+    auto c = co_await eng.pool().acquire();
+    auto whole_q = detail::store_of(eng).admin_ids(bulk);
+    const auto set = co_await durable::store::fetch(*c, std::move(whole_q));
+    std::vector<std::string> set_ids;
+    bool any_edge = false;
+    for (const auto& r : set) {
+      set_ids.push_back(r.id);
+      any_edge = any_edge || r.edge;
+    }
+    auto sorted = want;
+    std::sort(sorted.begin(), sorted.end());
+    CHECK(set_ids == sorted);
+    CHECK_FALSE(any_edge);
+    bulk.scan.reset();  // unbounded: the same set, no edge
+    auto all_q = detail::store_of(eng).admin_ids(bulk);
+    const auto unbounded = co_await durable::store::fetch(*c, std::move(all_q));
+    CHECK(unbounded.size() == set.size());
+    bulk.scan = 3;
+    auto cut_q = detail::store_of(eng).admin_ids(bulk);
+    const auto cut = co_await durable::store::fetch(*c, std::move(cut_q));
+    const bool cut_first = !cut.empty() && cut.front().edge;
+    CHECK(cut_first);
+  }());
 }

@@ -9,6 +9,7 @@
 using durable::console_detail::bad_request;
 using durable::console_detail::host_allowed;
 using durable::console_detail::list_filter_of;
+using durable::console_detail::list_page;
 using durable::console_detail::params;
 using durable::console_detail::relative_age;
 
@@ -82,6 +83,33 @@ TEST_CASE("console: the workflow list's filter comes from the page's parameters"
   CHECK(f.after_created_at == std::optional<std::string>("2026-12-01T10:00:00.5+00:00"));
   CHECK(f.after_id == std::optional<std::string>("order|7"));
   CHECK(list_filter_of(params{}, 500).limit == 50);
+}
+
+TEST_CASE("console: a page goes on after its last row, or from where a stopped search ended") {
+  using ojson = nlohmann::ordered_json;
+  auto row = [](const char* at, const char* id) { return ojson{{"id", id}, {"created_at", at}}; };
+  auto edge = [](const char* at, const char* id) {
+    return ojson{{"scanned_to", {{"created_at", at}, {"id", id}}}};
+  };
+  // limit + 1 rows: a full page; the next starts after its last row, an edge or not.
+  auto full = list_page({row("t5", "e"), row("t4", "d"), row("t3", "c"), edge("t2", "x")}, 2, 100);
+  CHECK(full["rows"].size() == 2);
+  CHECK(full["rows"][1]["id"] == "d");
+  CHECK(full["next"] == "t4|d");
+  CHECK(full["searched"].is_null());
+  // Fewer rows and an edge: every match down to the edge is here; the next page starts there.
+  auto stopped = list_page({row("t5", "e"), edge("t2", "x")}, 2, 100);
+  CHECK(stopped["rows"].size() == 1);
+  CHECK(stopped["next"] == "t2|x");
+  CHECK(stopped["searched"] == ojson{{"to", "t2"}, {"rows", 100}});
+  auto none = list_page({edge("t2", "x|y")}, 2, 100);
+  CHECK(none["rows"].empty());
+  CHECK(none["next"] == "t2|x|y");  // list_filter_of splits at the first '|'
+  // Fewer rows, no edge: the last page.
+  auto last = list_page({row("t5", "e")}, 2, 100);
+  CHECK(last["next"].is_null());
+  CHECK(last["searched"].is_null());
+  CHECK(list_page({}, 2, 100)["rows"].empty());
 }
 
 TEST_CASE("console: a filter that cannot be is refused with what to send instead") {

@@ -9,21 +9,44 @@
 -- $8 until_at timestamptz, null allowed
 -- $9 limit bigint
 -- $10 id_prefix text, null = any
+-- $11 scan bigint, null = unbounded
 --
--- The ids of the workflows admin_list's filter matches (same parameters, same meaning), by id,
--- at most $9 of them: the set a bulk action of the console counts, confirms and acts on.
-SELECT w.id
-  FROM :"schema".workflows w
- WHERE (cardinality($1::text[]) = 0 OR w.status = ANY($1::text[]))
-   AND ($2::text IS NULL OR w.name = $2::text)
-   AND ($3::text IS NULL OR w.queue = $3::text)
-   AND ($4::text IS NULL OR w.executor_id = $4::text)
-   AND ($10::text IS NULL OR starts_with(w.id, $10::text))
-   AND ($5::double precision IS NULL
-        OR w.created_at >= now() - make_interval(secs => $5::double precision))
-   AND ($6::timestamptz IS NULL OR w.created_at >= $6::timestamptz)
-   AND ($7::double precision IS NULL
-        OR w.created_at < now() - make_interval(secs => $7::double precision))
-   AND ($8::timestamptz IS NULL OR w.created_at < $8::timestamptz)
- ORDER BY w.id
- LIMIT $9
+-- The ids of the workflows admin_list's filter matches (same parameters, same meaning, read the
+-- same way: each status from workflows_status_created within the time range; a status named twice
+-- counts once), by id, at most
+-- $9 of them (and one more, to tell that there are more): the set a bulk action of the console
+-- counts, confirms and acts on. A row with `edge` true comes first and says that a status had
+-- more than $11 rows in the range, so the set is not known whole (its id is the last one read,
+-- which may not match the filter): the console refuses such a filter.
+SELECT v.id, v.edge
+  FROM unnest(CASE WHEN cardinality($1::text[]) = 0
+                   THEN ARRAY['pending', 'running', 'sleeping', 'succeeded', 'failed', 'parked',
+                              'cancelled', 'dead_letter']
+                   ELSE ARRAY(SELECT DISTINCT unnest($1::text[])) END) AS s(status)
+ CROSS JOIN LATERAL (
+   SELECT m.id, m.edge FROM (
+     SELECT r.id,
+            row_number() OVER (ORDER BY r.created_at DESC, r.id DESC) AS rn,
+            -- the last row allowed is an edge only when a row past it exists
+            coalesce(row_number() OVER (ORDER BY r.created_at DESC, r.id DESC) = $11::bigint
+                     AND lead(r.id) OVER (ORDER BY r.created_at DESC, r.id DESC) IS NOT NULL,
+                     false) AS edge,
+            ($2::text IS NULL OR r.name = $2::text)
+              AND ($3::text IS NULL OR r.queue = $3::text)
+              AND ($4::text IS NULL OR r.executor_id = $4::text)
+              AND ($10::text IS NULL OR starts_with(r.id, $10::text)) AS hit
+       FROM (SELECT w.id, w.created_at, w.name, w.queue, w.executor_id
+               FROM :"schema".workflows w
+              WHERE w.status = s.status
+                AND w.created_at >= coalesce(greatest(now() - make_interval(
+                                               secs => $5::double precision), $6::timestamptz),
+                                             '-infinity')
+                AND w.created_at < coalesce(least(now() - make_interval(
+                                              secs => $7::double precision), $8::timestamptz),
+                                            'infinity')
+              ORDER BY w.created_at DESC, w.id DESC
+              LIMIT $11::bigint + 1) r) m
+    WHERE ($11::bigint IS NULL OR m.rn <= $11::bigint) AND (m.hit OR m.edge)
+    LIMIT $9::bigint + 1) v
+ ORDER BY v.edge DESC, v.id
+ LIMIT $9::bigint + 1

@@ -12,19 +12,69 @@
 -- $11 after_created_at timestamptz, null allowed
 -- $12 after_id text, null allowed
 -- $13 id_prefix text, null = any
+-- $14 scan bigint, null = unbounded
 --
--- ---- operator queries (the `durable` command-line program) ----------------------------
+-- ---- operator queries (the `durable` command-line program, the web console) ---------------
 -- Each returns its rows as JSON objects (row_to_json), columns in order, so that the
 -- program prints tables and --json from the same rows.
 -- $1 statuses (text[], empty = all), $2 name, $3 queue, $4 executor (each NULL = any),
 -- created: $5 at most this many seconds ago, $6 at or after, $7 at least this many
 -- seconds ago, $8 before (each NULL = unbounded), $9 limit, $10 offset, $11 and $12 the
 -- cursor: only rows after (created_at $11, id $12) in the order (NULL: from the start),
--- $13 only ids that start with it (a schedule's runs: '<schedule>@').
--- Newest first. steps: the steps `durable show` lists, journal rows and steps with
--- attempts but no row yet (retrying, failed for good, reset, due), counted for the rows
--- returned only. reason: why it is where it is; an error of an earlier run (last_error)
--- only while the workflow has not succeeded.
+-- $13 only ids that start with it (a schedule's runs: '<schedule>@'), $14 how many rows of
+-- each status past the cursor it may look at (NULL: all). A status named twice counts once.
+-- Newest first. Each status is read from workflows_status_created, newest first from the cursor
+-- and within the time range (index conditions), and the merged heads are sorted: a status few
+-- rows have costs a probe. Name, queue, executor and id prefix are filters on those rows; with
+-- $14 a status stops after $14 rows, and its last row read is returned as a row of its own,
+-- {"scanned_to": {"created_at", "id"}}, the newest such edge of all statuses (a status of exactly
+-- $14 rows has none: one row more is read to tell): every row of the
+-- filter newer than the edge has been found (rows past it are left out, as another status may
+-- hold unread rows between), and a next request with the edge as its cursor goes on from there.
+-- steps: the steps `durable show` lists, journal rows and steps with attempts but no row yet
+-- (retrying, failed for good, reset, due), counted for the rows returned only. reason: why it
+-- is where it is; an error of an earlier run (last_error) only while it has not succeeded.
+WITH head AS (
+SELECT v.id, v.created_at, v.hit, v.edge
+  FROM unnest(CASE WHEN cardinality($1::text[]) = 0
+                   THEN ARRAY['pending', 'running', 'sleeping', 'succeeded', 'failed', 'parked',
+                              'cancelled', 'dead_letter']
+                   ELSE ARRAY(SELECT DISTINCT unnest($1::text[])) END) AS s(status)
+ CROSS JOIN LATERAL (
+   SELECT m.id, m.created_at, m.hit, m.edge FROM (
+     SELECT r.id, r.created_at,
+            row_number() OVER (ORDER BY r.created_at DESC, r.id DESC) AS rn,
+            -- the last row allowed is an edge only when a row past it exists
+            coalesce(row_number() OVER (ORDER BY r.created_at DESC, r.id DESC) = $14::bigint
+                     AND lead(r.id) OVER (ORDER BY r.created_at DESC, r.id DESC) IS NOT NULL,
+                     false) AS edge,
+            ($2::text IS NULL OR r.name = $2::text)
+              AND ($3::text IS NULL OR r.queue = $3::text)
+              AND ($4::text IS NULL OR r.executor_id = $4::text)
+              AND ($13::text IS NULL OR starts_with(r.id, $13::text)) AS hit
+       FROM (SELECT w.id, w.created_at, w.name, w.queue, w.executor_id
+               FROM :"schema".workflows w
+              WHERE w.status = s.status
+                AND w.created_at >= coalesce(greatest(now() - make_interval(
+                                               secs => $5::double precision), $6::timestamptz),
+                                             '-infinity')
+                AND w.created_at < coalesce(least(now() - make_interval(
+                                              secs => $7::double precision), $8::timestamptz),
+                                            'infinity')
+                AND (w.created_at, w.id) < (coalesce($11::timestamptz, 'infinity'),
+                                            coalesce($12::text, ''))
+              ORDER BY w.created_at DESC, w.id DESC
+              LIMIT $14::bigint + 1) r) m
+    WHERE ($14::bigint IS NULL OR m.rn <= $14::bigint) AND (m.hit OR m.edge)
+    LIMIT $9::bigint + $10::bigint + 1) v),
+edge AS (
+SELECT h.created_at, h.id FROM head h WHERE h.edge ORDER BY h.created_at DESC, h.id DESC LIMIT 1),
+page AS (
+SELECT h.id FROM head h
+ WHERE h.hit
+   AND NOT EXISTS (SELECT 1 FROM edge e WHERE (h.created_at, h.id) < (e.created_at, e.id))
+ ORDER BY h.created_at DESC, h.id DESC
+ LIMIT $9 OFFSET $10)
 SELECT row_to_json(t)::text FROM (
 SELECT p.id, p.name, p.status, p.queue, p.executor, p.created_at, p.updated_at, p.completed_at,
        (SELECT count(*) FROM :"schema".steps s WHERE s.workflow_id = p.id)
@@ -37,19 +87,8 @@ SELECT p.id, p.name, p.status, p.queue, p.executor, p.created_at, p.updated_at, 
 SELECT w.id, w.name, w.status, w.queue, w.executor_id AS executor, w.created_at, w.updated_at,
        w.completed_at, coalesce(w.status_reason, w.error->>'message',
                 CASE WHEN w.status <> 'succeeded' THEN w.last_error END) AS reason
-  FROM :"schema".workflows w
- WHERE (cardinality($1::text[]) = 0 OR w.status = ANY($1::text[]))
-   AND ($2::text IS NULL OR w.name = $2::text)
-   AND ($3::text IS NULL OR w.queue = $3::text)
-   AND ($4::text IS NULL OR w.executor_id = $4::text)
-   AND ($13::text IS NULL OR starts_with(w.id, $13::text))
-   AND ($5::double precision IS NULL
-        OR w.created_at >= now() - make_interval(secs => $5::double precision))
-   AND ($6::timestamptz IS NULL OR w.created_at >= $6::timestamptz)
-   AND ($7::double precision IS NULL
-        OR w.created_at < now() - make_interval(secs => $7::double precision))
-   AND ($8::timestamptz IS NULL OR w.created_at < $8::timestamptz)
-   AND ($11::timestamptz IS NULL OR (w.created_at, w.id) < ($11::timestamptz, $12::text))
- ORDER BY w.created_at DESC, w.id DESC
- LIMIT $9 OFFSET $10) p
+  FROM page g JOIN :"schema".workflows w ON w.id = g.id) p
  ORDER BY p.created_at DESC, p.id DESC) t
+UNION ALL
+SELECT json_build_object('scanned_to', json_build_object('created_at', e.created_at, 'id', e.id))::text
+  FROM edge e

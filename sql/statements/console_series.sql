@@ -5,19 +5,28 @@
 -- hour over the last day, oldest first, empty buckets as zeros. "at" is the bucket's start in
 -- epoch seconds. Buckets are cut in UTC, whatever the session's time zone (an hour of a zone
 -- with a half-hour offset, or the repeated hour of a daylight-saving change, would not be one
--- bucket). One pass over the day's rows, grouped twice.
+-- bucket). One pass over the day's rows, grouped twice; the rows created are read status by status
+-- from workflows_status_created (an index-only range each).
 WITH bounds AS (
   SELECT date_trunc('minute', now(), 'UTC') AS minute, date_trunc('hour', now(), 'UTC') AS hour),
+-- The day's bound is written out (not read from `bounds`), so that the planner estimates each
+-- range from the statistics: a CTE's value would be unknown to it, its estimate hundreds of
+-- thousands of rows at 1 000 000 workflows, and the statement's cost would have it compiled
+-- with JIT first (40 ms and more of a 75 ms statement).
 happened AS (
-  SELECT 'started' AS what, w.created_at AS at FROM :"schema".workflows w, bounds b
-   WHERE w.created_at >= b.hour - interval '23 hours'
+  SELECT 'started' AS what, w.created_at AS at
+    FROM unnest(ARRAY['pending', 'running', 'sleeping', 'succeeded', 'failed', 'parked',
+                      'cancelled', 'dead_letter']) AS s(status),
+         LATERAL (SELECT x.created_at FROM :"schema".workflows x
+                   WHERE x.status = s.status
+                     AND x.created_at >= date_trunc('hour', now(), 'UTC') - interval '23 hours') w
   UNION ALL
-  SELECT 'finished', w.completed_at FROM :"schema".workflows w, bounds b
-   WHERE w.completed_at >= b.hour - interval '23 hours'
+  SELECT 'finished', w.completed_at FROM :"schema".workflows w
+   WHERE w.completed_at >= date_trunc('hour', now(), 'UTC') - interval '23 hours'
      AND w.status IN ('succeeded', 'cancelled')
   UNION ALL
-  SELECT 'failed', w.updated_at FROM :"schema".workflows w, bounds b
-   WHERE w.updated_at >= b.hour - interval '23 hours'
+  SELECT 'failed', w.updated_at FROM :"schema".workflows w
+   WHERE w.updated_at >= date_trunc('hour', now(), 'UTC') - interval '23 hours'
      AND w.status IN ('failed', 'dead_letter')),
 per_minute AS (
   SELECT date_trunc('minute', h.at, 'UTC') AS at, count(*) FILTER (WHERE h.what = 'started') AS started,

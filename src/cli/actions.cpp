@@ -1,11 +1,16 @@
 // The `durable` program's verbs that act: cancel, resume, retry, fork and send go through the
 // engine's own operations (the same checks and statements as an application's calls); gc and
-// migrate maintain the schema.
+// migrate maintain the schema. audited() writes the audit row of each (durable.cpp says which).
+#include <pwd.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -32,7 +37,62 @@ std::string unfinished_spellings() {
   return out;
 }
 
+/// Who runs the program, for the audit: the login name of the effective user (getpwuid), else
+/// $USER, else the numeric uid. Self-declared like the console's names: what the machine says.
+std::string login_name() {
+  if (const passwd* pw = ::getpwuid(::geteuid()); pw && pw->pw_name && *pw->pw_name)
+    return pw->pw_name;
+  if (const char* user = std::getenv("USER"); user && *user) return user;
+  return "uid " + std::to_string(::geteuid());
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "";
+  return name;
+}
+
+asio::awaitable<void> write_audit(session& s, std::string action, std::string target,
+                                  std::int64_t count, std::string result, std::string detail) {
+  auto q =
+      s.st().audit_insert(login_name(), "cli", host_name(), action, target, count, result, detail);
+  auto c = co_await s.eng.pool().acquire();
+  (void)co_await durable::store::fetch(*c, std::move(q));
+}
+
 }  // namespace
+
+int audited(session& s, const std::string& action, const ojson& target,
+            const std::function<int()>& verb, std::int64_t count) {
+  std::string result = "done", detail;
+  std::exception_ptr error;
+  int status = done;
+  try {
+    status = verb();
+    if (status != done) result = "refused";
+  } catch (const failure& f) {
+    if (f.status == bad_usage) throw;  // bad input: nothing was tried, as in the console (400)
+    result = f.status == not_done ? "refused" : "failed";
+    detail = f.what();
+    error = std::current_exception();
+  } catch (const std::exception& e) {
+    result = "failed";
+    detail = e.what();
+    error = std::current_exception();
+  }
+  try {
+    // An id that is not UTF-8 keeps its row, with U+FFFD where its bytes were (as the console).
+    const auto text = target.dump(-1, ' ', false, ojson::error_handler_t::replace);
+    run(s.io, write_audit(s, action, text, result == "done" ? count : 0, result, detail));
+  } catch (const std::exception& e) {
+    if (error) std::rethrow_exception(error);  // the action's own error says more
+    // The action was done: its exit status stays 0, and the missing row is said.
+    std::fprintf(stderr, "durable: warning: %s was done, but its audit row was not written: %s\n",
+                 action.c_str(), one_line(e.what()).c_str());
+  }
+  if (error) std::rethrow_exception(error);
+  return status;
+}
 
 int cmd_cancel(session& s, const settings& g, const std::string& id) {
   if (run(s.io, s.eng.cancel(id))) {

@@ -8,6 +8,7 @@
 #include <asio/ip/tcp.hpp>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -201,7 +202,8 @@ struct ui_args {
   std::vector<std::string> allowed_hosts;
   std::string token_file;  // "": no actions
   bool read_only = false;
-  bool secure_cookie = false;  // the session cookie is Secure (reached through HTTPS)
+  bool secure_cookie = false;      // the session cookie is Secure (reached through HTTPS)
+  std::int64_t max_scan = 100000;  // rows read per status at most (console_options::max_scan)
 };
 /// The token in `path` (ui.cpp): its text without surrounding white space; a failure (bad
 /// usage) when it cannot be read or is too short. Warns on stderr when others may read the file.
@@ -209,6 +211,14 @@ std::string read_token_file(const std::string& path);
 /// The console's options from `a` (ui.cpp; only where the console is built): the listen address
 /// parsed and the token read, so that bad usage is said before anything starts.
 durable::console_options console_options_of(const ui_args& a, double lease_s);
+/// Runs `verb`, one of the program's actions (cancel, retry, a schedule's pause, ...), and writes
+/// its row in the audit table (actions.cpp), as the console does for its own: via 'cli', who the
+/// login name, where the host name, `target` the ids, result done, refused (not done: exit
+/// status 1) or failed, with the message. Bad usage is rethrown unrecorded (nothing was tried).
+/// A row that cannot be written is a warning on stderr; the action's own outcome stands. `count`:
+/// what a done action changed (1; 0 for gc and backfill, whose output says how many).
+int audited(session& s, const std::string& action, const ojson& target,
+            const std::function<int()>& verb, std::int64_t count = 1);
 /// Serves the web console (ui.cpp) until SIGINT or SIGTERM.
 int cmd_ui(session& s, double lease_s, const ui_args& a);
 /// Audit rows of the console's actions, newest first (read.cpp).

@@ -201,6 +201,11 @@ int main(int argc, char** argv) {
   ui->add_option("--allow-host", ua.allowed_hosts,
                  "a Host name the console answers for besides loopback (a reverse proxy's); "
                  "repeatable; * for any");
+  ui->add_option("--max-scan", ua.max_scan,
+                 "rows of each status a list page or bulk count reads at most; a sparse filter "
+                 "pages on from where its search stopped")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t(1), std::int64_t(100000000)));
   ui->add_option("--lease", lease, "heartbeat age under which an executor is alive")
       ->capture_default_str();
 
@@ -228,6 +233,10 @@ int main(int argc, char** argv) {
   dev->add_flag("--read-only", da.console.read_only, "as for ui: no action, even with a token");
   dev->add_option("--allow-host", da.console.allowed_hosts,
                   "as for ui: a Host name the console answers for besides loopback");
+  dev->add_option("--max-scan", da.console.max_scan,
+                  "as for ui: rows of each status a list page or bulk count reads at most")
+      ->capture_default_str()
+      ->check(CLI::Range(std::int64_t(1), std::int64_t(100000000)));
   dev->add_option("--lease", lease, "heartbeat age under which an executor is alive")
       ->capture_default_str();
 
@@ -273,23 +282,46 @@ int main(int argc, char** argv) {
     const double lease_s = require_duration("--lease", lease);
     if (list->parsed()) return cmd_list(s, g, la);
     if (show->parsed()) return cmd_show(s, g, id, last_steps);
-    if (cancel->parsed()) return cmd_cancel(s, g, id);
-    if (resume->parsed()) return cmd_resume(s, g, id, false, lease_s);
-    if (retry->parsed()) return cmd_resume(s, g, id, true, lease_s);
-    if (fork->parsed()) return cmd_fork(s, g, id, from_step, new_id);
+    // The verbs that change workflows, queues or schedules leave an audit row, as the
+    // console's actions do (durable audit).
+    const ojson on_id{{"id", id}};
+    if (cancel->parsed()) return audited(s, "cancel", on_id, [&] { return cmd_cancel(s, g, id); });
+    if (resume->parsed())
+      return audited(s, "resume", on_id, [&] { return cmd_resume(s, g, id, false, lease_s); });
+    if (retry->parsed())
+      return audited(s, "retry", on_id, [&] { return cmd_resume(s, g, id, true, lease_s); });
+    if (fork->parsed())
+      return audited(s, "fork", {{"id", id}, {"from_step", from_step}, {"new_id", new_id}},
+                     [&] { return cmd_fork(s, g, id, from_step, new_id); });
     if (send->parsed()) {
       if (value_option->count() == 0 && value_file.empty())
         throw failure(bad_usage,
                       "send: give the message as VALUE, as - (standard input) or with --file PATH");
-      return cmd_send(s, g, id, topic, value, value_file, as_text, key);
+      return audited(s, "send", {{"id", id}, {"topic", topic}, {"key", key}},
+                     [&] { return cmd_send(s, g, id, topic, value, value_file, as_text, key); });
     }
     if (queues->parsed()) return cmd_queues(s, g);
     if (executors->parsed()) return cmd_executors(s, g, lease_s);
-    if (gc->parsed()) return cmd_gc(s, g, older_than, gc_statuses, batch, dry_run);
+    if (gc->parsed()) {
+      if (dry_run) return cmd_gc(s, g, older_than, gc_statuses, batch, dry_run);
+      return audited(
+          s, "gc", {{"older_than", older_than}, {"statuses", gc_statuses}},
+          [&] { return cmd_gc(s, g, older_than, gc_statuses, batch, dry_run); }, 0);
+    }
     if (migrate->parsed()) return cmd_migrate(s, g);
     if (schedules->parsed()) return cmd_schedules(s, g);
-    if (schedule->parsed()) return cmd_schedule(s, g, verb, id, from, to, backfill_limit);
-    if (queue->parsed()) return cmd_queue(s, g, verb, queue_name);
+    if (schedule->parsed()) {
+      if (verb == "show") return cmd_schedule(s, g, verb, id, from, to, backfill_limit);
+      ojson target{{"schedule", id}};
+      if (verb == "backfill") target.update({{"from", from}, {"to", to}});
+      return audited(
+          s, verb + "_schedule", target,
+          [&] { return cmd_schedule(s, g, verb, id, from, to, backfill_limit); },
+          verb == "backfill" ? 0 : 1);
+    }
+    if (queue->parsed())
+      return audited(s, verb + "_queue", {{"queue", queue_name}},
+                     [&] { return cmd_queue(s, g, verb, queue_name); });
     if (exporting->parsed()) return cmd_export(s, g, id, with_children, output);
     if (importing->parsed()) return cmd_import(s, g, file, new_id);
     if (stats->parsed()) return cmd_stats(s, g, lease_s);

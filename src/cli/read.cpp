@@ -284,7 +284,8 @@ int cmd_audit(session& s, const settings& g, std::int64_t limit, const std::stri
   std::optional<std::string> only;
   if (!action.empty()) only = action;
   const auto rows = s.rows(s.st().audit_list(limit, std::nullopt, only));
-  return print_rows(g, rows, "no audit rows (no action was taken through the console)",
+  return print_rows(g, rows,
+                    "no audit rows (no action was taken through the console or this program)",
                     {{"id", 6},
                      {"at", 19},
                      {"actor", 16},

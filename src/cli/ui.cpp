@@ -54,6 +54,7 @@ durable::console_options console_options_of(const ui_args& a, double lease_s) {
   if (!a.token_file.empty()) o.token = read_token_file(a.token_file);
   o.read_only = a.read_only;
   o.secure_cookie = a.secure_cookie;
+  o.max_scan = a.max_scan;
   return o;
 }
 #endif

@@ -278,7 +278,8 @@ asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& w
 }
 
 asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who,
-                                std::int64_t max_page, std::function<void()> check) {
+                                std::int64_t max_page, std::int64_t max_scan,
+                                std::function<void()> check) {
   if (!body.is_object()) throw bad_request("the body must be a JSON object");
   const auto action = text_field(body, "action");
   if (action != "cancel" && action != "resume" && action != "retry")
@@ -298,12 +299,18 @@ asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who
   }
   auto filter = list_filter_of(p, max_page);
   filter.limit = bulk_limit + 1;
+  filter.scan = max_scan;
   const auto& st = detail::store_of(eng);
   std::vector<std::string> ids;
   {
     auto q = st.admin_ids(filter);
     auto c = co_await eng.pool().acquire();
     auto rows = co_await store::fetch(*c, std::move(q));
+    if (!rows.empty() && rows.front().edge)
+      throw bad_request("this filter cannot be counted exactly: a status it covers has more than " +
+                        std::to_string(max_scan) +
+                        " workflows in its time range to look through (the console's max_scan); "
+                        "narrow it with a status or a time range (since, until)");
     for (auto& r : rows) ids.push_back(std::move(r.id));
   }
   if (std::int64_t(ids.size()) > bulk_limit)

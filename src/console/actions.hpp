@@ -50,7 +50,8 @@ asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& w
 /// set, or throws conflict when the filter matches another set now.
 /// `check` runs before each workflow's action and throws to stop (the console has stopped).
 asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who,
-                                std::int64_t max_page, std::function<void()> check);
+                                std::int64_t max_page, std::int64_t max_scan,
+                                std::function<void()> check);
 
 /// GET /api/audit?limit=&before=&action=: {rows, next}.
 asio::awaitable<ojson> audit_page(engine& eng, std::int64_t limit,

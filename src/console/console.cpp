@@ -383,6 +383,7 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
       self->check_running();
       if (path == "/api/bulk")
         co_return co_await console_detail::run_bulk(self->eng, body, who, self->options.max_page,
+                                                    self->options.max_scan,
                                                     [&self] { self->check_running(); });
       co_return co_await console_detail::run_action(self->eng, body, who);
     };
@@ -541,15 +542,10 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
       auto f = console_detail::list_filter_of(p, options.max_page);
       const auto limit = f.limit;
       f.limit = limit + 1;  // one more: is there a next page?
+      f.scan = options.max_scan;
       auto q = st.admin_list(f);
       auto found = co_await rows(std::move(q));
-      ojson next = nullptr;
-      if (std::int64_t(found.size()) > limit) {
-        found.pop_back();
-        const auto& last = found.back();
-        next = last.at("created_at").get<std::string>() + "|" + last.at("id").get<std::string>();
-      }
-      co_return ojson{{"rows", std::move(found)}, {"next", std::move(next)}};
+      co_return console_detail::list_page(std::move(found), limit, options.max_scan);
     }
     if (path == "/api/workflow") {
       const auto id = console_detail::required(p, "id");
@@ -581,7 +577,8 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
 std::string console_token(std::string_view text) { return console_detail::checked_token(text); }
 
 console::console(asio::io_context& io, engine& eng, console_options options)
-    : impl_(std::make_shared<impl>(io, eng, std::move(options))) {}
+    : impl_((console_detail::require_scan(options.max_scan),
+             std::make_shared<impl>(io, eng, std::move(options)))) {}
 
 console::~console() {
   try {

@@ -7,6 +7,7 @@
 #include <charconv>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -151,6 +152,41 @@ inline store::list_filter list_filter_of(const params& p, std::int64_t max_page)
     f.after_id = cursor->substr(bar + 1);
   }
   return f;
+}
+
+/// console_options::max_scan must let a list request read something.
+inline void require_scan(std::int64_t max_scan) {
+  if (max_scan < 1)
+    throw std::invalid_argument("console: max_scan is " + std::to_string(max_scan) +
+                                "; it must be 1 or more (rows of a status a list request reads)");
+}
+
+/// The workflow list's answer {rows, next, searched} from admin_list's rows for a request of
+/// `limit` rows (admin_list was asked for limit + 1, `scan` rows of each status at most). A last
+/// row {"scanned_to": ...} means a status had more: the rows are whole down to that edge, and
+/// unless the page is full anyway, the next page starts from it and `searched` says so
+/// ({to: its time, rows: scan}). Otherwise the next page starts after the last row shown.
+inline nlohmann::ordered_json list_page(std::vector<nlohmann::ordered_json> found,
+                                        std::int64_t limit, std::int64_t scan) {
+  using ojson = nlohmann::ordered_json;
+  ojson edge = nullptr;
+  if (!found.empty() && found.back().contains("scanned_to")) {
+    edge = std::move(found.back().at("scanned_to"));
+    found.pop_back();
+  }
+  const auto cursor_of = [](const ojson& row) {
+    return row.at("created_at").get<std::string>() + "|" + row.at("id").get<std::string>();
+  };
+  ojson next = nullptr, searched = nullptr;
+  if (std::int64_t(found.size()) > limit) {
+    found.resize(std::size_t(limit));
+    next = cursor_of(found.back());
+  } else if (!edge.is_null()) {
+    next = cursor_of(edge);
+    searched = ojson{{"to", edge.at("created_at")}, {"rows", scan}};
+  }
+  return ojson{
+      {"rows", std::move(found)}, {"next", std::move(next)}, {"searched", std::move(searched)}};
 }
 
 }  // namespace durable::console_detail

@@ -40,7 +40,7 @@ except ImportError as e:  # pragma: no cover - depends on the machine
 # The helpers (checks, processes, HTTP, psql, the browser) and the actions' tests, beside this
 # file; no __pycache__ is left in the source tree.
 sys.dont_write_bytecode = True
-from browser_kit import CHROMIUM, DRIVER, Browser, api, check, failures, http, start_server, stop_server  # noqa: E402
+from browser_kit import CHROMIUM, DRIVER, Browser, api, check, failures, http, sql, start_server, stop_server  # noqa: E402
 import test_actions  # noqa: E402
 
 
@@ -75,7 +75,8 @@ def main():
     try:
         print(f"console (application): {base}", flush=True)
         cli, cli_base = start_server(
-            [args.cli, "--schema", schema, "ui", "--listen", "127.0.0.1:0"], env)
+            [args.cli, "--schema", schema, "ui", "--listen", "127.0.0.1:0", "--max-scan",
+             str(CLI_MAX_SCAN)], env)
         print(f"console (durable ui): {cli_base}", flush=True)
         readonly, ro_base = start_server(
             [args.fixture, schema, "--token-file", token_file, "--read-only", "--no-seed"], env)
@@ -87,6 +88,7 @@ def main():
         browser.open(base + "#/")
         browser.probe()
         pages(browser, base)
+        bounded_search(browser, base, cli_base, schema)
         hostile(browser, base)
         browser.open(cli_base + "#/workflows", "cli-workflows")
         check(len(browser.css("tr.wf-row")) > 0, "durable ui lists the workflows too")
@@ -167,6 +169,49 @@ def http_checks(base, cli_base):
     else:
         print("  skipped: the database has no password here (none in the URL or PGPASSWORD), so "
               "there is none to look for", flush=True)
+
+
+# `durable ui` of the test reads at most this many rows of each status per request, so that the
+# fixture's few dozen workflows are enough to make a sparse filter stop early and page on.
+CLI_MAX_SCAN = 3
+
+
+def bounded_search(b, base, cli_base, schema):
+    """A filter that few rows match stops at max_scan rows of a status and says so; following
+    Next finds every match once, newest first, the same as the unbounded list of the fixture."""
+    print("bounded search:", flush=True)
+    want = [r["id"] for r in api(base, "api/workflows?name=invoice&limit=500")["rows"]]
+    db = sql(f"SELECT count(*) FROM {test_actions.q(schema)}.workflows WHERE name = 'invoice'")
+    check(str(len(want)) == db, f"the list of the invoices is whole ({len(want)}, database {db})")
+    seen, cursor, notes, pages_read = [], None, 0, 0
+    while pages_read < 100:
+        page = api(cli_base, "api/workflows?name=invoice&limit=4" +
+                   (f"&cursor={urllib.parse.quote(cursor)}" if cursor else ""))
+        pages_read += 1
+        seen += [r["id"] for r in page["rows"]]
+        if page.get("searched"):
+            notes += 1
+            check(page["searched"]["rows"] == CLI_MAX_SCAN and len(page["rows"]) <= 4,
+                  f"a stopped search says how much it read ({page['searched']})")
+        cursor = page["next"]
+        if not cursor:
+            break
+    check(seen == want, f"the bounded pages list every invoice once, in order ({len(seen)} of {len(want)})")
+    check(notes > 0, f"the search stopped at --max-scan {CLI_MAX_SCAN} on some page ({notes} of {pages_read})")
+    # The same in the page: the note, and Next until there is none.
+    b.open(cli_base + "#/workflows?name=invoice", "workflows-searched")
+    check(b.shown("#searched"), "the page says how far back it has searched")
+    shown = []
+    for _ in range(50):
+        shown += [r.get_attribute("data-id") for r in b.css("tr.wf-row")]
+        nxt = b.css("#next-page")
+        if not nxt or not nxt[0].is_enabled():
+            break
+        before = b.d.current_url
+        nxt[0].click()
+        WebDriverWait(b.d, 15).until(lambda d: d.current_url != before)
+        b.ready()
+    check(shown == want, f"Next through the stopped searches shows every invoice once ({len(shown)} of {len(want)})")
 
 
 def pages(b, base):

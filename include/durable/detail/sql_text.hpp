@@ -757,6 +757,24 @@ CREATE INDEX workflows_created ON :"schema".workflows (created_at, id);
 CREATE INDEX workflows_stopped ON :"schema".workflows (status)
   WHERE status IN ('parked', 'dead_letter');
 )durable_sql"},
+  {14, "workflows_by_status", "workflows by status, newest first",
+   "3423b9db4a57451b2a0af5bedcdaf02d98fcb6cbca1f7fc0d03df13379c856e5",
+   R"durable_sql(-- workflows by status, newest first
+-- The console's workflow list (admin_list.sql) and a bulk action's set (admin_ids.sql) read each
+-- status they show from this index, newest first, from the page's cursor: a status that few rows
+-- have, or none, is a short probe however large the table is, where the walk of
+-- workflows_created looked at every row of the table for it (381 ms at 1 000 000 rows, run Q of
+-- docs/performance.md). An unfiltered page merges the statuses' heads (eight short scans), and the
+-- overview's chart reads the day's rows status by status, so workflows_created is no longer read
+-- and is dropped; so is workflows_stopped, whose counts (parked, dead letters: admin_stats.sql)
+-- this index gives as well. A write to `workflows` keeps as many index entries as under
+-- migration 13 (one fewer for a parked or dead-lettered row).
+-- Like every migration it runs in one transaction: building the index holds off writes to
+-- `workflows` for about a second per million rows here.
+CREATE INDEX workflows_status_created ON :"schema".workflows (status, created_at, id);
+DROP INDEX :"schema".workflows_created;
+DROP INDEX :"schema".workflows_stopped;
+)durable_sql"},
 };
 
 inline constexpr statement_text statements[] = {
@@ -816,21 +834,38 @@ SELECT json_build_object(
          SELECT 1 FROM :"schema".workflows p WHERE p.id = w.parent_id
             AND p.status NOT IN ('succeeded', 'failed', 'cancelled'))))durable_sql"},
   {"admin_ids",
-   R"durable_sql(SELECT w.id
-  FROM :"schema".workflows w
- WHERE (cardinality($1::text[]) = 0 OR w.status = ANY($1::text[]))
-   AND ($2::text IS NULL OR w.name = $2::text)
-   AND ($3::text IS NULL OR w.queue = $3::text)
-   AND ($4::text IS NULL OR w.executor_id = $4::text)
-   AND ($10::text IS NULL OR starts_with(w.id, $10::text))
-   AND ($5::double precision IS NULL
-        OR w.created_at >= now() - make_interval(secs => $5::double precision))
-   AND ($6::timestamptz IS NULL OR w.created_at >= $6::timestamptz)
-   AND ($7::double precision IS NULL
-        OR w.created_at < now() - make_interval(secs => $7::double precision))
-   AND ($8::timestamptz IS NULL OR w.created_at < $8::timestamptz)
- ORDER BY w.id
- LIMIT $9)durable_sql"},
+   R"durable_sql(SELECT v.id, v.edge
+  FROM unnest(CASE WHEN cardinality($1::text[]) = 0
+                   THEN ARRAY['pending', 'running', 'sleeping', 'succeeded', 'failed', 'parked',
+                              'cancelled', 'dead_letter']
+                   ELSE ARRAY(SELECT DISTINCT unnest($1::text[])) END) AS s(status)
+ CROSS JOIN LATERAL (
+   SELECT m.id, m.edge FROM (
+     SELECT r.id,
+            row_number() OVER (ORDER BY r.created_at DESC, r.id DESC) AS rn,
+            -- the last row allowed is an edge only when a row past it exists
+            coalesce(row_number() OVER (ORDER BY r.created_at DESC, r.id DESC) = $11::bigint
+                     AND lead(r.id) OVER (ORDER BY r.created_at DESC, r.id DESC) IS NOT NULL,
+                     false) AS edge,
+            ($2::text IS NULL OR r.name = $2::text)
+              AND ($3::text IS NULL OR r.queue = $3::text)
+              AND ($4::text IS NULL OR r.executor_id = $4::text)
+              AND ($10::text IS NULL OR starts_with(r.id, $10::text)) AS hit
+       FROM (SELECT w.id, w.created_at, w.name, w.queue, w.executor_id
+               FROM :"schema".workflows w
+              WHERE w.status = s.status
+                AND w.created_at >= coalesce(greatest(now() - make_interval(
+                                               secs => $5::double precision), $6::timestamptz),
+                                             '-infinity')
+                AND w.created_at < coalesce(least(now() - make_interval(
+                                              secs => $7::double precision), $8::timestamptz),
+                                            'infinity')
+              ORDER BY w.created_at DESC, w.id DESC
+              LIMIT $11::bigint + 1) r) m
+    WHERE ($11::bigint IS NULL OR m.rn <= $11::bigint) AND (m.hit OR m.edge)
+    LIMIT $9::bigint + 1) v
+ ORDER BY v.edge DESC, v.id
+ LIMIT $9::bigint + 1)durable_sql"},
   {"admin_import",
    R"durable_sql(WITH doc AS (SELECT $1::jsonb AS d),
 root AS (SELECT d->>'root' AS old, coalesce($2, d->>'root') AS new FROM doc),
@@ -908,7 +943,48 @@ SELECT (SELECT count(*) FROM ins_w), (SELECT count(*) FROM ins_s) + (SELECT coun
        + (SELECT count(*) FROM ins_m) + (SELECT count(*) FROM ins_e),
        (SELECT new FROM root))durable_sql"},
   {"admin_list",
-   R"durable_sql(SELECT row_to_json(t)::text FROM (
+   R"durable_sql(WITH head AS (
+SELECT v.id, v.created_at, v.hit, v.edge
+  FROM unnest(CASE WHEN cardinality($1::text[]) = 0
+                   THEN ARRAY['pending', 'running', 'sleeping', 'succeeded', 'failed', 'parked',
+                              'cancelled', 'dead_letter']
+                   ELSE ARRAY(SELECT DISTINCT unnest($1::text[])) END) AS s(status)
+ CROSS JOIN LATERAL (
+   SELECT m.id, m.created_at, m.hit, m.edge FROM (
+     SELECT r.id, r.created_at,
+            row_number() OVER (ORDER BY r.created_at DESC, r.id DESC) AS rn,
+            -- the last row allowed is an edge only when a row past it exists
+            coalesce(row_number() OVER (ORDER BY r.created_at DESC, r.id DESC) = $14::bigint
+                     AND lead(r.id) OVER (ORDER BY r.created_at DESC, r.id DESC) IS NOT NULL,
+                     false) AS edge,
+            ($2::text IS NULL OR r.name = $2::text)
+              AND ($3::text IS NULL OR r.queue = $3::text)
+              AND ($4::text IS NULL OR r.executor_id = $4::text)
+              AND ($13::text IS NULL OR starts_with(r.id, $13::text)) AS hit
+       FROM (SELECT w.id, w.created_at, w.name, w.queue, w.executor_id
+               FROM :"schema".workflows w
+              WHERE w.status = s.status
+                AND w.created_at >= coalesce(greatest(now() - make_interval(
+                                               secs => $5::double precision), $6::timestamptz),
+                                             '-infinity')
+                AND w.created_at < coalesce(least(now() - make_interval(
+                                              secs => $7::double precision), $8::timestamptz),
+                                            'infinity')
+                AND (w.created_at, w.id) < (coalesce($11::timestamptz, 'infinity'),
+                                            coalesce($12::text, ''))
+              ORDER BY w.created_at DESC, w.id DESC
+              LIMIT $14::bigint + 1) r) m
+    WHERE ($14::bigint IS NULL OR m.rn <= $14::bigint) AND (m.hit OR m.edge)
+    LIMIT $9::bigint + $10::bigint + 1) v),
+edge AS (
+SELECT h.created_at, h.id FROM head h WHERE h.edge ORDER BY h.created_at DESC, h.id DESC LIMIT 1),
+page AS (
+SELECT h.id FROM head h
+ WHERE h.hit
+   AND NOT EXISTS (SELECT 1 FROM edge e WHERE (h.created_at, h.id) < (e.created_at, e.id))
+ ORDER BY h.created_at DESC, h.id DESC
+ LIMIT $9 OFFSET $10)
+SELECT row_to_json(t)::text FROM (
 SELECT p.id, p.name, p.status, p.queue, p.executor, p.created_at, p.updated_at, p.completed_at,
        (SELECT count(*) FROM :"schema".steps s WHERE s.workflow_id = p.id)
          + (SELECT count(DISTINCT a.seq) FROM :"schema".step_attempts a
@@ -920,22 +996,11 @@ SELECT p.id, p.name, p.status, p.queue, p.executor, p.created_at, p.updated_at, 
 SELECT w.id, w.name, w.status, w.queue, w.executor_id AS executor, w.created_at, w.updated_at,
        w.completed_at, coalesce(w.status_reason, w.error->>'message',
                 CASE WHEN w.status <> 'succeeded' THEN w.last_error END) AS reason
-  FROM :"schema".workflows w
- WHERE (cardinality($1::text[]) = 0 OR w.status = ANY($1::text[]))
-   AND ($2::text IS NULL OR w.name = $2::text)
-   AND ($3::text IS NULL OR w.queue = $3::text)
-   AND ($4::text IS NULL OR w.executor_id = $4::text)
-   AND ($13::text IS NULL OR starts_with(w.id, $13::text))
-   AND ($5::double precision IS NULL
-        OR w.created_at >= now() - make_interval(secs => $5::double precision))
-   AND ($6::timestamptz IS NULL OR w.created_at >= $6::timestamptz)
-   AND ($7::double precision IS NULL
-        OR w.created_at < now() - make_interval(secs => $7::double precision))
-   AND ($8::timestamptz IS NULL OR w.created_at < $8::timestamptz)
-   AND ($11::timestamptz IS NULL OR (w.created_at, w.id) < ($11::timestamptz, $12::text))
- ORDER BY w.created_at DESC, w.id DESC
- LIMIT $9 OFFSET $10) p
- ORDER BY p.created_at DESC, p.id DESC) t)durable_sql"},
+  FROM page g JOIN :"schema".workflows w ON w.id = g.id) p
+ ORDER BY p.created_at DESC, p.id DESC) t
+UNION ALL
+SELECT json_build_object('scanned_to', json_build_object('created_at', e.created_at, 'id', e.id))::text
+  FROM edge e)durable_sql"},
   {"admin_queues",
    R"durable_sql(SELECT row_to_json(t)::text FROM (
 SELECT n.queue,
@@ -1113,16 +1178,24 @@ SELECT :"schema".append_step($4, $5, $6, $2, 'child', 'succeeded', to_jsonb($1::
   {"console_series",
    R"durable_sql(WITH bounds AS (
   SELECT date_trunc('minute', now(), 'UTC') AS minute, date_trunc('hour', now(), 'UTC') AS hour),
+-- The day's bound is written out (not read from `bounds`), so that the planner estimates each
+-- range from the statistics: a CTE's value would be unknown to it, its estimate hundreds of
+-- thousands of rows at 1 000 000 workflows, and the statement's cost would have it compiled
+-- with JIT first (40 ms and more of a 75 ms statement).
 happened AS (
-  SELECT 'started' AS what, w.created_at AS at FROM :"schema".workflows w, bounds b
-   WHERE w.created_at >= b.hour - interval '23 hours'
+  SELECT 'started' AS what, w.created_at AS at
+    FROM unnest(ARRAY['pending', 'running', 'sleeping', 'succeeded', 'failed', 'parked',
+                      'cancelled', 'dead_letter']) AS s(status),
+         LATERAL (SELECT x.created_at FROM :"schema".workflows x
+                   WHERE x.status = s.status
+                     AND x.created_at >= date_trunc('hour', now(), 'UTC') - interval '23 hours') w
   UNION ALL
-  SELECT 'finished', w.completed_at FROM :"schema".workflows w, bounds b
-   WHERE w.completed_at >= b.hour - interval '23 hours'
+  SELECT 'finished', w.completed_at FROM :"schema".workflows w
+   WHERE w.completed_at >= date_trunc('hour', now(), 'UTC') - interval '23 hours'
      AND w.status IN ('succeeded', 'cancelled')
   UNION ALL
-  SELECT 'failed', w.updated_at FROM :"schema".workflows w, bounds b
-   WHERE w.updated_at >= b.hour - interval '23 hours'
+  SELECT 'failed', w.updated_at FROM :"schema".workflows w
+   WHERE w.updated_at >= date_trunc('hour', now(), 'UTC') - interval '23 hours'
      AND w.status IN ('failed', 'dead_letter')),
 per_minute AS (
   SELECT date_trunc('minute', h.at, 'UTC') AS at, count(*) FILTER (WHERE h.what = 'started') AS started,

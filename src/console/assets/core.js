@@ -12,7 +12,7 @@
 
 // ---- constants and state ------------------------------------------------------------------
 
-const STATUSES = ['pending', 'running', 'sleeping', 'succeeded', 'failed', 'dead_letter', 'cancelled'];
+const STATUSES = ['pending', 'running', 'sleeping', 'succeeded', 'failed', 'parked', 'dead_letter', 'cancelled'];
 const FILTER_KEYS = ['status', 'name', 'queue', 'executor', 'id_prefix', 'since', 'until'];
 const FINAL = ['succeeded', 'failed', 'dead_letter', 'cancelled'];
 const REFRESH_MS = 5000;

@@ -146,7 +146,13 @@ function workflowList(ctx, d, path, params) {
     button('prev-page', '‹ Previous', !!cur, () => { const s = state.cursors[listKey] || []; go(s.length ? s.pop() : ''); }),
     button('next-page', 'Next ›', !!d.next, () => { (state.cursors[listKey] = stack).push(cur); go(d.next); }));
   const headers = ['Id', 'Name', 'Status', 'Queue', 'Executor', 'Created', 'Updated', 'Steps', 'Reason'];
-  return [pager, table(ctx, 'workflows', headers, rows, wfRow, 'No workflows match this filter.')];
+  // The server stopped reading at the console's max_scan before the page was full: what it shows
+  // is every match down to that time, and Next goes on searching older workflows from there.
+  const searched = d.searched && d.searched.to ? el('p', { id: 'searched', class: 'hint' },
+    `Searched the workflows created down to `, timeEl(d.searched.to),
+    ` (${Number(d.searched.rows).toLocaleString()} of each status): every match since then is listed. ` +
+    `Next › searches older ones.`) : null;
+  return [pager, searched || '', table(ctx, 'workflows', headers, rows, wfRow, searched ? 'No matches down to that time.' : 'No workflows match this filter.')];
 }
 
 /** The filter form: values from the hash; Apply writes them back into it. */

@@ -27,11 +27,16 @@ public:
     std::int64_t limit = 50, offset = 0;
     /// Keyset paging: only rows after this one (its created_at and id) in the order.
     std::optional<std::string> after_created_at, after_id;
+    /// Rows of each status past the cursor one request reads at most (nullopt: all). When a
+    /// status has more, admin_list ends with a {"scanned_to": {created_at, id}} row: the
+    /// result is whole down to there, and a request with that as its cursor goes on; admin_ids
+    /// starts with a row whose `edge` is true (sql/statements/admin_list.sql).
+    std::optional<std::int64_t> scan;
   };
   [[nodiscard]] query<store_rows::json_value> admin_list(const list_filter& f) const {
     return {call("admin_list", detail::text_array(f.statuses), f.name, f.queue, f.executor,
                  f.since_s, f.since_at, f.until_s, f.until_at, f.limit, f.offset,
-                 f.after_created_at, f.after_id, f.id_prefix)};
+                 f.after_created_at, f.after_id, f.id_prefix, f.scan)};
   }
   /// One JSON object about workflow `id`: workflow, history, steps, children, inbox, events.
   [[nodiscard]] query<store_rows::json_value> admin_show(const std::string& id) const {
@@ -77,14 +82,16 @@ public:
   [[nodiscard]] query<count_row> admin_gc_count(double age_s, const std::string& statuses) const {
     return {call("admin_gc_count", age_s, statuses)};
   }
-  /// The ids a bulk action over `f` acts on (f's limit; its paging fields are ignored).
+  /// The ids a bulk action over `f` acts on (f's limit; its paging fields are ignored). A row
+  /// with `edge` set holds no id of the set: f.scan was too small to read the set whole.
   struct id_row {
     std::string id;
-    static id_row from(const pg::row& r) { return {r.get<std::string>(0)}; }
+    bool edge = false;
+    static id_row from(const pg::row& r) { return {r.get<std::string>(0), r.get<bool>(1)}; }
   };
   [[nodiscard]] query<id_row> admin_ids(const list_filter& f) const {
     return {call("admin_ids", text_array(f.statuses), f.name, f.queue, f.executor, f.since_s,
-                 f.since_at, f.until_s, f.until_at, f.limit, f.id_prefix)};
+                 f.since_at, f.until_s, f.until_at, f.limit, f.id_prefix, f.scan)};
   }
   /// One audit row (migration 13): its id. `target` is JSON text.
   struct audit_id {
