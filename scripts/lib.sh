@@ -24,10 +24,15 @@ DURABLE_PG_PASSWORD="durable-test-pw"
 # prometheus: its promtool validates the metrics exposition (tests/test_metrics.cpp).
 # faketime: the clock-skew tests run an executor with a wrong wall clock (tests/test_skew.cpp).
 # libhowardhinnant-date-dev, tzdata: schedules' time zones (durable/cron.hpp, /usr/share/zoneinfo).
+# ccache: every build goes through it (durable_configure), so a rebuild after a checkout or in a
+# fresh clone compiles only what changed.
 DURABLE_REQUIRED_PACKAGES=(g++ cmake ninja-build git libpq-dev libasio-dev libfmt-dev
                            nlohmann-json3-dev catch2 libbenchmark-dev postgresql clang-format
                            libcli11-dev prometheus faketime libhowardhinnant-date-dev tzdata
-                           librestinio-dev)
+                           librestinio-dev ccache)
+# scripts/test --sanitize: Clang 16 with AddressSanitizer and UBSan (the runtimes are in
+# libclang-rt-16-dev, which clang-16 only recommends).
+DURABLE_SANITIZE_PACKAGES=(clang-16 libclang-rt-16-dev)
 # The web console's browser tests (tests/console/, label browser; the GCC build runs them).
 DURABLE_BROWSER_PACKAGES=(chromium chromium-driver python3-selenium)
 DURABLE_JOBS="$(nproc 2>/dev/null || echo 2)"
@@ -72,6 +77,25 @@ durable_ensure_deps() {
 
 # ---------------------------------------------------------------------------------------------
 # Build
+
+# ccache's cache is shared by every checkout on the machine (its default directory, kept between
+# runs): paths under the checkout are hashed relative to it, and the working directory is left
+# out of the hash, so that a fresh clone elsewhere hits the cache of an earlier one.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$DURABLE_ROOT}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+
+# The compile flags of scripts/test's GCC build (build/), which scripts/chaos reuses: -O1 runs the
+# crash tests at a good pace and compiles in about half the time of -O2 -g; -g1 keeps line
+# numbers for backtraces (docs/development.md has the figures). CMAKE_BUILD_TYPE in the
+# environment chooses a standard build type instead.
+if [[ -n "${CMAKE_BUILD_TYPE:-}" ]]; then
+  DURABLE_PLAIN_CMAKE_ARGS=(-DCMAKE_BUILD_TYPE="$CMAKE_BUILD_TYPE")
+else
+  DURABLE_PLAIN_CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo
+                            "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
+fi
+DURABLE_PLAIN_CMAKE_ARGS+=(-DDURABLE_SANITIZE=OFF -DDURABLE_BUILD_TESTS=ON
+                           -DDURABLE_BUILD_EXAMPLES=ON -DDURABLE_BUILD_BENCHMARKS=ON)
 
 # durable_configure BUILD_DIR [cmake args...]: (re)configure the repo into BUILD_DIR, quietly.
 durable_configure() {
@@ -197,10 +221,27 @@ durable_start_db() {
   local dir
   dir="$(durable_cluster_dir "$build_dir")"
 
-  # From here on the server, once started, is stopped however the script ends.
-  trap durable__on_exit EXIT
-  trap 'durable__on_signal 130' INT
-  trap 'durable__on_signal 143' TERM
+  # DURABLE_KEEP_DB=1 (scripts/test --dev): a server this function started earlier for the same
+  # build dir and left running is used again (each test case makes a schema of its own), and the
+  # one it starts now is left running for the next call; `scripts/test --dev --stop-db` stops it.
+  if [[ "${DURABLE_KEEP_DB:-0}" == 1 && -f "$dir/durable.env" && -f "$dir/data/postmaster.pid" ]] &&
+     durable_pg_as_owner "$DURABLE_PG_BIN/pg_ctl" status -D "$dir/data" >/dev/null 2>&1; then
+    # shellcheck disable=SC1091
+    source "$dir/durable.env"
+    if PGCONNECT_TIMEOUT=5 "$DURABLE_PG_BIN/psql" -X -q -A -t "$DURABLE_DATABASE_URL" -c 'SELECT 1' \
+         >/dev/null 2>&1; then
+      export DURABLE_DATABASE_URL DURABLE_TEST_RESTART_CMD
+      durable_log "PostgreSQL 15 kept from an earlier run (cluster $dir)"
+      return 0
+    fi
+  fi
+
+  # From here on the server, once started, is stopped however the script ends (unless kept).
+  if [[ "${DURABLE_KEEP_DB:-0}" != 1 ]]; then
+    trap durable__on_exit EXIT
+    trap 'durable__on_signal 130' INT
+    trap 'durable__on_signal 143' TERM
+  fi
 
   durable_stop_stale "$dir"
   rm -rf "$dir"
@@ -266,7 +307,24 @@ EOF
     restart="cd / && ${restart% }"
   fi
   export DURABLE_TEST_RESTART_CMD="$restart"
+  if [[ "${DURABLE_KEEP_DB:-0}" == 1 ]]; then
+    DURABLE_PG_STARTED=0  # nothing stops it at exit
+    {
+      printf 'DURABLE_DATABASE_URL=%q\n' "$DURABLE_DATABASE_URL"
+      printf 'DURABLE_TEST_RESTART_CMD=%q\n' "$DURABLE_TEST_RESTART_CMD"
+    } >"$dir/durable.env"
+  fi
   durable_log "PostgreSQL 15 on 127.0.0.1:$port (cluster $dir)"
+}
+
+# durable_stop_kept_db BUILD_DIR: stops the server DURABLE_KEEP_DB left running for BUILD_DIR.
+durable_stop_kept_db() {
+  local build_dir="$1" dir
+  [[ -d "$build_dir" ]] || return 0
+  build_dir="$(cd "$build_dir" && pwd -P)"
+  dir="$(durable_cluster_dir "$build_dir")"
+  durable_stop_stale "$dir"
+  rm -f "$dir/durable.env"
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 // each time a new process resumes. Afterwards every workflow has the right output, every
 // side effect happened once (plus at most one re-execution per workflow per kill that found it
 // in flight), and no journal row was ever updated or deleted.
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,8 +51,9 @@ std::string wid(int round, int w) {
 }
 
 /// The child: resume whatever the previous process left, start this round's workflows
-/// (idempotent), wait for all of them. Never returns.
-[[noreturn]] void child(const std::string& schema, int round) {
+/// (idempotent), wait for all of them; it writes a byte to `opened` once its engine is open.
+/// Never returns.
+[[noreturn]] void child(const std::string& schema, int round, int opened) {
   int code = 1;
   try {
     test::run([&]() -> asio::awaitable<void> {
@@ -65,6 +67,9 @@ std::string wid(int round, int w) {
       g_engine = &eng;
       eng.register_workflow("crash", &crash_wf);
       (void)co_await eng.open();
+      // The parent may have stopped listening (it closes its end once it chose the delay).
+      ::signal(SIGPIPE, SIG_IGN);
+      (void)!::write(opened, "o", 1);
       std::vector<workflow_handle> hs;
       for (int w = 0; w < workflows_per_round; ++w)
         hs.push_back(co_await eng.start("crash", wid(round, w), w + 1));
@@ -108,10 +113,25 @@ TEST_CASE("workflows survive 50+ SIGKILLs with every effect once and no journal 
     REQUIRE(round < 200);
     for (int attempt = 0;; ++attempt) {
       REQUIRE(attempt < 500);
+      int opened[2];
+      REQUIRE(::pipe(opened) == 0);
       const pid_t pid = ::fork();
       REQUIRE(pid >= 0);
-      if (pid == 0) child(schema, round);
-      // Kill after a random delay; a child that finishes first ends the round.
+      if (pid == 0) {
+        ::close(opened[0]);
+        child(schema, round, opened[1]);
+      }
+      ::close(opened[1]);
+      // Kill after a random delay counted from the moment the child's engine is open (on a
+      // loaded machine a process can take longer than any fixed delay to get that far, and
+      // every kill would land before it did any work); a child that finishes first ends the
+      // round. One kill in four does not wait for the open: it lands during recovery.
+      if (rng() % 4 != 0) {
+        pollfd p{opened[0], POLLIN, 0};
+        for (int waited = 0; waited < 600 && ::poll(&p, 1, 100) == 0; ++waited) {
+        }
+      }
+      ::close(opened[0]);
       const int delay_ms = 3 + int(rng() % 70);
       int status = 0;
       bool exited = false;
@@ -354,7 +374,7 @@ TEST_CASE("a killed executor's workflow is taken over after its lease and finish
 }
 
 TEST_CASE("a database restart in the middle of a takeover leaves nothing stranded",
-          "[executors][process][restart][slow]") {
+          "[executors][process][restart][slow][serial]") {
   const char* restart = std::getenv("DURABLE_TEST_RESTART_CMD");
   if (!restart || !*restart) {
     WARN("DURABLE_TEST_RESTART_CMD is not set (external server): skipping the restart test");

@@ -19,6 +19,9 @@
 #include "support/conninfo.hpp"
 #include "support/proxy.hpp"
 #include "support/workflows.hpp"
+// The supervisor's functions are inline (header-only and separately compiled builds alike); the
+// case that starts a supervised part of its own includes them, as impl/engine.ipp does.
+#include "durable/detail/runtime/supervisor.ipp"
 
 using namespace durable;
 using namespace std::chrono_literals;
@@ -466,7 +469,11 @@ TEST_CASE("a large value that takes longer than the lease to write keeps the hea
   INFO("the workflow took " << took_ms << " ms; the worst heartbeat age was " << worst
                             << " ms; the longest stall of the event loop seen " << lag << " ms");
   CHECK(events.count("the heartbeat is withheld") == 0);
-  CHECK(events.count("could not be renewed") == 0);
+  // A lease can lapse only when the event loop itself stalled for longer than the lease (a
+  // machine busy enough to encode the value that slowly cannot send a heartbeat meanwhile,
+  // whatever the engine does); with no such stall it must never lapse.
+  constexpr double lease_ms = 300;  // as set above
+  if (lag < lease_ms) CHECK(events.count("could not be renewed") == 0);
   CHECK(probe.calls["big"] == 1);
 }
 
@@ -1063,7 +1070,7 @@ TEST_CASE("after backends are killed for seconds, runs waiting to claim again re
   events = {};
   const auto schema = test::fresh_schema("storm");
   const std::string app = "durable-storm-" + std::to_string(::getpid());
-  constexpr int workflows = 20, steps = 150;  // 4.5 s of steps, 3 s of them in the storm
+  constexpr int workflows = 20, steps = 150;  // 4.5 s of steps, about 3 s of them in the storm
   int sum = 0;
   test::run([&]() -> asio::awaitable<void> {
     auto o = options(schema);
@@ -1080,17 +1087,28 @@ TEST_CASE("after backends are killed for seconds, runs waiting to claim again re
       const std::string id = "storm-" + std::to_string(i);
       handles.push_back(co_await eng.start("paced", id, steps));
     }
-    // Every backend of the engine is terminated every 20 ms for 3 s: claims fail too, and
-    // the runs' pauses double (50 ms, 100 ms, ... past a second).
+    // Every backend of the engine is terminated every 20 ms: claims fail too, and the runs'
+    // pauses double (50 ms, 100 ms, ...). The storm lasts until some run has begun a pause of
+    // 2 s or more (about 3 s in), which then outlasts the quiet spell of three heartbeats
+    // (300 ms) that lets the lease keeper cut it short, however slow the machine is.
     auto killer = co_await pg::connection::connect(test::conninfo());
-    const auto storm_end = std::chrono::steady_clock::now() + 3s;
-    while (std::chrono::steady_clock::now() < storm_end) {
+    const auto longest_pause = [] {
+      long longest = 0;
+      const std::string mark = "claiming the workflow again in ";
+      for (const auto& l : events.lines)
+        if (auto at = l.find(mark); at != std::string::npos)
+          longest = std::max(longest, std::stol(l.substr(at + mark.size())));
+      return longest;
+    };
+    const auto storm_limit = std::chrono::steady_clock::now() + 60s;
+    while (longest_pause() < 2000 && std::chrono::steady_clock::now() < storm_limit) {
       co_await killer->exec(
           "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
           "WHERE application_name = $1 AND pid <> pg_backend_pid()",
           app);
       co_await test::sleep_ms(20);
     }
+    CHECK(longest_pause() >= 2000);
     for (auto& h : handles) sum += co_await h.result<int>();
     auto r = co_await killer->exec("SELECT count(*), count(DISTINCT (workflow_id, seq)) FROM " +
                                    q(schema) + ".steps");

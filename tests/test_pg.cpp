@@ -821,7 +821,7 @@ TEST_CASE("a lost connection gives its descriptor up at once: one reusing the nu
   }());
 }
 
-TEST_CASE("the server restarted under a live pool", "[pg][pool][failure][restart]") {
+TEST_CASE("the server restarted under a live pool", "[pg][pool][failure][restart][serial]") {
   const char* restart = std::getenv("DURABLE_TEST_RESTART_CMD");
   if (!restart || !*restart) {
     WARN("DURABLE_TEST_RESTART_CMD is not set (external server): skipping the restart test");
@@ -1569,7 +1569,7 @@ TEST_CASE("a statement waiting for a row lock past its deadline is cancelled",
 }
 
 TEST_CASE("a server that does not answer the cancel either: the connection is given up",
-          "[pg][deadline][failure]") {
+          "[pg][deadline][failure][serial]") {
   // Freezes the backend with SIGSTOP, which needs a server on this machine that the test
   // owns (scripts/lib.sh sets DURABLE_TEST_RESTART_CMD only then).
   const char* restart = std::getenv("DURABLE_TEST_RESTART_CMD");

@@ -832,7 +832,8 @@ TEST_CASE("a transaction that loses a serialization race runs again in a fresh t
   CHECK(probe.calls["bump"] == 3);  // the loser ran once more
 }
 
-TEST_CASE("a database restart during a retry backoff loses nothing", "[retry][restart][slow]") {
+TEST_CASE("a database restart during a retry backoff loses nothing",
+          "[retry][restart][slow][serial]") {
   const char* restart = std::getenv("DURABLE_TEST_RESTART_CMD");
   if (!restart || !*restart) {
     WARN("DURABLE_TEST_RESTART_CMD is not set (external server): skipping the restart test");

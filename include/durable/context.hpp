@@ -408,7 +408,8 @@ private:
     auto step = run_step<std::int64_t>(seq, "sleep", std::string(to_string(step_kind::sleep)),
                                        [asked] { return asked; }, {});
     const std::int64_t wake_us = co_await std::move(step);
-    const std::int64_t now = now_us(s_);
+    // Measured against the earliest the clock can read, so that it never wakes early.
+    const auto now = static_cast<std::int64_t>(std::llround(detail::clock_earliest(*s_) * 1e6));
     if (wake_us <= now) co_return;
     const auto left = milliseconds((wake_us - now + 999) / 1000);
     const std::string name = "sleep", what = "the wake-up of its sleep";

@@ -264,6 +264,11 @@ inline double unix_seconds() {
 /// (the server's, for the engine), or this host's for a bare replay. Every wake-up time a run
 /// journals or compares comes from here, never from the host's wall clock.
 inline double clock_now(const run_state& s) noexcept { return s.io ? s.io->now() : unix_seconds(); }
+/// The earliest clock_now() can be (journal::earliest_now): what a wait's wake-up time is
+/// compared with, so that the wait never ends early on that clock.
+inline double clock_earliest(const run_state& s) noexcept {
+  return s.io ? s.io->earliest_now() : unix_seconds();
+}
 
 DURABLE_DECL asio::awaitable<void> sleep_for(std::chrono::milliseconds d);
 /// Sleeps `d` on the run's clock (its virtual clock in the test kit, else real time); throws

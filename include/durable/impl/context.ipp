@@ -186,7 +186,7 @@ DURABLE_DECL void refuse_timeout(run_state& s, int seq, const std::string& name,
 DURABLE_DECL asio::awaitable<void> wait_until_due(run_state& s, int seq, const std::string& name,
                                                   const attempt_history* h) {
   if (!h || !h->next_attempt_at) co_return;
-  const double left = *h->next_attempt_at - clock_now(s);
+  const double left = *h->next_attempt_at - clock_earliest(s);  // never early
   if (left <= 0) co_return;
   const auto pause = std::chrono::milliseconds(std::int64_t(left * 1000) + 1);
   const std::string what = "the next attempt of step " + std::to_string(seq) + " '" + name + "'";

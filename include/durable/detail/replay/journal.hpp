@@ -146,6 +146,11 @@ public:
   /// engine, the database server's clock as this process last measured it, so that hosts whose
   /// clocks disagree agree on when a wait ends. Reads memory only; no I/O.
   [[nodiscard]] virtual double now() const noexcept = 0;
+  /// The earliest now() can be, given how well this process knows that clock: what a wait
+  /// compares its wake-up time with, so that it never ends early on that clock. now() unless
+  /// the clock is an estimate (the engine's reading of the server's is good to half a round
+  /// trip).
+  [[nodiscard]] virtual double earliest_now() const noexcept { return now(); }
 
   // ---- steps ---------------------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ public:
   [[nodiscard]] DURABLE_DECL io_judgement judge(const std::exception& e) const override;
   /// The server's clock (the lease keeper reads it at registration and every heartbeat).
   [[nodiscard]] double now() const noexcept override { return clock_.now(); }
+  [[nodiscard]] double earliest_now() const noexcept override { return clock_.earliest(); }
 
   DURABLE_DECL asio::awaitable<void> append(const std::string& id, std::int64_t epoch,
                                             step_row row) override;

@@ -84,8 +84,8 @@ inline void arm_wake_timer(const std::shared_ptr<engine_state>& s) {
     s->sleepers.insert(s->wake_timer);  // shutdown cancels it
   }
   const double first = *s->local_wakes.begin();
-  const auto due =
-      std::chrono::milliseconds(std::int64_t(std::max(0.0, first - s->clock.now()) * 1000) + 50);
+  const auto due = std::chrono::milliseconds(
+      std::int64_t(std::max(0.0, first - s->clock.earliest()) * 1000) + 50);
   s->wake_timer->expires_after(due);  // cancels the wait for a later one
   std::weak_ptr<engine_state> weak = s;
   s->wake_timer->async_wait([weak](const asio::error_code& ec) {

@@ -36,6 +36,16 @@ public:
     return best_->server + seconds(steady::now() - best_->at);
   }
 
+  /// The earliest the server's time can be now: now() less how far off the reading can be
+  /// (half its round trip, and the drift since). A wait that ends when this reaches its wake-up
+  /// time never ends early on the server's clock, even after a long round trip (a loaded server
+  /// reads its clock late in the trip, and its middle is then too early a guess).
+  [[nodiscard]] double earliest() const noexcept {
+    if (!best_) return wall_now();
+    const auto t = steady::now();
+    return best_->server + seconds(t - best_->at) - uncertainty(*best_, t);
+  }
+
   /// How far the server's clock is ahead of this host's wall clock (seconds; 0 before any
   /// reading).
   [[nodiscard]] double offset() const noexcept { return best_ ? now() - wall_now() : 0.0; }
