@@ -188,11 +188,23 @@ asio::awaitable<std::string> named_closure_wf(context& ctx, std::string who) {
   co_return said + " / " + echoed;
 }
 
+/// The engine parallel_wf runs in, while the I4 case wants "left" to commit after "right".
+engine* g_parallel_engine = nullptr;
+
 asio::awaitable<int> parallel_wf(context& ctx) {
   using namespace asio::experimental::awaitable_operators;
-  auto left = ctx.step("left", []() -> asio::awaitable<int> {
+  auto left = ctx.step("left", [&ctx]() -> asio::awaitable<int> {
     ++probe.calls["left"];
-    co_await test::sleep_ms(30);  // finishes (and commits) after "right"
+    // Finishes (and commits) after "right" has committed: waits for its row, however long the
+    // machine takes (a fixed pause lost the race under load).
+    for (int i = 0; g_parallel_engine && i < 4000; ++i) {
+      auto c = co_await g_parallel_engine->pool().acquire();
+      auto r = co_await c->exec("SELECT count(*) FROM " + q(g_parallel_engine->schema_name()) +
+                                    ".steps WHERE workflow_id = $1 AND name = 'right'",
+                                ctx.workflow_id());
+      if (r[0].get<long>(0) > 0) break;
+      co_await test::sleep_ms(5);
+    }
     co_return 1;
   });
   auto right = ctx.step("right", [] {
@@ -968,6 +980,7 @@ TEST_CASE("concurrent steps are numbered in program order and replay identically
   const auto schema = test::fresh_schema("par");
   probe.hang_before = "end";
   with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    g_parallel_engine = &eng;
     (void)co_await eng.start("parallel", "w-par");
     co_await test::wait_rows(eng, "w-par", 2);
     auto c = co_await eng.pool().acquire();
@@ -978,6 +991,7 @@ TEST_CASE("concurrent steps are numbered in program order and replay identically
     CHECK(r[0].get<int>(0) == 1);
     CHECK(r[1].get<std::string>(1) == "left");
     CHECK(r[1].get<int>(0) == 0);
+    g_parallel_engine = nullptr;
   });
   probe.hang_before.clear();
   with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
