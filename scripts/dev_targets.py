@@ -4,7 +4,7 @@ ctest arguments need: scripts/test --dev builds only these.
     python3 scripts/dev_targets.py BUILD_DIR [ctest args...]
 
 A Catch2 executable is needed when one of its sources declares a TEST_CASE whose ctest name,
-'<executable>: <case name>', matches -R and not -E (BUILD_DIR/test-sources.tsv, written by
+'<executable>:<case name>', matches -R and not -E (BUILD_DIR/test-sources.tsv, written by
 tests/CMakeLists.txt, says which sources each executable holds). Any other test (examples,
 the browser test, lint) that matches brings its REQUIRED_FILES. Without -R every test may be
 chosen, so it prints 'all'.
@@ -66,7 +66,7 @@ def main():
             with open(source, encoding="utf-8") as src:
                 names = TEST_CASE.findall(src.read())
             base = os.path.basename(exe)
-            if any(chosen(f"{base}: {n}") for n in names):
+            if any(chosen(f"{base}:{n}") for n in names):
                 need(exe)
 
     shown = subprocess.run(["ctest", "--show-only=json-v1", *args], cwd=build_dir, check=True,
