@@ -372,7 +372,14 @@ private:
 
   /// Now, in microseconds since the Unix epoch, on the run's clock (detail::clock_now).
   static std::int64_t now_us(const detail::run_state* s) noexcept {
-    return static_cast<std::int64_t>(std::llround(detail::clock_now(*s) * 1e6));
+    return us(detail::clock_now(*s));
+  }
+  /// The earliest now_us() can be (detail::clock_earliest): what a wait measures from.
+  static std::int64_t earliest_us(const detail::run_state* s) noexcept {
+    return us(detail::clock_earliest(*s));
+  }
+  static std::int64_t us(double unix_seconds) noexcept {
+    return static_cast<std::int64_t>(std::llround(unix_seconds * 1e6));
   }
 
   asio::awaitable<std::chrono::system_clock::time_point> now_impl(int seq) {
@@ -408,8 +415,7 @@ private:
     auto step = run_step<std::int64_t>(seq, "sleep", std::string(to_string(step_kind::sleep)),
                                        [asked] { return asked; }, {});
     const std::int64_t wake_us = co_await std::move(step);
-    // Measured against the earliest the clock can read, so that it never wakes early.
-    const auto now = static_cast<std::int64_t>(std::llround(detail::clock_earliest(*s_) * 1e6));
+    const std::int64_t now = earliest_us(s_);  // so that it never wakes early
     if (wake_us <= now) co_return;
     const auto left = milliseconds((wake_us - now + 999) / 1000);
     const std::string name = "sleep", what = "the wake-up of its sleep";

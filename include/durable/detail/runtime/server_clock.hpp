@@ -41,9 +41,7 @@ public:
   /// time never ends early on the server's clock, even after a long round trip (a loaded server
   /// reads its clock late in the trip, and its middle is then too early a guess).
   [[nodiscard]] double earliest() const noexcept {
-    if (!best_) return wall_now();
-    const auto t = steady::now();
-    return best_->server + seconds(t - best_->at) - uncertainty(*best_, t);
+    return best_ ? now() - uncertainty(*best_, steady::now()) : wall_now();
   }
 
   /// How far the server's clock is ahead of this host's wall clock (seconds; 0 before any
