@@ -431,11 +431,14 @@ TEST_CASE("a value over max_value_bytes parks the workflow until the limit is ra
 // 300 ms lease (measured 2026-12-02, also with schedule firing cut to once a second), so a run
 // under ASan fails on the machine's speed, not on the engine; the GCC run keeps the check.
 TEST_CASE("a large value that takes longer than the lease to write keeps the heartbeat going",
-          "[failure][large][lease][slow]") {
+          "[failure][large][lease][slow][serial]") {
+  // Run alone ([serial]): the case measures how the event loop and the server keep up while
+  // 48 MB travel, and a neighbour's load would only blur that.
   probe.reset();
   events = {};
   const auto schema = test::fresh_schema("bigbeat");
   const std::size_t bytes = std::size_t(48) << 20;
+  const auto lease = 1000ms, beat = 100ms;
   (void)letters(bytes);  // made before the engine runs
   double worst = 0, took_ms = 0, lag = 0;
   with_engine(
@@ -459,21 +462,26 @@ TEST_CASE("a large value that takes longer than the lease to write keeps the hea
         const std::size_t n = co_await h.result<std::size_t>();
         CHECK(n == bytes);
       },
-      [](engine_options& o) {
-        o.heartbeat_interval = 50ms;
-        o.lease_timeout = 300ms;
+      [&](engine_options& o) {
+        o.heartbeat_interval = beat;
+        o.lease_timeout = lease;
         o.max_value_bytes = 0;
       });
   // The heartbeat is late by what stalls the event loop (encoding the value as JSON: about
   // 40 MB/s), but never withheld: the write is given the time its size needs.
-  INFO("the workflow took " << took_ms << " ms; the worst heartbeat age was " << worst
+  const double lease_ms = std::chrono::duration<double, std::milli>(lease).count();
+  const double allowance_ms =
+      1000.0 * double(bytes) / detail::group_committer::write_allowance_bytes_per_second;
+  INFO("the workflow took " << took_ms << " ms (the write's allowance is " << allowance_ms
+                            << " ms); the worst heartbeat age was " << worst
                             << " ms; the longest stall of the event loop seen " << lag << " ms");
-  CHECK(events.count("the heartbeat is withheld") == 0);
+  // A write slower than the allowance counts as hanging, and then withholding the heartbeat is
+  // what the engine must do; on a machine that wrote within it, nothing may be withheld.
+  if (took_ms < allowance_ms) CHECK(events.count("the heartbeat is withheld") == 0);
   // A lease can lapse only when the event loop itself stalled for longer than the lease (a
   // machine busy enough to encode the value that slowly cannot send a heartbeat meanwhile,
   // whatever the engine does); with no such stall it must never lapse.
-  constexpr double lease_ms = 300;  // as set above
-  if (lag < lease_ms) CHECK(events.count("could not be renewed") == 0);
+  if (lag < lease_ms && took_ms < allowance_ms) CHECK(events.count("could not be renewed") == 0);
   CHECK(probe.calls["big"] == 1);
 }
 

@@ -157,7 +157,7 @@ public:
   /// wrong still wakes it on time, also after taking the workflow over.
   [[nodiscard]] asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
     detail::check_not_nested(*s_, "sleep");
-    return sleep_impl(s_->next_seq++, now_us(s_) + std::int64_t(d.count()) * 1000);
+    return sleep_impl(s_->next_seq++, us(detail::clock_now(*s_)) + std::int64_t(d.count()) * 1000);
   }
 
   /// Durable sleep until `t` (see sleep_for), a time on the server's clock: take it from
@@ -370,14 +370,7 @@ private:
     throw detail::continued_as_new{};  // not reached: continue_run always throws
   }
 
-  /// Now, in microseconds since the Unix epoch, on the run's clock (detail::clock_now).
-  static std::int64_t now_us(const detail::run_state* s) noexcept {
-    return us(detail::clock_now(*s));
-  }
-  /// The earliest now_us() can be (detail::clock_earliest): what a wait measures from.
-  static std::int64_t earliest_us(const detail::run_state* s) noexcept {
-    return us(detail::clock_earliest(*s));
-  }
+  /// Seconds since the Unix epoch (detail::clock_now, clock_earliest) in microseconds.
   static std::int64_t us(double unix_seconds) noexcept {
     return static_cast<std::int64_t>(std::llround(unix_seconds * 1e6));
   }
@@ -386,7 +379,7 @@ private:
     using namespace std::chrono;
     const detail::run_state* run = s_;
     auto step = run_step<std::int64_t>(seq, "now", std::string(to_string(step_kind::now)),
-                                       [run] { return now_us(run); }, {});
+                                       [run] { return us(detail::clock_now(*run)); }, {});
     const auto us = co_await std::move(step);
     co_return system_clock::time_point(duration_cast<system_clock::duration>(microseconds(us)));
   }
@@ -415,7 +408,8 @@ private:
     auto step = run_step<std::int64_t>(seq, "sleep", std::string(to_string(step_kind::sleep)),
                                        [asked] { return asked; }, {});
     const std::int64_t wake_us = co_await std::move(step);
-    const std::int64_t now = earliest_us(s_);  // so that it never wakes early
+    // Measured from the earliest the clock can read (detail::clock_earliest): never early.
+    const std::int64_t now = us(detail::clock_earliest(*s_));
     if (wake_us <= now) co_return;
     const auto left = milliseconds((wake_us - now + 999) / 1000);
     const std::string name = "sleep", what = "the wake-up of its sleep";
