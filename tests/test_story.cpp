@@ -96,25 +96,29 @@ asio::awaitable<std::string> classify_wf(context& ctx, std::string doc_id, std::
   co_return label;
 }
 
-engine_options story_options(const std::string& schema, const std::string& executor = executor_id) {
-  auto o = test::options(schema, executor);
-  o.io_retry_delay = 10ms;
-  o.poll_interval = 50ms;
+/// What every engine of this file adds to test::preset::impatient: the unload threshold under test.
+void file_options(engine_options& o) {
   if (g_unload.count() > 0) {
     o.unload_after = g_unload;  // ASSUMES 5
     // A workflow released by a process that then died is found by the maintenance tick
     // (every heartbeat_interval, an hour in test::options), not by the dispatcher's polling.
     o.heartbeat_interval = 100ms;
   }
-  return o;
 }
+
+void register_all(engine& eng) { eng.register_workflow("classify", &classify_wf); }
+
+const test::engine_fixture fx{.base = &test::preset::impatient,
+                              .add = &register_all,
+                              .executor = executor_id,
+                              .file_tweak = &file_options};
 
 /// A fresh schema with the results table and a trigger that records any UPDATE or DELETE of a
 /// journal row (as in tests/test_crash.cpp); sets g_results.
 void setup(const std::string& schema) {
   g_results = q(schema) + ".results";
   test::run([&]() -> asio::awaitable<void> {
-    const engine_options o = story_options(schema, "setup");  // named: see GCC 12
+    const engine_options o = fx.options(schema, "setup");  // named: see GCC 12
     engine eng(co_await asio::this_coro::executor, o);
     co_await eng.migrate();
     auto c = co_await eng.pool().acquire();
@@ -142,14 +146,6 @@ struct story {
     setup(schema);
   }
 };
-
-/// Runs `body(engine)` on an engine of executor_id in this process (resuming what it owned).
-template <class Body>
-void with_engine(const std::string& schema, Body body) {
-  test::with_open_engine(
-      story_options(schema), [](engine& eng) { eng.register_workflow("classify", &classify_wf); },
-      body);
-}
 
 // ---- reading the database (parameters are string_views: see GCC 12) -------------------------
 
@@ -190,12 +186,11 @@ asio::awaitable<std::vector<std::string>> journal_of(pg::connection& c, std::str
 
 /// The `attempts` column of the journal row of step `name`, or 0 if it has none.
 asio::awaitable<int> journaled_attempts(pg::connection& c, std::string_view schema,
-                                        std::string_view id_view, std::string_view name_view) {
-  const std::string id(id_view), name(name_view);
-  const std::string sql = "SELECT coalesce(max(attempts), 0) FROM " + q(schema) +
-                          ".steps WHERE workflow_id = $1 AND name = $2";
-  auto r = co_await c.exec(sql, id, name);
-  co_return r[0].get<int>(0);
+                                        std::string_view id, std::string_view name) {
+  return test::scalar<int>(c,
+                           "SELECT coalesce(max(attempts), 0) FROM " + q(schema) +
+                               ".steps WHERE workflow_id = $1 AND name = $2",
+                           std::string(id), std::string(name));
 }
 
 /// "doc_id=label" for each row of the results table.
@@ -285,9 +280,9 @@ int in_child(const std::string& schema, const std::string& id, const std::string
     int code = 2;
     try {
       test::run([&]() -> asio::awaitable<void> {
-        const engine_options o = story_options(schema);
+        const engine_options o = fx.options(schema);
         engine eng(co_await asio::this_coro::executor, o);
-        eng.register_workflow("classify", &classify_wf);
+        register_all(eng);
         (void)co_await eng.open();
         const std::string name = "classify", doc_id = "doc-1";
         auto h = co_await eng.start(name, id, doc_id, doc_text);
@@ -407,7 +402,7 @@ TEST_CASE("story: a reply lost after the work is retried with the same key and b
   const std::string id = "story-b";
   svc.drop_next(1);  // the first request does the work, bills, and gets no reply
 
-  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+  fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     const std::string name = "classify", doc_id = "doc-b";
     auto h = co_await eng.start(name, id, doc_id, doc_text);
     const std::string label = co_await h.result<std::string>();
@@ -449,7 +444,7 @@ TEST_CASE("story: 503 until the retries run out is a dead letter, retry() then s
   const std::string id = "story-c";
   svc.set_mode(test::billing_service::mode::unavailable);
 
-  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+  fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     const std::string name = "classify", doc_id = "doc-c";
     (void)co_await eng.start(name, id, doc_id, doc_text);
     const dead_letter_info dead = co_await dead_letter_of(eng, id);
@@ -556,7 +551,7 @@ TEST_CASE("story: 400 is a permanent error, one call and a dead letter at once",
   const std::string id = "story-d";
   svc.set_mode(test::billing_service::mode::bad_request);
 
-  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+  fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     const std::string name = "classify", doc_id = "doc-d";
     const auto t0 = std::chrono::steady_clock::now();
     (void)co_await eng.start(name, id, doc_id, doc_text);
@@ -632,7 +627,7 @@ TEST_CASE("story: killed during a backoff, a new process goes on with the next a
 
   // A new process (this one) resumes it; the service is still down, so it uses up the remaining
   // attempts 3, 4 and 5, then comes up for retry().
-  with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+  fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     const dead_letter_info dead = co_await dead_letter_of(eng, id);
     REQUIRE(dead.thrown);
     CHECK(dead.attempts == 5);

@@ -22,17 +22,22 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// How long each wait lasts: long enough that the second executor takes it over (after the
+// first one's lease of 1 s ran out) well before it is due, so that a wait ending at once on a
+// clock an hour ahead would show; no longer, since the cases wait for it twice.
+constexpr auto wait_length = 4s;
+
 /// Sleeps in its run (unload_after is an hour here), between two steps.
 asio::awaitable<int> skew_sleep(context& ctx) {
   (void)co_await ctx.step("before", [] { return 1; });
-  co_await ctx.sleep_for(10s);
+  co_await ctx.sleep_for(wait_length);
   co_return co_await ctx.step("after", [] { return 2; });
 }
 
 /// Waits in its run for a message that never comes, up to its timeout.
 asio::awaitable<int> skew_recv(context& ctx) {
   (void)co_await ctx.step("before", [] { return 1; });
-  const std::optional<int> m = co_await ctx.recv<int>("never", 10s);
+  const std::optional<int> m = co_await ctx.recv<int>("never", wait_length);
   co_return m ? 3 : 2;
 }
 

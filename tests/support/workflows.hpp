@@ -65,14 +65,41 @@ inline durable::engine_options options(const std::string& schema,
   return o;
 }
 
+/// The first column of the first row of `st` as T; T{} when there is no row or it is NULL.
+template <class T>
+asio::awaitable<T> scalar_of(durable::engine& eng, durable::pg::statement st) {
+  auto c = co_await eng.pool().acquire();
+  auto r = co_await c->run(std::move(st));
+  if (r.rows() == 0 || r[0].is_null(0)) co_return T{};
+  co_return r[0].template get<T>(0);
+}
+template <class T>
+asio::awaitable<T> scalar_of(durable::pg::connection& c, durable::pg::statement st) {
+  auto r = co_await c.run(std::move(st));
+  if (r.rows() == 0 || r[0].is_null(0)) co_return T{};
+  co_return r[0].template get<T>(0);
+}
+
+/// One value the test reads itself, on one of the engine's connections or on its own:
+/// scalar<long>(eng, "SELECT count(*) FROM ... WHERE id = $1", id) (text unless T says
+/// otherwise). A plain function that binds its arguments before the coroutine starts, so a
+/// temporary string in the caller's co_await is safe (GCC 12: docs/architecture.md#compiler-notes).
+template <class T = std::string, class... Args>
+asio::awaitable<T> scalar(durable::engine& eng, std::string sql, const Args&... args) {
+  return scalar_of<T>(eng, durable::pg::sql(std::move(sql), args...));
+}
+template <class T = std::string, class... Args>
+asio::awaitable<T> scalar(durable::pg::connection& c, std::string sql, const Args&... args) {
+  return scalar_of<T>(c, durable::pg::sql(std::move(sql), args...));
+}
+
 /// Rows of a workflow in `table` (steps: its journal; step_attempts: its failed attempts and
 /// operator retries), read by the test itself.
 inline asio::awaitable<long> journal_rows(durable::engine& eng, const std::string& id,
                                           const char* table = "steps") {
-  auto c = co_await eng.pool().acquire();
-  auto r = co_await c->exec(
-      "SELECT count(*) FROM " + q(eng.schema_name()) + "." + table + " WHERE workflow_id = $1", id);
-  co_return r[0].get<long>(0);
+  return scalar<long>(
+      eng, "SELECT count(*) FROM " + q(eng.schema_name()) + "." + table + " WHERE workflow_id = $1",
+      id);
 }
 
 inline asio::awaitable<void> sleep_ms(int ms) {
@@ -128,8 +155,6 @@ inline asio::awaitable<workflow_row> wait_status(durable::engine& eng, std::stri
                            "), never " + status);
 }
 
-/// Runs `body(engine&)` on an engine made from `o` whose workflows `add(engine&)` registers,
-/// after open(); afterwards the io_context is abandoned, like a process that died.
 template <class Register, class Body>
 /// The one engine fixture: an engine with options `o` (explicit: no default hides here) and the
 /// workflows `add` registers, opened on a fresh io_context; `body(engine)` runs, then the
@@ -142,6 +167,67 @@ void with_open_engine(const durable::engine_options& o, Register add, Body body)
     co_await body(eng);
   }());
 }
+
+/// Named option presets: what a test file's engines start from. Each is test::options() with
+/// what the name says; a case states anything else it changes (engine_fixture's tweak).
+namespace preset {
+using fn = durable::engine_options (*)(const std::string& schema, const std::string& executor);
+
+/// test::options(): no heartbeat (so no maintenance tick either), round-trip counts exact.
+inline durable::engine_options quiet(const std::string& schema, const std::string& executor) {
+  return options(schema, executor);
+}
+/// Heartbeat, maintenance tick and polling every 100 ms: cases about leases, waits and timers.
+inline durable::engine_options live(const std::string& schema, const std::string& executor) {
+  auto o = options(schema, executor);
+  o.heartbeat_interval = std::chrono::milliseconds(100);
+  o.poll_interval = std::chrono::milliseconds(100);
+  return o;
+}
+/// I/O failures retried after 10 ms and polling every 50 ms: cases about failures and recovery.
+inline durable::engine_options impatient(const std::string& schema, const std::string& executor) {
+  auto o = options(schema, executor);
+  o.io_retry_delay = std::chrono::milliseconds(10);
+  o.poll_interval = std::chrono::milliseconds(50);
+  return o;
+}
+/// No queue dispatcher and no listener: nothing but the case's own calls talks to the server.
+inline void no_dispatch(durable::engine_options& o) {
+  o.queues.clear();
+  o.listen = false;
+}
+}  // namespace preset
+
+/// What a case changes in its file's preset (nothing, here).
+struct no_tweak {
+  void operator()(durable::engine_options&) const {}
+};
+
+/// A test file's engines: its preset (`base`), its workflows (`add`), the executor id its cases
+/// use unless one names another, and what the whole file adds to the preset (an event hook,
+/// say). with_engine(schema, body, tweak, executor) opens one engine on a fresh io_context
+/// (with_open_engine) and abandons it after `body(engine&)`, like a process that died.
+struct engine_fixture {
+  preset::fn base = &preset::quiet;
+  void (*add)(durable::engine&) = nullptr;
+  std::string executor = "exec-a";
+  void (*file_tweak)(durable::engine_options&) = nullptr;
+
+  [[nodiscard]] durable::engine_options options(const std::string& schema,
+                                                const std::string& executor_id = {}) const {
+    auto o = base(schema, executor_id.empty() ? executor : executor_id);
+    if (file_tweak) file_tweak(o);
+    return o;
+  }
+  template <class Body, class Tweak = no_tweak>
+  void with_engine(const std::string& schema, Body body, Tweak tweak = {},
+                   const std::string& executor_id = {}) const {
+    auto o = options(schema, executor_id);
+    tweak(o);
+    with_open_engine(
+        o, add ? add : +[](durable::engine&) {}, body);
+  }
+};
 
 /// Waits (without database I/O) until this engine runs no workflow.
 inline asio::awaitable<void> wait_idle(durable::engine& eng) {

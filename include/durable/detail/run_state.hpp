@@ -131,7 +131,7 @@ struct run_state : cursor {
   std::chrono::milliseconds unload_after{2000};
   // engine_options::max_value_bytes: a larger value is not written (0: no limit).
   std::size_t max_value_bytes = 0;
-  std::optional<double> unloaded_until;  // Unix seconds (clock_now)
+  std::optional<double> unloaded_until;  // Unix seconds (clock_latest: never before the server's)
   // Tells the engine's event hook of a failed attempt that will be retried.
   std::function<void(const std::string&)> report_retry;
   int step_functions_running = 0;  // step functions (of this run) executing now
@@ -268,6 +268,11 @@ inline double clock_now(const run_state& s) noexcept { return s.io ? s.io->now()
 /// compared with, so that the wait never ends early on that clock.
 inline double clock_earliest(const run_state& s) noexcept {
   return s.io ? s.io->earliest_now() : unix_seconds();
+}
+/// The latest clock_now() can be (journal::latest_now): an upper bound on a wake-up time the
+/// server has just computed from its own clock.
+inline double clock_latest(const run_state& s) noexcept {
+  return s.io ? s.io->latest_now() : unix_seconds();
 }
 
 DURABLE_DECL asio::awaitable<void> sleep_for(std::chrono::milliseconds d);

@@ -213,7 +213,10 @@ DURABLE_DECL asio::awaitable<void> pause_or_unload(run_state& s, int seq, const 
 }
 
 DURABLE_DECL void unload(run_state& s, std::chrono::milliseconds pause, const std::string& why) {
-  s.unloaded_until = clock_now(s) + double(pause.count()) / 1000.0;
+  // The server set the wake-up from its own now() when the unload committed, a moment ago: the
+  // latest that can have been bounds it, so that the runner's timer (which waits for the
+  // earliest server time to pass this) looks only once the workflow is due on the server.
+  s.unloaded_until = clock_latest(s) + double(pause.count()) / 1000.0;
   s.outcome.note(verdict::released(why));
   throw run_released(why);
 }

@@ -55,10 +55,15 @@ DURABLE_DECL asio::awaitable<int> store::migrate(pg::connection& c) const {
   // and each applies only what is still missing.
   for (bool first = true;; first = false) {
     auto tx = c.begin();
-    // The lock comes first: even CREATE SCHEMA IF NOT EXISTS races between sessions.
-    pg::statement lock = pg::sql("SELECT pg_advisory_xact_lock($1)",
-                                 detail::fnv1a("durable.migrate:" + schema_name_));
-    co_await tx.run(std::move(lock));
+    // The transaction's statements have no statement_timeout: a conninfo's or a role's is meant
+    // for the application's queries, not for waiting while another process migrates, or for
+    // building an index over a large table (lock_timeout still applies). Then the lock: even
+    // CREATE SCHEMA IF NOT EXISTS races between sessions. One round trip.
+    std::vector<pg::statement> lock;
+    lock.push_back(plain("SELECT set_config('statement_timeout', '0', true)"));
+    lock.push_back(pg::sql("SELECT pg_advisory_xact_lock($1)",
+                           detail::fnv1a("durable.migrate:" + schema_name_)));
+    co_await tx.run_batch(std::move(lock));
     if (first) {
       std::vector<pg::statement> bootstrap;
       for (auto& text : detail::sql_statements(detail::sql::bootstrap, vars))

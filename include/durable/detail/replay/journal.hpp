@@ -151,6 +151,9 @@ public:
   /// the clock is an estimate (the engine's reading of the server's is good to half a round
   /// trip).
   [[nodiscard]] virtual double earliest_now() const noexcept { return now(); }
+  /// The latest now() can be: a bound on a time the clock's owner (the server) computed from
+  /// its own now() just before, which a local timer must not undershoot.
+  [[nodiscard]] virtual double latest_now() const noexcept { return now(); }
 
   // ---- steps ---------------------------------------------------------------------------------
 

@@ -42,6 +42,7 @@ public:
   /// The server's clock (the lease keeper reads it at registration and every heartbeat).
   [[nodiscard]] double now() const noexcept override { return clock_.now(); }
   [[nodiscard]] double earliest_now() const noexcept override { return clock_.earliest(); }
+  [[nodiscard]] double latest_now() const noexcept override { return clock_.latest(); }
 
   DURABLE_DECL asio::awaitable<void> append(const std::string& id, std::int64_t epoch,
                                             step_row row) override;

@@ -44,6 +44,13 @@ public:
     return best_ ? now() - uncertainty(*best_, steady::now()) : wall_now();
   }
 
+  /// The latest the server's time can be now: now() plus how far off the reading can be. A time
+  /// the server set a moment ago (a wake-up it computed from its own now()) is at most this
+  /// plus the interval, so a local timer aimed at it and measured by earliest() is never early.
+  [[nodiscard]] double latest() const noexcept {
+    return best_ ? now() + uncertainty(*best_, steady::now()) : wall_now();
+  }
+
   /// How far the server's clock is ahead of this host's wall clock (seconds; 0 before any
   /// reading).
   [[nodiscard]] double offset() const noexcept { return best_ ? now() - wall_now() : 0.0; }
