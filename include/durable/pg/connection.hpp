@@ -22,6 +22,7 @@
 #include <asio/steady_timer.hpp>
 #include <asio/this_coro.hpp>
 #include <asio/use_awaitable.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -192,6 +193,9 @@ private:
   DURABLE_DECL void disarm_deadline() noexcept;
   DURABLE_DECL void deadline_passed();
   DURABLE_DECL void send_cancel() noexcept;
+  /// Waits (at most cancel_grace) until the cancel request sent last has been processed by the
+  /// server; false if it was not in time.
+  DURABLE_DECL asio::awaitable<bool> cancel_processed();
   DURABLE_DECL std::string statement_label(const statement& s) const;
   DURABLE_DECL std::string quote_identifier(std::string_view id) const;
 
@@ -210,6 +214,9 @@ private:
   };
   std::shared_ptr<deadline_state> deadline_ = std::make_shared<deadline_state>();
   bool cancel_sent_ = false;
+  // Set by the thread that sent the last cancel request once the server has processed it (its
+  // cancel connection closed); null when none was sent.
+  std::shared_ptr<std::atomic<bool>> cancel_done_;
   const std::string* awaiting_ = nullptr;  // label of the statement whose results we await
   std::vector<std::string> prepared_;
   connection_stats stats_;

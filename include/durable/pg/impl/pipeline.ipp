@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <asio/redirect_error.hpp>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -41,17 +42,37 @@ DURABLE_DECL void connection::disarm_deadline() noexcept {
 DURABLE_DECL void connection::send_cancel() noexcept {
   // PQcancel blocks (it opens a new connection to the server), so it runs on a short-lived
   // thread of its own. The PGcancel object is independent of the connection.
+  cancel_done_.reset();
   PGcancel* cancel = PQgetCancel(conn_);
   if (!cancel) return;  // then only the grace period is left
+  auto done = std::make_shared<std::atomic<bool>>(false);
   try {
-    std::thread([cancel] {
+    std::thread([cancel, done] {
       char error[256];
-      (void)PQcancel(cancel, error, int(sizeof error));
+      (void)PQcancel(cancel, error, int(sizeof error));  // returns once the server processed it
       PQfreeCancel(cancel);
+      done->store(true, std::memory_order_release);
     }).detach();
+    cancel_done_ = std::move(done);
   } catch (...) {
     PQfreeCancel(cancel);
   }
+}
+
+DURABLE_DECL asio::awaitable<bool> connection::cancel_processed() {
+  const auto done = cancel_done_;
+  if (!done) co_return true;
+  // Polled: the thread that sends the request may outlive this connection and its io_context,
+  // so it touches nothing but the flag.
+  asio::steady_timer pause(socket_.get_executor());
+  const auto until = std::chrono::steady_clock::now() + options_.cancel_grace;
+  while (!done->load(std::memory_order_acquire)) {
+    if (std::chrono::steady_clock::now() >= until) co_return false;
+    pause.expires_after(std::chrono::milliseconds(1));
+    asio::error_code ec;
+    co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  co_return true;
 }
 
 DURABLE_DECL void connection::deadline_passed() {
@@ -229,11 +250,18 @@ DURABLE_DECL asio::awaitable<std::vector<result>> connection::run_internal(
   in_flight_ = false;
   if (cancel_sent_) {
     // The deadline passed and the server answered. If the cancel is what ended the batch
-    // (57014), it has been used up. Otherwise the batch finished on its own before the
-    // cancel arrived, which may still interrupt whatever this connection runs next: the
-    // connection is retired, and the batch's own outcome is reported.
-    if (first_error && first_error->sqlstate == "57014")
-      throw statement_timeout(first_error->statement, options_.statement_timeout, false);
+    // (57014), the connection can go on once the request has been processed: PostgreSQL
+    // signals the backend twice for one request (its process, then its process group), and on
+    // a loaded host the second signal, sent late, cancels whatever this connection runs next.
+    // Once the cancel connection is closed both were sent, and the backend, idle by then,
+    // ignores the second; a request not processed within cancel_grace retires the connection.
+    // Otherwise the batch finished on its own before the cancel arrived, which may still
+    // interrupt whatever this connection runs next: the connection is retired, and the
+    // batch's own outcome is reported.
+    if (first_error && first_error->sqlstate == "57014") {
+      if (!co_await cancel_processed()) broken_ = true;
+      throw statement_timeout(first_error->statement, options_.statement_timeout, broken_);
+    }
     broken_ = true;
   }
   if (first_error)
