@@ -229,11 +229,13 @@ asio::awaitable<std::vector<attempt_row>> attempts_of(pg::connection& c, std::st
   co_return rows;
 }
 
-/// Whether a 'retrying' row's next attempt is due `backoff_ms` after the attempt failed. The
-/// failure lies between started_at and ended_at (ended_at is when the row was written, a little
-/// after), and the times are rounded to milliseconds.
+/// Whether a 'retrying' row's next attempt is due `backoff_ms` after the attempt failed: after
+/// ended_at, when the server wrote the row, by the backoff (both are the server's now(); the
+/// times are rounded to milliseconds). started_at is not compared: it is this host's estimate of
+/// the server's clock, good only to half the round trip of its reading, which under load is
+/// more than the few milliseconds a failed call takes.
 bool backoff_ok(const attempt_row& t, long backoff_ms) {
-  return t.next >= t.started + backoff_ms - 5 && t.next <= t.ended + backoff_ms + 5;
+  return t.next >= t.ended + backoff_ms - 2 && t.next <= t.ended + backoff_ms + 2;
 }
 
 /// What workflow_dead_letter said, if awaiting the workflow's result threw it.
