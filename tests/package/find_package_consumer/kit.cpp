@@ -1,10 +1,12 @@
-// Package smoke test of the test kit: durable::testing from an installed durable, with no
-// database and no test framework: a workflow crashed at every step.
-#include <cstdio>
+// Package smoke test, header-only: durable::testing (which brings durable::durable) from an
+// installed durable, with no database and no test framework: the umbrella header's checks, then
+// a workflow crashed at every step. One translation unit, as the header-only engine is the
+// longest compile of the package tests.
 #include <exception>
-#include <string>
 
 #include <durable/testing.hpp>
+
+#include "checks.hpp"
 
 namespace {
 
@@ -20,6 +22,7 @@ asio::awaitable<std::string> checkout(durable::context& ctx, std::string cart) {
 }  // namespace
 
 int main() {
+  if (const int rc = check_package(); rc != 0) return rc;
   try {
     durable::testing::harness h;
     h.register_workflow("checkout", checkout);

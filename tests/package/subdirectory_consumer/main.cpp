@@ -1,5 +1,5 @@
-// Package smoke test: the public header compiles and links through durable::durable (and
-// through durable::compiled), and the codec works without a database.
+// Package smoke test: the public header compiles and links through durable::compiled from a
+// vendored source tree, and the codec works without a database.
 #include <cstdio>
 #include <string>
 #include <vector>
