@@ -6,7 +6,7 @@
 
 #include <durable/testing.hpp>
 
-#include "checks.hpp"
+#include "../checks.hpp"
 
 namespace {
 

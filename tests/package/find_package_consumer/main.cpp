@@ -1,4 +1,4 @@
 // Package smoke test through durable::compiled: the headers declare, libdurable.a defines.
-#include "checks.hpp"
+#include "../checks.hpp"
 
 int main() { return check_package(); }

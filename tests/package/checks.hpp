@@ -1,5 +1,6 @@
-// What every package consumer checks: the public header compiles and links, the codec works
-// without a database, and (when the build says which) the package's version is the headers'.
+// What every package consumer (find_package_consumer/, subdirectory_consumer/) checks: the public
+// header compiles and links, the codec works without a database, and (when the build says which)
+// the package's version is the headers'.
 #pragma once
 
 #include <cstdio>
