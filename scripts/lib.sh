@@ -94,8 +94,11 @@ else
   DURABLE_PLAIN_CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=RelWithDebInfo
                             "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG")
 fi
+# A unity build: each target's files in one translation unit, so that the engine's templates are
+# compiled once per test executable, not once per file (docs/development.md, "Unity builds").
 DURABLE_PLAIN_CMAKE_ARGS+=(-DDURABLE_SANITIZE=OFF -DDURABLE_BUILD_TESTS=ON
-                           -DDURABLE_BUILD_EXAMPLES=ON -DDURABLE_BUILD_BENCHMARKS=ON)
+                           -DDURABLE_BUILD_EXAMPLES=ON -DDURABLE_BUILD_BENCHMARKS=ON
+                           -DCMAKE_UNITY_BUILD=ON)
 
 # durable_configure BUILD_DIR [cmake args...]: (re)configure the repo into BUILD_DIR, quietly.
 durable_configure() {

@@ -8,7 +8,9 @@
 
 #include "support/primitives.hpp"
 
-using namespace primitive_cases;
+// In the namespace of the shared cases (not a using-directive at file scope): the files of one
+// executable compile as one translation unit in scripts/test (docs/development.md, "Unity builds").
+namespace primitive_cases {
 
 // ---- journal limit, continue as new
 
@@ -446,3 +448,5 @@ TEST_CASE("killed just before and after continue_as_new, a poller resumes the ri
       },
       [](engine_options& o) { o.lease_timeout = 300ms; }, "exec-3");
 }
+
+}  // namespace primitive_cases

@@ -8,6 +8,10 @@
 
 #include "durable/cron.hpp"
 
+// The cases' own namespace: the files of one executable compile as one translation unit in
+// scripts/test (docs/development.md, "Unity builds").
+namespace cron_cases {
+
 namespace {
 
 using std::chrono::sys_seconds;
@@ -359,3 +363,5 @@ TEST_CASE("cron: format_slot gives the local time and its offset", "[cron]") {
   CHECK(durable::format_slot(utc("2026-06-01T00:00:00Z"), "Asia/Kolkata") ==
         "2026-06-01T05:30:00+05:30");
 }
+
+}  // namespace cron_cases

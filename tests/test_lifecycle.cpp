@@ -8,7 +8,9 @@
 
 #include "support/recovery.hpp"
 
-using namespace recovery_cases;
+// In the namespace of the shared cases (not a using-directive at file scope): the files of one
+// executable compile as one translation unit in scripts/test (docs/development.md, "Unity builds").
+namespace recovery_cases {
 
 TEST_CASE("cancel from another engine stops a step blocked on a socket", "[cancel]") {
   for (const bool listen : {true, false}) {
@@ -135,8 +137,10 @@ TEST_CASE("a queued workflow keeps its deadline, dispatched or still waiting",
   fx.with_engine(
       schema,
       [&](engine& eng) -> asio::awaitable<void> {
-        // Dispatched: the run enforces the deadline it was claimed with.
-        auto h = co_await eng.enqueue({.timeout = 300ms}, "nap", "w-queued", 30000);
+        // Dispatched: the run enforces the deadline it was claimed with. The deadline leaves the
+        // run time to be claimed and reach its second step on a loaded machine (under the
+        // sanitizers, 300 ms once ran out between the two steps); the nap would take 30 s.
+        auto h = co_await eng.enqueue({.timeout = 2s}, "nap", "w-queued", 30000);
         auto err = co_await test::error_of<workflow_cancelled>(h.result<int>());
         REQUIRE(err);
         CHECK_THAT(*err, Catch::Contains("deadline"));
@@ -148,7 +152,7 @@ TEST_CASE("a queued workflow keeps its deadline, dispatched or still waiting",
       },
       [](engine_options& o) { o.heartbeat_interval = 50ms; });
   CHECK(probe.calls["first"] == 1);  // w-queued only
-  CHECK(probe.calls["nap"] == 1);
+  CHECK(probe.calls["nap"] == 1);    // and cut short by its deadline, not run again
 }
 
 TEST_CASE("a durable sleep journals its wake-up time and sleeps in the run when short", "[sleep]") {
@@ -278,3 +282,5 @@ TEST_CASE("patched and unpatched workflows run side by side, and a patch is reti
   CHECK(probe.calls["b2"] == 2);  // w-newest only: the replay ran nothing
   CHECK(probe.calls["c"] == 3);
 }
+
+}  // namespace recovery_cases

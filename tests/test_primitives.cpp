@@ -10,7 +10,9 @@
 
 #include "support/primitives.hpp"
 
-using namespace primitive_cases;
+// In the namespace of the shared cases (not a using-directive at file scope): the files of one
+// executable compile as one translation unit in scripts/test (docs/development.md, "Unity builds").
+namespace primitive_cases {
 
 TEST_CASE("recv returns a message sent before or during the wait, and nothing at its timeout",
           "[messages]") {
@@ -774,3 +776,5 @@ TEST_CASE("retention deletes finished workflows under load and loses no unfinish
   CHECK(probe.calls["s1"] == n);
   CHECK(probe.calls["s2"] == n);
 }
+
+}  // namespace primitive_cases

@@ -9,7 +9,9 @@
 
 #include "support/recovery.hpp"
 
-using namespace recovery_cases;
+// In the namespace of the shared cases (not a using-directive at file scope): the files of one
+// executable compile as one translation unit in scripts/test (docs/development.md, "Unity builds").
+namespace recovery_cases {
 
 TEST_CASE("every failed attempt is recorded before the next one, with its error and due time",
           "[retry]") {
@@ -483,3 +485,5 @@ TEST_CASE("a workflow cancelled while an abandoned attempt runs waits for it, th
     CHECK(co_await test::journal_rows(eng, "w-stubborn") == 0);
   });
 }
+
+}  // namespace recovery_cases

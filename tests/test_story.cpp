@@ -42,6 +42,10 @@
 #include "support/processes.hpp"
 #include "support/workflows.hpp"
 
+// The cases' own namespace: the files of one executable compile as one translation unit in
+// scripts/test (docs/development.md, "Unity builds").
+namespace story_cases {
+
 using namespace durable;
 using namespace std::chrono_literals;
 using test::probe;
@@ -664,3 +668,5 @@ TEST_CASE("story: killed during a backoff, a new process goes on with the next a
   CHECK(svc.calls() == 6);
   CHECK(svc.bills() == 1);
 }
+
+}  // namespace story_cases
