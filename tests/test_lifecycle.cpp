@@ -152,7 +152,7 @@ TEST_CASE("a queued workflow keeps its deadline, dispatched or still waiting",
       },
       [](engine_options& o) { o.heartbeat_interval = 50ms; });
   CHECK(probe.calls["first"] == 1);  // w-queued only
-  CHECK(probe.calls["nap"] == 1);    // and cut short by its deadline, not run again
+  CHECK(probe.calls["nap"] == 1);    // not run again after the deadline cancelled it
 }
 
 TEST_CASE("a durable sleep journals its wake-up time and sleeps in the run when short", "[sleep]") {
