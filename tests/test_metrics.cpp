@@ -263,9 +263,9 @@ TEST_CASE("a takeover is counted", "[metrics]") {
                          });
   probe.hang_before.clear();
   auto o = test::options(schema, "exec-taker");
-  o.heartbeat_interval = 50ms;
-  o.lease_timeout = 300ms;
+  o.heartbeat_interval = 50ms;  // the maintenance tick that takes it over
   test::with_open_engine(o, &register_all, [&](engine& eng) -> asio::awaitable<void> {
+    co_await test::lapse_lease(eng, "exec-dies");
     const int v = co_await eng.handle("w-taken").result<int>();
     CHECK(v == 1);
     const auto m = eng.metrics();

@@ -329,36 +329,41 @@ TEST_CASE("ctx.all numbers branches by position, a failure cancels the rest", "[
   probe.reset();
   k = {};
   const auto schema = test::fresh_schema("all");
-  fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
-    k.a_ms = 200;  // "a" finishes last, "b" commits its row first
-    auto h = co_await eng.start("fan", "w-all");
-    const int v = co_await h.result<int>();
-    CHECK(v == 112);
-    const auto journal = co_await journal_of(eng, "w-all");
-    CHECK(journal == "0:a/step,1:b/step,2:c/step");
-    const auto order = co_await scalar(eng,
-                                       "SELECT string_agg(name, ',' ORDER BY completed_at) FROM " +
-                                           q(schema) + ".steps WHERE workflow_id = $1 AND seq < 2",
-                                       std::string("w-all"));
-    CHECK(order == "b,a");
-    // "b" fails for good: "a" (slow) is cancelled, its attempt not recorded as a failure.
-    k.a_ms = 5000;
-    k.b_fails = true;
-    auto bad = co_await eng.start("fan", "w-all-bad");
-    std::string error;
-    try {
-      (void)co_await bad.result<int>();
-    } catch (const workflow_dead_letter& e) {
-      error = e.what();
-    }
-    CHECK(error.find("b cannot") != std::string::npos);
-    const auto attempts =
-        co_await scalar(eng,
-                        "SELECT string_agg(name || ':' || outcome, ',' ORDER BY id) FROM " +
-                            q(schema) + ".step_attempts WHERE workflow_id = $1",
-                        std::string("w-all-bad"));
-    CHECK(attempts == "b:failed");
-  });
+  fx.with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        k.a_after_steps = 1;  // "a" starts once "b" has committed its row: "a" finishes last
+        auto h = co_await eng.start("fan", "w-all");
+        const int v = co_await h.result<int>();
+        CHECK(v == 112);
+        const auto journal = co_await journal_of(eng, "w-all");
+        CHECK(journal == "0:a/step,1:b/step,2:c/step");
+        const auto order =
+            co_await scalar(eng,
+                            "SELECT string_agg(name, ',' ORDER BY completed_at) FROM " + q(schema) +
+                                ".steps WHERE workflow_id = $1 AND seq < 2",
+                            std::string("w-all"));
+        CHECK(order == "b,a");
+        // "b" fails for good: "a" (slow) is cancelled, its attempt not recorded as a failure.
+        k.a_after_steps = 0;
+        k.a_ms = 5000;
+        k.b_fails = true;
+        auto bad = co_await eng.start("fan", "w-all-bad");
+        std::string error;
+        try {
+          (void)co_await bad.result<int>();
+        } catch (const workflow_dead_letter& e) {
+          error = e.what();
+        }
+        CHECK(error.find("b cannot") != std::string::npos);
+        const auto attempts =
+            co_await scalar(eng,
+                            "SELECT string_agg(name || ':' || outcome, ',' ORDER BY id) FROM " +
+                                q(schema) + ".step_attempts WHERE workflow_id = $1",
+                            std::string("w-all-bad"));
+        CHECK(attempts == "b:failed");
+      },
+      &journal_counter);
 }
 
 TEST_CASE("any journals the winner and a replay returns it whatever finishes first", "[fanout]") {

@@ -26,8 +26,10 @@ using test::q;  // tests/support/workflows.hpp
 
 // What the workflows under test do, set by each test (a forked process inherits it).
 struct knobs {
-  int a_ms = 0, b_ms = 0;  // how long branches "a" and "b" take
-  bool b_fails = false;    // branch "b" fails for good
+  int a_ms = 0, b_ms = 0;   // how long branches "a" and "b" take
+  bool b_fails = false;     // branch "b" fails for good
+  int a_after_steps = 0;    // branch "a" starts once this many steps are journaled (below)
+  int steps_journaled = 0;  // counted by journal_counter, when a case installs it
   int in_flight_now = 0, in_flight_max = 0;
 };
 inline knobs k;
@@ -121,8 +123,19 @@ inline asio::awaitable<int> branch(const char* name, int ms, bool fail, int valu
   co_return value;
 }
 
+/// engine_options::on_metric for a case that orders branches by commits, not by the clock: it
+/// counts the steps journaled (durable_steps_executed_total is counted after the commit).
+inline void journal_counter(engine_options& o) {
+  o.on_metric = [](const metric_observation& m) {
+    if (m.name == "durable_steps_executed_total") k.steps_journaled += int(m.value);
+  };
+}
+
 inline asio::awaitable<int> fan_wf(context& ctx) {
-  auto a = ctx.step("a", [] { return branch("a", k.a_ms, false, 1); });
+  auto a = ctx.step("a", []() -> asio::awaitable<int> {
+    while (k.steps_journaled < k.a_after_steps) co_await test::sleep_ms(2);
+    co_return co_await branch("a", k.a_ms, false, 1);
+  });
   auto b = ctx.step("b", [] { return branch("b", k.b_ms, k.b_fails, 2); });
   auto [x, y] = co_await ctx.all(std::move(a), std::move(b));
   const int c = co_await ctx.step("c", [] { return 100; });

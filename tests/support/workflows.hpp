@@ -236,6 +236,19 @@ struct engine_fixture {
   }
 };
 
+/// Ends `executor`'s lease now (its last heartbeat an hour ago), as if its process had died long
+/// ago: the engine takes its workflows over at its next maintenance tick. The taker can then keep
+/// a lease that no load lapses (a 300 ms one did, under the sanitizers on a busy machine: the
+/// taker's own heartbeat was late, it stopped its run and recovered it again).
+inline asio::awaitable<void> lapse_lease(durable::engine& eng, std::string_view executor_view) {
+  const std::string executor(executor_view);
+  auto c = co_await eng.pool().acquire();
+  (void)co_await c->exec(
+      "UPDATE " + q(eng.schema_name()) +
+          ".executors SET heartbeat_at = now() - interval '1 hour' WHERE id = $1",
+      executor);
+}
+
 /// Waits (without database I/O) until this engine runs no workflow.
 inline asio::awaitable<void> wait_idle(durable::engine& eng) {
   while (eng.running() > 0) co_await sleep_ms(1);
