@@ -17,6 +17,9 @@
 -- application hosts do not matter), $11 unload: the workflow sleeps until the next
 -- attempt, owned by nobody, and its epoch moves on (nothing more of this run can be
 -- written, I3). Fenced: nothing is written unless the workflow is owned under $2.
+-- started_at is the engine's estimate of the server's clock, which can be off by half the
+-- round trip of its reading; the attempt began before this statement, so an estimate later
+-- than now() is cut to now() and an attempt never ends before it starts.
 WITH w AS (
 UPDATE :"schema".workflows
    SET last_error = $8::jsonb->>'message', updated_at = now(),
@@ -30,6 +33,6 @@ UPDATE :"schema".workflows
 RETURNING id)
 INSERT INTO :"schema".step_attempts (workflow_id, seq, attempt, name, kind, outcome, error, epoch,
                                started_at, next_attempt_at)
-SELECT w.id, $3, $4, $5, $6, $7, $8::jsonb, $2, to_timestamp($9::double precision),
+SELECT w.id, $3, $4, $5, $6, $7, $8::jsonb, $2, least(to_timestamp($9::double precision), now()),
        now() + make_interval(secs => $10::double precision / 1000)
   FROM w

@@ -1141,7 +1141,7 @@ UPDATE :"schema".workflows
 RETURNING id)
 INSERT INTO :"schema".step_attempts (workflow_id, seq, attempt, name, kind, outcome, error, epoch,
                                started_at, next_attempt_at)
-SELECT w.id, $3, $4, $5, $6, $7, $8::jsonb, $2, to_timestamp($9::double precision),
+SELECT w.id, $3, $4, $5, $6, $7, $8::jsonb, $2, least(to_timestamp($9::double precision), now()),
        now() + make_interval(secs => $10::double precision / 1000)
   FROM w)durable_sql"},
   {"attempts_load",
