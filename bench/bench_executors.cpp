@@ -3,9 +3,11 @@
 //
 //   BM_raw_commits_8_clients      the floor: 8 threads, each on its own blocking libpq
 //                                 connection, INSERT-and-commit 250 rows each (2000 commits)
-//   BM_throughput/P/B/H           P executor processes (this executable, started with
+//   BM_throughput/P/B/H/A         P executor processes (this executable, started with
 //                                 --executor; dispatch_batch B, 0 = the default; H 0: the
-//                                 status history's trigger disabled, 1: on) serve queue
+//                                 status history's trigger disabled, 1: on; A 1: this process
+//                                 awaits every result() as well, so each is marked awaited and
+//                                 its end told by NOTIFY, migration 15) serve queue
 //                                 "bench"; 2000 concurrent enqueues of a workflow of 3 trivial
 //                                 steps, timed until all 2000 succeeded (enqueue included;
 //                                 process start-up not: the executors run through all
@@ -14,6 +16,13 @@
 //   BM_enqueue_to_start           one idle executor process (LISTEN on); the time from the
 //                                 enqueue call to the workflow's first step starting in the
 //                                 executor (both on this host's clock); median and p99
+//   BM_end_to_result/push:P       one executor process runs a workflow that waits for a
+//                                 message, then returns this host's monotonic clock as its
+//                                 end; this process, waiting in result() (not open()ed: its
+//                                 listener starts with the first wait), sends the message: the
+//                                 time from that end to result() returning here, beside the
+//                                 raw commit round trip; median and p99. P 1: push_results on
+//                                 (1 000 workflows), 0: off, result() polls (50)
 //   BM_takeover                   executor A runs a workflow that hangs in its second step;
 //                                 A is SIGKILLed; executor B (lease timeout 2 s, heartbeat
 //                                 250 ms) takes it over and finishes it: kill-to-finish time
@@ -79,6 +88,14 @@ asio::awaitable<std::int64_t> hangs(durable::context& ctx, std::int64_t x) {
   co_return sum;
 }
 
+/// Waits for "go", then ends with the monotonic clock (this host's, the same in every
+/// process) read just before it returns: BM_end_to_result's mark.
+asio::awaitable<std::int64_t> ends_on_go(durable::context& ctx) {
+  co_await ctx.step("ready", [] { return 0; });
+  (void)co_await ctx.recv<int>("go", std::chrono::hours(1));
+  co_return std::chrono::steady_clock::now().time_since_epoch().count();
+}
+
 /// `bench_executors --executor ID QUEUE HANG`: runs an engine until SIGTERM; prints "ready"
 /// once open() returned.
 int executor_main(const std::string& id, const std::string& queue, bool hang,
@@ -99,6 +116,7 @@ int executor_main(const std::string& id, const std::string& queue, bool hang,
   durable::engine eng(io.get_executor(), o);
   eng.register_workflow("three_steps", &three_steps);
   eng.register_workflow("hangs", &hangs);
+  eng.register_workflow("ends_on_go", &ends_on_go);
   int code = 0;
   asio::co_spawn(
       io,
@@ -188,6 +206,7 @@ private:
 struct fixture {
   asio::io_context io;
   std::unique_ptr<durable::engine> producer;  // enqueues only: never open()ed, runs nothing
+  std::unique_ptr<durable::engine> poller;    // the same, with push_results off
   std::unique_ptr<bench::raw_connection> db;
 
   fixture() {
@@ -200,9 +219,15 @@ struct fixture {
     o.schema = schema;
     o.executor_id = "producer";
     o.queues = {};
-    o.listen = false;
+    // Its listener starts with its first result() (BM_throughput's awaited runs,
+    // BM_end_to_result): a client that waits for results elsewhere is told of their ends.
+    o.listen = true;
+    o.push_results = true;
     o.pool_size = 4;
     producer = std::make_unique<durable::engine>(io.get_executor(), o);
+    o.push_results = false;
+    o.executor_id = "poller";
+    poller = std::make_unique<durable::engine>(io.get_executor(), o);
     (void)bench::run_on(io, producer->migrate());
   }
 
@@ -269,7 +294,8 @@ fixture& fx() {
   return f;
 }
 
-asio::awaitable<void> enqueue_many(durable::engine& eng, int n, std::string prefix) {
+asio::awaitable<void> enqueue_many(durable::engine& eng, int n, std::string prefix,
+                                   bool await_results = false) {
   auto ex = co_await asio::this_coro::executor;
   int pending = n;
   std::exception_ptr failed;
@@ -277,9 +303,12 @@ asio::awaitable<void> enqueue_many(durable::engine& eng, int n, std::string pref
   for (int i = 0; i < n; ++i)
     asio::co_spawn(
         ex,
-        [&eng, i, &prefix]() -> asio::awaitable<void> {
+        [&eng, i, &prefix, await_results]() -> asio::awaitable<void> {
           durable::enqueue_options o{.queue = "bench"};
-          (void)co_await eng.enqueue(o, "three_steps", prefix + std::to_string(i), std::int64_t(i));
+          auto h =
+              co_await eng.enqueue(o, "three_steps", prefix + std::to_string(i), std::int64_t(i));
+          if (await_results && co_await h.result<std::int64_t>() != i + 6)
+            throw std::runtime_error("a workflow returned another number");
         },
         [&](std::exception_ptr e) {
           if (e && !failed) failed = e;
@@ -317,6 +346,8 @@ void BM_throughput(benchmark::State& state) {
   const int processes = int(state.range(0));
   // history 0: the status history's trigger (migration 10) off, to show what they cost.
   const bool history = state.range(2) != 0;
+  // awaited 1: every workflow's result() awaited here too (marked, its end told by NOTIFY).
+  const bool awaited = state.range(3) != 0;
   const std::string triggers = "ALTER TABLE " + schema + ".workflows " +
                                (history ? "ENABLE" : "DISABLE") + " TRIGGER workflows_history";
   f.db->exec(triggers);
@@ -334,7 +365,7 @@ void BM_throughput(benchmark::State& state) {
       f.empty_tables();
       const std::string prefix = "t" + std::to_string(round++) + "-";
       state.ResumeTiming();
-      bench::run_on(f.io, enqueue_many(*f.producer, throughput_workflows, prefix));
+      bench::run_on(f.io, enqueue_many(*f.producer, throughput_workflows, prefix, awaited));
       f.wait_until_all_succeeded(120s);
       state.PauseTiming();
       if (f.count("status <> 'succeeded'") != 0)
@@ -353,6 +384,46 @@ void BM_throughput(benchmark::State& state) {
                                                      benchmark::Counter::kIsIterationInvariantRate);
   state.counters["steps/s"] =
       benchmark::Counter(3.0 * throughput_workflows, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// BM_wake_cost/trigger:T/block:K: seconds per round of 2000 workflows nobody awaits, with the
+// trigger that tells result() of an end (migration 15) disabled (T 0) or enabled (T 1). The
+// blocks alternate off, on, on, off, ... and each starts with an untimed round: the ALTER TABLE
+// that switches the trigger invalidates every backend's plans of the table, and the first round
+// after it runs several times slower whichever way it switched.
+std::vector<double> wake_off_samples, wake_on_samples;
+
+void BM_wake_cost(benchmark::State& state) {
+  auto& f = fx();
+  const bool on = state.range(0) != 0;
+  f.db->exec("ALTER TABLE " + schema + ".workflows ENABLE TRIGGER workflows_history");
+  f.db->exec("ALTER TABLE " + schema + ".workflows " + (on ? "ENABLE" : "DISABLE") +
+             " TRIGGER workflows_wake_result");
+  int round = 0;
+  const auto one_round = [&] {
+    f.empty_tables();
+    const std::string prefix =
+        "w" + std::to_string(state.range(1)) + "-" + std::to_string(round++) + "-";
+    const auto t0 = std::chrono::steady_clock::now();
+    bench::run_on(f.io, enqueue_many(*f.producer, throughput_workflows, prefix));
+    f.wait_until_all_succeeded(120s);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  try {
+    f.clear();
+    executor_process exec("exec-0", "bench", false);
+    (void)one_round();  // warm-up, untimed
+    for (auto _ : state) {
+      state.PauseTiming();
+      const double secs = one_round();
+      (on ? wake_on_samples : wake_off_samples).push_back(secs);
+      state.SetIterationTime(secs);
+      state.ResumeTiming();
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  f.db->exec("ALTER TABLE " + schema + ".workflows ENABLE TRIGGER workflows_wake_result");
 }
 
 void BM_raw_commit_latency(benchmark::State& state) {
@@ -394,6 +465,64 @@ void BM_enqueue_to_start(benchmark::State& state) {
       (void)t0;
       // Idle again before the next one (no work in flight when it is enqueued).
       std::this_thread::sleep_for(5ms);
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
+std::vector<double> result_samples, polled_samples;  // seconds, BM_end_to_result push 1, 0
+
+void BM_end_to_result(benchmark::State& state) {
+  auto& f = fx();
+  const bool push = state.range(0) != 0;
+  durable::engine& client = push ? *f.producer : *f.poller;
+  auto& samples = push ? result_samples : polled_samples;
+  try {
+    f.db->exec("ALTER TABLE " + schema +
+               ".workflows ENABLE TRIGGER workflows_history");  // whatever BM_throughput left
+    f.clear();
+    executor_process exec("ender", "bench", false);
+    int i = 0;
+    for (auto _ : state) {
+      const std::string id = "r" + std::to_string(i++);
+      std::int64_t ended = 0, returned = 0;
+      bench::run_on(f.io, [&]() -> asio::awaitable<void> {
+        durable::enqueue_options o{.queue = "bench"};
+        auto h = co_await client.enqueue(o, "ends_on_go", id);
+        // The workflow waits for "go" in the executor (its first step is journaled); result()
+        // waits here, in a coroutine of its own, when the message goes out 100 ms later (time
+        // for the client's listener, which starts with the wait, to connect and for result()
+        // to mark the workflow: the run measures the end's notification, not the start-up).
+        for (;;) {
+          auto c = co_await client.pool().acquire();
+          auto r = co_await c->exec(
+              "SELECT count(*) FROM " + schema + ".steps WHERE workflow_id = $1", id);
+          if (r[0].get<long>(0) > 0) break;
+          co_await durable::detail::sleep_for(1ms);
+        }
+        bool back = false;
+        std::exception_ptr failed;
+        asio::co_spawn(
+            co_await asio::this_coro::executor,
+            [&]() -> asio::awaitable<void> {
+              ended = co_await h.result<std::int64_t>();
+              returned = std::chrono::steady_clock::now().time_since_epoch().count();
+            },
+            [&](std::exception_ptr e) {
+              failed = e;
+              back = true;
+            });
+        co_await durable::detail::sleep_for(100ms);
+        (void)co_await client.send(id, "go", 1);
+        while (!back) co_await durable::detail::sleep_for(1ms);
+        if (failed) std::rethrow_exception(failed);
+      }());
+      const double latency =
+          std::chrono::duration<double>(std::chrono::steady_clock::duration(returned - ended))
+              .count();
+      samples.push_back(latency);
+      state.SetIterationTime(std::max(latency, 1e-9));
     }
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
@@ -446,17 +575,44 @@ double percentile(std::vector<double> v, double p) {
 
 BENCHMARK(BM_raw_commits_8_clients)->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(3);
 BENCHMARK(BM_throughput)
-    ->ArgNames({"processes", "dispatch_batch", "history"})
-    ->Args({1, 0, 1})
-    ->Args({1, 0, 0})
-    ->Args({2, 0, 1})
-    ->Args({1, 256, 1})
-    ->Args({2, 256, 1})
+    ->ArgNames({"processes", "dispatch_batch", "history", "awaited"})
+    ->Args({1, 0, 1, 0})
+    ->Args({1, 0, 0, 0})
+    ->Args({1, 0, 1, 1})
+    ->Args({2, 0, 1, 0})
+    ->Args({1, 256, 1, 0})
+    ->Args({2, 256, 1, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(3);
+// Off, on, on, off, off, on, on, off: a drift of the machine falls on both.
+BENCHMARK(BM_wake_cost)
+    ->ArgNames({"trigger", "block"})
+    ->Args({0, 0})
+    ->Args({1, 1})
+    ->Args({1, 2})
+    ->Args({0, 3})
+    ->Args({0, 4})
+    ->Args({1, 5})
+    ->Args({1, 6})
+    ->Args({0, 7})
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(3);
 BENCHMARK(BM_raw_commit_latency)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_enqueue_to_start)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(200);
+BENCHMARK(BM_end_to_result)
+    ->ArgName("push")
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(1000);
+BENCHMARK(BM_end_to_result)
+    ->ArgName("push")
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(50);
 BENCHMARK(BM_takeover)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(3);
 
 int main(int argc, char** argv) {
@@ -480,8 +636,8 @@ int main(int argc, char** argv) {
   if (raw) std::printf("  raw commits, 8 clients:       %8.0f commits/s\n", raw_rate);
   for (const char* batch : {"0", "256"})
     for (const char* p : {"1", "2"}) {
-      const auto t =
-          reporter.median(std::string("BM_throughput/processes:") + p + "/dispatch_batch:" + batch);
+      const auto t = reporter.median(std::string("BM_throughput/processes:") + p +
+                                     "/dispatch_batch:" + batch + "/history:1/awaited:0");
       if (!t) continue;
       const double wps = throughput_workflows / *t;
       std::printf(
@@ -491,6 +647,25 @@ int main(int argc, char** argv) {
           raw ? wps / raw_rate : 0.0, raw ? 3 * wps / raw_rate : 0.0,
           wps >= 3000 ? "met" : "MISSED");
     }
+  {
+    const auto on =
+        reporter.median("BM_throughput/processes:1/dispatch_batch:0/history:1/awaited:1");
+    const auto off =
+        reporter.median("BM_throughput/processes:1/dispatch_batch:0/history:1/awaited:0");
+    if (on && off)
+      std::printf(
+          "  every result() awaited in another process (marked, told by NOTIFY), 1 executor: "
+          "%6.0f workflows/s, %6.0f with none awaited (%.2fx)\n",
+          throughput_workflows / *on, throughput_workflows / *off, *off / *on);
+  }
+  if (!wake_on_samples.empty() && !wake_off_samples.empty()) {
+    const double on = percentile(wake_on_samples, 0.5), off = percentile(wake_off_samples, 0.5);
+    std::printf(
+        "  nobody awaiting, 1 executor:  %6.0f workflows/s with the end-telling trigger, %6.0f "
+        "without (%.3fx, %zu rounds each in alternating blocks; target >= 0.97: %s)\n",
+        throughput_workflows / on, throughput_workflows / off, off / on, wake_on_samples.size(),
+        off / on >= 0.97 ? "met" : "MISSED");
+  }
   if (const auto c = reporter.median("BM_raw_commit_latency"))
     std::printf("  raw commit round trip:        %8.3f ms\n", *c * 1e3);
   if (!latency_samples.empty()) {
@@ -500,6 +675,22 @@ int main(int argc, char** argv) {
         "ms: %s)\n",
         med, percentile(latency_samples, 0.99) * 1e3, bench::verdict(med, 5));
   }
+  if (!result_samples.empty()) {
+    const double med = percentile(result_samples, 0.5) * 1e3;
+    const double p99 = percentile(result_samples, 0.99) * 1e3;
+    const auto commit = reporter.median("BM_raw_commit_latency");
+    const double floor = commit ? *commit * 1e3 : 0.0;
+    std::printf(
+        "  end to result() elsewhere, pushed (%zu): median %.2f ms (%.1fx the raw commit; target "
+        "<= 2x: %s), p99 %.2f ms (%.1fx; target <= 4x: %s)\n",
+        result_samples.size(), med, commit ? med / floor : 0.0,
+        commit ? bench::verdict(med, 2 * floor) : "no floor", p99, commit ? p99 / floor : 0.0,
+        commit ? bench::verdict(p99, 4 * floor) : "no floor");
+  }
+  if (!polled_samples.empty())
+    std::printf("  end to result() elsewhere, polled (%zu): median %.2f ms, p99 %.2f ms\n",
+                polled_samples.size(), percentile(polled_samples, 0.5) * 1e3,
+                percentile(polled_samples, 0.99) * 1e3);
   if (!takeover_samples.empty()) {
     const double med = percentile(takeover_samples, 0.5);
     std::printf(

@@ -297,7 +297,8 @@ TEST_CASE("the migration files applied with psql -f give the schema that migrate
     std::string cmd = std::string(DURABLE_PSQL) + " -X -q -v ON_ERROR_STOP=1 -1";
     if (!test::conninfo().empty()) cmd += " -d '" + test::conninfo() + "'";
     cmd += " -v schema=" + by_psql + " -v channel='" + psql_store.channel() +
-           "' -v wait_channel='" + psql_store.wait_channel() + "' -f '" + file + "'";
+           "' -v wait_channel='" + psql_store.wait_channel() + "' -v result_channel='" +
+           psql_store.result_channel() + "' -f '" + file + "'";
     if (!then.empty()) cmd += " -c \"" + then + "\"";
     INFO(cmd);
     REQUIRE(std::system(cmd.c_str()) == 0);

@@ -114,8 +114,23 @@ struct engine_options {
   /// queue's limits). Larger rounds start a burst sooner; smaller ones leave more of it to
   /// other executors. worker_concurrency bounds what one executor holds in any case.
   std::size_t dispatch_batch = 64;
-  /// Listen for enqueue notifications on a dedicated connection.
+  /// Listen on a dedicated connection for what the engine waits for: enqueues, cancels,
+  /// messages, events, and (push_results) the ends of workflows whose result() it awaits.
+  /// open() starts it; with push_results on, an engine that is never opened starts it with
+  /// its first result() or get_event and stops it after the last. Off: every wait polls
+  /// (every poll_interval; result() of another process's workflow 1 ms doubling to 500 ms).
   bool listen = true;
+  /// result() of a workflow that runs in another process is told by a notification when the
+  /// workflow ends, instead of polled: once the listener (`listen`) listens, result() marks
+  /// the workflow awaited (migration 15, which the schema must have: without it result()
+  /// warns once and polls), its end sends NOTIFY on the result channel with the outcome when
+  /// it fits, and the listener wakes every result() of it in the process. poll_interval
+  /// bounds a wait whose notification is lost. Off: result() polls, 1 ms doubling up to
+  /// 500 ms, and marks nothing. Off by default while its end-to-result latency misses its
+  /// target (docs/performance.md, run S); a workflow nobody awaits pays nothing either way.
+  /// get_event from outside a workflow is woken by the event's notification in any engine
+  /// that listens; this option only lets an engine never opened start a listener for it.
+  bool push_results = false;
   /// Group commit: journal rows, starts and finishes of concurrent workflows share round
   /// trips and commits (one WAL flush for many rows). At most this many rows per batch...
   std::size_t group_commit_max_batch = 512;

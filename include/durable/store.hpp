@@ -123,6 +123,13 @@ public:
     return {call("workflow_get", id)};
   }
 
+  /// Marks workflow `id` as awaited by a result() (migration 15: its end will be told on the
+  /// result channel) and returns its state, if it exists, has not ended and was not marked yet.
+  /// No row otherwise: read it with workflow_get.
+  [[nodiscard]] query<workflow_record> workflow_await(const std::string& id) const {
+    return {call("workflow_await", id, channel())};
+  }
+
   /// Claims workflow `id` for `executor_id` if it is unfinished and one of `names` (bumps
   /// its epoch, I3).
   [[nodiscard]] query<claimed_one> workflow_claim(const std::string& id,
@@ -540,6 +547,11 @@ public:
   /// waiting here wakes at once: the same rule with the prefix "durable.wait:".
   [[nodiscard]] std::string wait_channel() const {
     return channel_for(schema_name_, "durable.wait:");
+  }
+  /// The channel on which the end of a workflow that a result() awaits is told (migration 15:
+  /// the outcome, a newline, the id): the same rule with the prefix "durable.result:".
+  [[nodiscard]] std::string result_channel() const {
+    return channel_for(schema_name_, "durable.result:");
   }
   [[nodiscard]] static std::string channel_for(std::string_view schema,
                                                std::string_view prefix = "durable:") {

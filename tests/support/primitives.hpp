@@ -47,6 +47,12 @@ inline asio::awaitable<std::string> waiter_wf(context& ctx, int timeout_ms) {
   co_return got;
 }
 
+// Fails with what it is sent.
+inline asio::awaitable<std::string> refuser_wf(context& ctx) {
+  const auto m = co_await ctx.recv<std::string>("go", std::chrono::minutes(10));
+  throw std::runtime_error("refused " + m.value_or("(timeout)"));
+}
+
 inline asio::awaitable<int> pinger_wf(context& ctx, std::string peer, int rounds) {
   int last = 0;
   for (int i = 0; i < rounds; ++i) {
@@ -382,6 +388,7 @@ inline void register_all(engine& eng) {
   eng.register_workflow("colon-reader", &colon_reader_wf);
   eng.register_workflow("colon-publisher", &colon_publisher_wf);
   eng.register_workflow("waiter", &waiter_wf);
+  eng.register_workflow("refuser", &refuser_wf);
   eng.register_workflow("pinger", &pinger_wf);
   eng.register_workflow("ponger", &ponger_wf);
   eng.register_workflow("send-nowhere", &send_nowhere_wf);

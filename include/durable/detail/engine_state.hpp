@@ -108,6 +108,18 @@ struct workflow_registry {
 struct lifecycle_state {
   bool opened = false;
   bool stopping = false;
+  // The listener: open()'s, for the engine's life (`listener_started`); `listening` while a
+  // listener's LISTEN holds. An engine never opened listens (with push_results on) only while
+  // one of its waits for another process's workflow runs (result(), get_event: remote_wait in
+  // listener.ipp): the first starts `wait_listener`, the last one's end sets `*wait_cut` and
+  // cancels it, so that between its waits such an engine holds no connection and leaves its
+  // io_context no work.
+  bool listener_started = false;
+  bool listening = false;
+  bool push_unavailable = false;  // push_results on, but the schema predates migration 15
+  std::size_t remote_waits = 0;
+  std::shared_ptr<asio::cancellation_signal> wait_listener;
+  std::shared_ptr<bool> wait_cut;
   std::shared_ptr<asio::steady_timer> maintenance;
   std::set<std::shared_ptr<asio::cancellation_signal>> tasks;  // running background parts
   std::set<std::shared_ptr<asio::steady_timer>> sleepers;      // pauses shutdown cuts short

@@ -25,6 +25,7 @@
 #include <string_view>
 #include <type_traits>
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -65,12 +66,14 @@ struct waiter_registry {
         : timer(ex, asio::steady_timer::time_point::max()) {}
     asio::steady_timer timer;
     bool poked = false;  // kept until the waiter looks, so a poke between looks is not lost
+    std::optional<std::string> told;  // what the poke said (a result()'s outcome), if anything
   };
   std::multimap<std::string, waiter*, std::less<>> waiting;
 
-  void poke(std::string_view key) {
+  void poke(std::string_view key, const std::optional<std::string>& told = std::nullopt) {
     for (auto [it, end] = waiting.equal_range(key); it != end; ++it) {
       it->second->poked = true;
+      if (told) it->second->told = told;
       it->second->timer.cancel();
     }
   }
@@ -100,6 +103,8 @@ struct waiter_registry {
       }
       w_.poked = false;
     }
+    /// What a poke said since the last call, if anything.
+    std::optional<std::string> take_told() { return std::exchange(w_.told, std::nullopt); }
 
   private:
     waiter_registry* r_;

@@ -775,6 +775,51 @@ CREATE INDEX workflows_status_created ON :"schema".workflows (status, created_at
 DROP INDEX :"schema".workflows_created;
 DROP INDEX :"schema".workflows_stopped;
 )durable_sql"},
+  {15, "result_notifications", "result notifications",
+   "a9eafc36209cbb69507c87da8c44715704937a693ff86d8c7c40b52bc55a8c03",
+   R"durable_sql(-- result notifications
+-- A workflow's end (succeeded, failed, cancelled, parked, dead letter: whichever statement puts
+-- it there) is told to the processes whose result() waits for it, on the result channel
+-- (store::result_channel). Only a workflow someone awaits is announced: result() of a workflow
+-- running elsewhere sets `awaited` (workflow_await.sql) before it waits, so the NOTIFY, which
+-- serializes the commits that send one, costs nothing to a workflow nobody waits for.
+--
+-- No wake-up is lost: the mark and the end are both updates of the workflow's row, so one waits
+-- for the other. A mark made first is in the row the end updates (the trigger sees it); a mark
+-- that comes after the end finds the row ended and updates nothing (result() reads the end).
+--
+-- The payload is the outcome, a newline, and the id. The outcome is 's' and the output's JSON
+-- for a success, 'f' and the error's JSON for a failure, and nothing otherwise or when the whole
+-- would not fit NOTIFY's 8 000 bytes (then result() reads the row). JSON as jsonb prints it
+-- holds no raw newline, so the first newline ends the outcome whatever the id holds. An id too
+-- long to send at all (7 900 bytes or more, which a compressible id in the primary key can be)
+-- is never marked (result() polls for it), and the trigger skips it rather than fail the
+-- statement that ends the workflow.
+ALTER TABLE :"schema".workflows ADD COLUMN awaited boolean NOT NULL DEFAULT false;
+
+CREATE FUNCTION :"schema".wake_result() RETURNS trigger LANGUAGE plpgsql
+  SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  told text := CASE NEW.status WHEN 'succeeded' THEN 's' || coalesce(NEW.output::text, 'null')
+                               WHEN 'failed' THEN 'f' || coalesce(NEW.error::text, '{}')
+                               ELSE '' END;
+BEGIN
+  IF octet_length(NEW.id) < 7900 THEN
+    IF octet_length(told) + octet_length(NEW.id) >= 7990 THEN
+      told := '';
+    END IF;
+    PERFORM pg_notify(TG_ARGV[0], told || E'\n' || NEW.id);
+  END IF;
+  RETURN NULL;
+END
+$fn$;
+
+CREATE TRIGGER workflows_wake_result AFTER UPDATE OF status ON :"schema".workflows
+  FOR EACH ROW WHEN (NEW.awaited
+                     AND NEW.status IN ('succeeded', 'failed', 'cancelled', 'parked', 'dead_letter')
+                     AND OLD.status IS DISTINCT FROM NEW.status)
+  EXECUTE FUNCTION :"schema".wake_result(:'result_channel');
+)durable_sql"},
 };
 
 inline constexpr statement_text statements[] = {
@@ -1462,6 +1507,18 @@ SELECT i.id FROM ins i, (SELECT count(*) FROM woken) n)durable_sql"},
    R"durable_sql(SELECT written_id, written_seq FROM :"schema".append_steps(
 $1::text[], $2::bigint[], $3::integer[], $4::text[], $5::text[], $6::text[], $7::jsonb[],
 $8::jsonb[], $9::integer[], $10::double precision[]))durable_sql"},
+  {"workflow_await",
+   R"durable_sql(WITH marked AS (
+UPDATE :"schema".workflows SET awaited = true
+ WHERE id = $1
+   AND status NOT IN ('succeeded', 'failed', 'cancelled', 'parked', 'dead_letter')
+RETURNING name, status, status_reason, inputs::text AS inputs, output::text AS output,
+     error::text AS error, executor_id, epoch, attempts),
+told AS (
+SELECT pg_notify($2, '') FROM marked WHERE status IN ('sleeping', 'pending'))
+SELECT m.name, m.status, m.status_reason, m.inputs, m.output, m.error, m.executor_id, m.epoch,
+       m.attempts
+  FROM marked m CROSS JOIN (SELECT count(*) FROM told) t)durable_sql"},
   {"workflow_cancel",
    R"durable_sql(WITH RECURSIVE tree AS (
 SELECT id, 0 AS depth FROM :"schema".workflows

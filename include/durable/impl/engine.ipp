@@ -55,7 +55,7 @@ DURABLE_DECL asio::awaitable<std::size_t> engine::open_impl() {
     detail::supervise(s, "lease", &detail::lease_keeper);
     detail::supervise(s, "maintenance", &detail::maintenance);
     detail::supervise(s, "dispatcher", &detail::dispatcher);
-    if (s->options.listen) detail::supervise(s, "listener", &detail::listener);
+    detail::start_listener(s);
   }
   co_return resumed;
 }
@@ -64,6 +64,16 @@ DURABLE_DECL asio::awaitable<void> engine::shutdown_impl(std::chrono::millisecon
   auto s = s_;
   using clock = std::chrono::steady_clock;
   s->stopping = true;
+  // The listener stops: result() waits for other processes' workflows poll from now on, from
+  // 1 ms with backoff, rather than wait up to poll_interval for a notification that will not
+  // come; get_event waits from outside a workflow look once more, then every poll_interval.
+  s->listening = false;
+  for (const char* prefix : {"r:", "e:"})
+    for (auto it = s->waiters.waiting.lower_bound(prefix);
+         it != s->waiters.waiting.end() && it->first.starts_with(prefix); ++it) {
+      it->second->poked = true;
+      it->second->timer.cancel();
+    }
   if (s->maintenance) s->maintenance->cancel();
   for (const auto& t : s->sleepers) t->cancel();
   s->wake_dispatcher();

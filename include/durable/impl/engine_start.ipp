@@ -263,6 +263,7 @@ DURABLE_DECL asio::awaitable<std::optional<std::string>> engine::get_event_on_st
   const auto start = std::chrono::steady_clock::now();
   const std::string poke_key = "e:" + workflow_id;
   detail::waiter_registry::entry poke(&s->waiters, poke_key, s->ex);
+  const detail::remote_wait listening(s);
   for (;;) {
     {
       auto q = s->st.event_get(workflow_id, key);
@@ -277,8 +278,8 @@ DURABLE_DECL asio::awaitable<std::optional<std::string>> engine::get_event_on_st
       if (left.count() <= 0) co_return std::nullopt;
       wait = std::min(wait, left);
     }
-    // A notification pokes the wait; polling covers for lost ones (and for engines that
-    // did not open() a listener).
+    // A notification pokes the wait; polling covers for lost ones (and for engines whose
+    // listener is off or not connected yet).
     co_await poke.wait(wait);
   }
 }

@@ -41,11 +41,13 @@ DURABLE_DECL asio::awaitable<int> store::version(pg::connection& c) const {
 }
 
 DURABLE_DECL asio::awaitable<int> store::migrate(pg::connection& c) const {
-  // The files' psql variables: what `psql -v schema=... -v channel=... -v wait_channel=...` is
-  // given when a migration is applied by hand (docs/architecture.md, "The SQL files").
+  // The files' psql variables: what `psql -v schema=... -v channel=... -v wait_channel=...
+  // -v result_channel=...` is given when a migration is applied by hand (docs/architecture.md,
+  // "The SQL files").
   const detail::sql_variables vars{{"\"schema\"", schema_},
                                    {"'channel'", detail::quote_literal(channel())},
-                                   {"'wait_channel'", detail::quote_literal(wait_channel())}};
+                                   {"'wait_channel'", detail::quote_literal(wait_channel())},
+                                   {"'result_channel'", detail::quote_literal(result_channel())}};
   const auto& all = detail::migrations();
   int applied = 0;
   // Each migration commits with its version row in a transaction of its own, so that a later one

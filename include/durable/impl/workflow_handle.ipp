@@ -15,41 +15,90 @@ DURABLE_DECL asio::awaitable<workflow_status> workflow_handle::status_impl() con
                             std::move(r->executor_id)};
 }
 
+namespace detail {
+
+/// What result() returns or throws for workflow `id` in `status` (any other status: nullopt,
+/// it has not ended).
+inline std::optional<std::string> ended_with(const std::string& id, const std::string& status,
+                                             const std::optional<std::string>& reason,
+                                             const std::optional<std::string>& output,
+                                             const std::optional<std::string>& err) {
+  if (status == "succeeded") return output.value_or("null");
+  if (status != "failed" && status != "parked" && status != "cancelled" && status != "dead_letter")
+    return std::nullopt;
+  auto j = nlohmann::json::parse(err.value_or("{}"), nullptr, false);
+  if (!j.is_object()) j = nlohmann::json::object();
+  const std::string type = j.value("type", "unknown");
+  const std::string message = j.value("message", reason.value_or(""));
+  if (status == "parked" && type == "durable::nondeterminism_error")
+    throw nondeterminism_error(id, j.value("seq", -1), j.value("journaled", ""),
+                               j.value("requested", ""), message);
+  if (status == "parked") throw workflow_parked(id, reason.value_or(message));
+  if (status == "cancelled")
+    throw workflow_cancelled(id,
+                             "workflow '" + id + "' was cancelled: " + reason.value_or(message));
+  if (status == "dead_letter")
+    throw workflow_dead_letter(
+        id, j.value("seq", -1), j.value("step", ""), type, message, j.value("attempts", 0),
+        "workflow '" + id + "' is dead-lettered: " + reason.value_or(message));
+  throw workflow_failed(id, type, message);
+}
+
+}  // namespace detail
+
 DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl() const {
   auto s = s_;
-  for (int round = 0;; ++round) {
-    std::string status;
-    std::optional<std::string> reason, output, err;
+  // A workflow of another process: its end is told on the result channel once result() has
+  // marked it awaited (migration 15). The waiter is registered before the first read, and the
+  // mark and the end are ordered by the row's lock, so an end is either read or told.
+  detail::waiter_registry::entry told(&s->waiters, "r:" + id_, s->ex);
+  const detail::remote_wait listening(s);
+  // An id too long for a notification (migration 15) is never marked: it is polled for.
+  const bool pushable = s->options.push_results && id_.size() < 7900;
+  bool marked = false;
+  int backoff = 0;  // polls since the last wait for a notification: 1 ms, doubling to 500 ms
+  for (;;) {
+    if (auto outcome = told.take_told(); outcome && outcome->size() > 1) {
+      // The outcome came with the notification: 's' and the output, or 'f' and the error.
+      const std::string json = outcome->substr(1);
+      if ((*outcome)[0] == 's') co_return json;
+      if ((*outcome)[0] == 'f' &&
+          nlohmann::json::parse(json, nullptr, false).contains("message"))  // else read it
+        (void)detail::ended_with(id_, "failed", std::nullopt, std::nullopt, json);
+    }
+    std::optional<store::workflow_record> r;
     {
-      auto get = s->st.workflow_get(id_);
       auto c = co_await s->pool.acquire();
-      auto r = co_await store::fetch_one(*c, std::move(get));
-      if (!r) throw error("workflow '" + id_ + "' does not exist");
-      status = std::move(r->status);
-      reason = std::move(r->reason);
-      output = std::move(r->output);
-      err = std::move(r->error);
+      // Mark it once the listener listens (a mark while it does not would only cost a NOTIFY
+      // nobody hears), unless it runs here, where its end is a local signal.
+      if (!marked && pushable && !s->push_unavailable && s->listening &&
+          !s->running.contains(id_)) {
+        bool missing_column = false;
+        try {
+          auto mark = s->st.workflow_await(id_);
+          r = co_await store::fetch_one(*c, std::move(mark));
+        } catch (const pg::sql_error& e) {
+          if (e.sqlstate() != "42703") throw;  // undefined_column: see below
+          missing_column = true;
+        }
+        if (missing_column && !s->push_unavailable) {
+          s->push_unavailable = true;
+          s->report(severity::warning, "result", id_,
+                    "push_results is on, but schema '" + s->options.schema +
+                        "' has no workflows.awaited column (migration 15 is not applied): "
+                        "result() polls for the ends of other processes' workflows; run "
+                        "migrate() (or 'durable migrate') to have them told");
+        }
+        marked = r.has_value();  // a row: unfinished and marked; none: ended or missing
+      }
+      if (!r) {  // not marked now (ended or missing), or marked before: read it
+        auto get = s->st.workflow_get(id_);
+        r = co_await store::fetch_one(*c, std::move(get));
+      }
     }
-    if (status == "succeeded") co_return output.value_or("null");
-    if (status == "failed" || status == "parked" || status == "cancelled" ||
-        status == "dead_letter") {
-      auto j = nlohmann::json::parse(err.value_or("{}"), nullptr, false);
-      if (!j.is_object()) j = nlohmann::json::object();
-      const std::string type = j.value("type", "unknown");
-      const std::string message = j.value("message", reason.value_or(""));
-      if (status == "parked" && type == "durable::nondeterminism_error")
-        throw nondeterminism_error(id_, j.value("seq", -1), j.value("journaled", ""),
-                                   j.value("requested", ""), message);
-      if (status == "parked") throw workflow_parked(id_, reason.value_or(message));
-      if (status == "cancelled")
-        throw workflow_cancelled(
-            id_, "workflow '" + id_ + "' was cancelled: " + reason.value_or(message));
-      if (status == "dead_letter")
-        throw workflow_dead_letter(
-            id_, j.value("seq", -1), j.value("step", ""), type, message, j.value("attempts", 0),
-            "workflow '" + id_ + "' is dead-lettered: " + reason.value_or(message));
-      throw workflow_failed(id_, type, message);
-    }
+    if (!r) throw error("workflow '" + id_ + "' does not exist");
+    if (auto out = detail::ended_with(id_, r->status, r->reason, r->output, r->error))
+      co_return std::move(*out);
     if (auto it = s->running.find(id_); it != s->running.end()) {
       auto done = it->second.done;
       asio::error_code ec;
@@ -61,8 +110,12 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl() co
         done = next->second.done;
         co_await done->async_wait(asio::redirect_error(asio::use_awaitable, ec));
       }
-    } else {
-      co_await detail::sleep_for(std::chrono::milliseconds(std::min(1 << std::min(round, 9), 500)));
+    } else if (s->listening && marked) {
+      // Told when it ends; poll_interval only bounds the wait should a notification be lost.
+      backoff = 0;
+      co_await told.wait(s->options.poll_interval);
+    } else {  // not pushed (push_results or listen off, no listener yet): poll, backing off
+      co_await told.wait(std::chrono::milliseconds(std::min(1 << std::min(backoff++, 9), 500)));
     }
   }
 }

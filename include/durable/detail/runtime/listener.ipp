@@ -32,9 +32,30 @@ inline void cancel_notified(engine_state& s, const std::string& payload) {
                  "cancelled by an operator (engine::cancel)", true, epoch);
 }
 
-inline asio::awaitable<void> listener(std::shared_ptr<engine_state> s) {
+/// The end of a workflow that a result() here awaits (migration 15): its outcome ('s' and the
+/// output, 'f' and the error, or nothing: result() reads it), a newline, and its id.
+inline void result_notified(engine_state& s, std::string_view payload) {
+  const auto newline = payload.find('\n');
+  if (newline == std::string_view::npos) return;  // not ours: the fallback poll covers it
+  const std::string key = "r:" + std::string(payload.substr(newline + 1));
+  if (newline == 0)
+    s.waiters.poke(key);
+  else
+    s.waiters.poke(key, std::string(payload.substr(0, newline)));
+}
+
+/// Listens until shutdown, or until `*cut` is set (a listener of waits: remote_wait).
+inline asio::awaitable<void> listen_loop(std::shared_ptr<engine_state> s,
+                                         std::shared_ptr<bool> cut) {
   failure_reporter problems("listener");
-  while (!s->stopping) {
+  const auto over = [&] { return s->stopping || (cut && *cut); };
+  const auto poke_all = [&] {  // the waiters, who may have missed some: they look again
+    for (auto& [key, w] : s->waiters.waiting) {
+      w->poked = true;
+      w->timer.cancel();
+    }
+  };
+  while (!over()) {
     try {
       auto c = co_await pg::connection::connect(s->options.conninfo);
       const std::string channel = s->st.channel();
@@ -43,16 +64,21 @@ inline asio::awaitable<void> listener(std::shared_ptr<engine_state> s) {
       co_await c->listen(cancels);
       const std::string waits = s->st.wait_channel();
       co_await c->listen(waits);
+      const std::string results = s->st.result_channel();
+      // Only an engine whose result() waits are pushed hears the ends of awaited workflows
+      // (up to 8 000 bytes each); the others would only discard them.
+      if (s->options.push_results) co_await c->listen(results);
+      if (over()) co_return;
+      s->listening = true;
       problems.ok(*s);
       s->wake_due();  // catch up with whatever was queued or woken while nobody listened
-      for (auto& [key, w] : s->waiters.waiting) {  // and the waiters, who may have missed some
-        w->poked = true;
-        w->timer.cancel();
-      }
-      while (!s->stopping) {
+      poke_all();
+      while (!over()) {
         const pg::notification n = co_await c->wait_notification();
         if (n.channel == waits)
           s->waiters.poke(n.payload);  // a message, an event, a child's end
+        else if (n.channel == results)
+          result_notified(*s, n.payload);
         else if (n.channel == cancels)
           cancel_notified(*s, n.payload);
         else if (n.payload.empty())
@@ -62,12 +88,92 @@ inline asio::awaitable<void> listener(std::shared_ptr<engine_state> s) {
       }
       co_return;
     } catch (const std::exception& e) {
-      if (s->stopping) co_return;  // shutdown cancelled the wait: nothing failed
+      if (over()) co_return;  // shutdown or the last wait cancelled it: nothing failed
+      // Until it listens again the waits poll; a wait in a long poll looks again now.
+      s->listening = false;
+      poke_all();
       problems.failed(*s, "LISTEN connection failed: " + describe_io_failure(e) +
                               "; polling covers for it, reconnecting in 1 s");
     }
     co_await pause(s, std::chrono::seconds(1));
   }
 }
+
+inline asio::awaitable<void> listener(std::shared_ptr<engine_state> s) {
+  co_await listen_loop(std::move(s), nullptr);
+}
+
+/// Stops the listener that waits started (remote_wait), and wakes the waits, which poll until
+/// another listener listens.
+inline void cut_wait_listener(engine_state& s) {
+  if (!s.wait_listener) return;
+  *s.wait_cut = true;
+  s.listening = false;
+  auto sig = std::move(s.wait_listener);
+  s.wait_cut.reset();
+  sig->emit(asio::cancellation_type::terminal);
+  for (auto& [key, w] : s.waiters.waiting) {
+    w->poked = true;
+    w->timer.cancel();
+  }
+}
+
+/// open()'s listener (engine_options::listen), for the engine's life, under the supervisor. A
+/// listener that waits started (remote_wait) gives way to it.
+inline void start_listener(const std::shared_ptr<engine_state>& s) {
+  if (!s->options.listen || s->listener_started || s->stopping) return;
+  s->listener_started = true;
+  cut_wait_listener(*s);
+  supervise(s, "listener", &listener);
+}
+
+/// Held by a wait for another process's workflow (result(), get_event). An opened engine's
+/// listener serves it already; in an engine never opened the first such wait starts a
+/// listener and the last one's end stops it (lifecycle_state).
+class remote_wait {
+public:
+  explicit remote_wait(std::shared_ptr<engine_state> s) : s_(std::move(s)) {
+    if (!s_->options.listen || !s_->options.push_results || s_->stopping || s_->opened ||
+        s_->listener_started) {
+      s_.reset();
+      return;
+    }
+    if (s_->remote_waits++ > 0 || s_->wait_listener) return;
+    auto sig = std::make_shared<asio::cancellation_signal>();
+    auto cut = std::make_shared<bool>(false);
+    s_->tasks.insert(sig);
+    s_->wait_listener = sig;
+    s_->wait_cut = cut;
+    auto st = s_;
+    asio::co_spawn(st->ex, listen_loop(st, cut),
+                   asio::bind_cancellation_slot(sig->slot(), [st, sig](std::exception_ptr e) {
+                     st->tasks.erase(sig);
+                     if (st->wait_listener != sig) return;  // cut: what cut it cleaned up
+                     // Ended by itself (it only ends by a cut or shutdown otherwise): its
+                     // waits poll, and the next wait after the last one starts another.
+                     st->wait_listener.reset();
+                     st->wait_cut.reset();
+                     st->listening = false;
+                     for (auto& [key, w] : st->waiters.waiting) {
+                       w->poked = true;
+                       w->timer.cancel();
+                     }
+                     if (!st->stopping)
+                       st->report(severity::warning, "listener", "",
+                                  "the listener of this engine's waits stopped: " +
+                                      (e ? describe(e) : std::string("it returned")) +
+                                      "; they poll until the next wait starts another");
+                   }));
+  }
+  remote_wait(const remote_wait&) = delete;
+  remote_wait& operator=(const remote_wait&) = delete;
+  ~remote_wait() {
+    if (!s_ || --s_->remote_waits > 0 || !s_->wait_listener) return;
+    cut_wait_listener(*s_);  // nothing waits: nobody to wake
+  }
+
+private:
+  std::shared_ptr<engine_state> s_;
+};
 
 }  // namespace durable::detail

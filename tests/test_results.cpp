@@ -1,0 +1,360 @@
+// result() of a workflow that runs in another process (issue 36), with push_results on: told
+// of the end on the result channel (migration 15), with the outcome when it fits a
+// notification, by one listener per engine that an engine never opened starts with its first
+// wait and stops with its last; the listener's backend killed under 100 waiters; shutdown with
+// waiters; a waiter given up by its caller; and with push_results off, polls that mark nothing.
+// The executors are processes of their own (spawn_executor) with push_results off, so only the
+// clients hear the result channel; the clients' polls are an hour apart, so that a result()
+// that comes back in time was told, not polled.
+//
+// Note: Catch's assertion macros never contain co_await here (GCC 12 miscompiles that).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+
+#include <asio/experimental/awaitable_operators.hpp>
+
+#include "support/primitives.hpp"
+
+// Its helpers and cases in a namespace of its own, with the shared cases' support in reach
+// (docs/development.md, "Unity builds").
+namespace results_cases {
+
+using namespace primitive_cases;
+
+namespace {
+
+/// The backends of `schema`'s listeners that hear the result channel (their last LISTEN is of
+/// it): only engines with push_results on listen to it, so here only the client's.
+asio::awaitable<std::vector<long>> result_listener_pids(pg::connection& c,
+                                                        std::string_view schema_view) {
+  const std::string channel = durable::store::channel_for(schema_view, "durable.result:");
+  auto r = co_await c.exec(
+      "SELECT pid FROM pg_stat_activity WHERE query = 'LISTEN ' || quote_ident($1) "
+      "AND pid <> pg_backend_pid() ORDER BY pid",
+      channel);
+  std::vector<long> pids;
+  for (int i = 0; i < r.rows(); ++i) pids.push_back(r[i].get<long>(0));
+  co_return pids;
+}
+
+asio::awaitable<long> result_listeners(pg::connection& c, std::string_view schema_view) {
+  co_return long((co_await result_listener_pids(c, schema_view)).size());
+}
+
+/// How many workflows of `schema` a result() has marked.
+asio::awaitable<long> awaited_count(pg::connection& c, std::string_view schema_view) {
+  const std::string schema(schema_view);
+  auto r = co_await c.exec("SELECT count(*) FROM " + q(schema) + ".workflows WHERE awaited");
+  co_return r[0].get<long>(0);
+}
+
+/// Polls (every 10 ms, for at most a minute) until `done()` holds; returns whether it did.
+template <class Done>
+asio::awaitable<bool> eventually(Done done) {
+  for (int i = 0; i < 6000; ++i) {
+    if (co_await done()) co_return true;
+    co_await test::sleep_ms(10);
+  }
+  co_return false;
+}
+
+/// A client that never opens: it only sends and waits, told of ends (push_results). Its polls
+/// are an hour apart.
+durable::engine_options client_options(const std::string& schema) {
+  auto o = test::options(schema, "client");
+  o.poll_interval = 1h;
+  o.push_results = true;
+  return o;
+}
+
+/// Starts `n` waiter workflows "<prefix><i>" in a process of its own; returns once each waits
+/// for "go" in its run.
+void start_waiters(executor_process& p, const std::string& schema, std::string prefix, int n) {
+  spawn_executor(p, schema, "exec-runs", [prefix, n](engine& eng) -> asio::awaitable<void> {
+    for (int i = 0; i < n; ++i)
+      (void)co_await eng.start("waiter", prefix + std::to_string(i), 600000);
+  });
+  wait_until("SELECT count(*) = " + std::to_string(n) + " FROM " + q(schema) +
+                 ".steps WHERE workflow_id LIKE $1 AND kind = 'deadline'",
+             prefix + "%");
+}
+
+void migrate(const std::string& schema) {
+  test::run([&]() -> asio::awaitable<void> {
+    engine eng(co_await asio::this_coro::executor, test::options(schema, "setup"));
+    (void)co_await eng.migrate();
+  }());
+}
+
+/// What `n` result() calls spawned on the engine's executor got, and what they threw.
+struct results {
+  std::vector<std::optional<std::string>> got;
+  std::vector<std::string> errors;
+  explicit results(std::size_t n) : got(n) {}
+  [[nodiscard]] int done() const {
+    return int(std::count_if(got.begin(), got.end(), [](const auto& g) { return g.has_value(); }));
+  }
+  /// Spawns result() of "<prefix><i>" for each i; a failed workflow's result is its error.
+  void spawn(engine& eng, const asio::any_io_executor& ex, const std::string& prefix) {
+    for (std::size_t i = 0; i < got.size(); ++i)
+      asio::co_spawn(
+          ex,
+          [this, &eng, prefix, i]() -> asio::awaitable<void> {
+            auto h = eng.handle(prefix + std::to_string(i));
+            try {
+              got[i] = co_await h.result<std::string>();
+            } catch (const workflow_failed& e) {
+              got[i] = e.error_type() + ": " + e.error_message();
+            }
+          },
+          [this](std::exception_ptr e) {
+            if (!e) return;
+            try {
+              std::rethrow_exception(e);
+            } catch (const std::exception& x) {
+              errors.emplace_back(x.what());
+            }
+          });
+  }
+};
+
+}  // namespace
+
+TEST_CASE("result() of a workflow in another process is told of its end, not polled for",
+          "[results][process]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("told");
+  migrate(schema);
+  // Another process runs 20 workflows, each waiting in its run for "go", and 3 that fail with
+  // what they are sent.
+  static constexpr int n = 20, failing = 3;
+  executor_process runs;
+  spawn_executor(runs, schema, "exec-runs", [](engine& eng) -> asio::awaitable<void> {
+    for (int i = 0; i < n; ++i)
+      (void)co_await eng.start("waiter", "told-" + std::to_string(i), 600000);
+    for (int i = 0; i < failing; ++i)
+      (void)co_await eng.start("refuser", "told-f" + std::to_string(i));
+  });
+  wait_until("SELECT count(*) = 20 FROM " + q(schema) +
+                 ".steps WHERE workflow_id LIKE $1 AND name = 'before'",
+             "told-%");
+  wait_until("SELECT count(*) = 3 FROM " + q(schema) +
+                 ".steps WHERE workflow_id LIKE $1 AND kind = 'deadline'",
+             "told-f%");
+  // Most outputs come with the notification; one of every 5 is too long for it (over NOTIFY's
+  // 8 000 bytes), so the waiter, told without it, reads the row.
+  const auto value_of = [](int i) {
+    return i % 5 == 0 ? std::string(9000, char('a' + i)) : "go-" + std::to_string(i);
+  };
+  test::run([&]() -> asio::awaitable<void> {
+    const auto ex = co_await asio::this_coro::executor;
+    engine eng(ex, client_options(schema));
+    results ok(n), bad(failing);
+    ok.spawn(eng, ex, "told-");
+    bad.spawn(eng, ex, "told-f");
+    // The first result() started the client's listener; once it listens, it tells its waiters
+    // to look again, and from then on they mark their workflow awaited and wait for an hour or
+    // a notification.
+    auto c = co_await pg::connection::connect(test::conninfo());
+    const bool listens = co_await eventually(
+        [&]() -> asio::awaitable<bool> { co_return co_await result_listeners(*c, schema) == 1; });
+    CHECK(listens);
+    const bool all_marked = co_await eventually([&]() -> asio::awaitable<bool> {
+      co_return co_await awaited_count(*c, schema) == n + failing;
+    });
+    CHECK(all_marked);
+    // The messages go out through another engine, so that every statement the client runs from
+    // here on is a read of a result() woken by its notification.
+    const std::uint64_t statements_before = eng.stats().statements;
+    engine sender(ex, test::options(schema, "sender"));
+    for (int i = 0; i < n; ++i)
+      (void)co_await sender.send("told-" + std::to_string(i), "go", value_of(i));
+    for (int i = 0; i < failing; ++i)
+      (void)co_await sender.send("told-f" + std::to_string(i), "go", "f" + std::to_string(i));
+    const bool all_back = co_await eventually([&]() -> asio::awaitable<bool> {
+      co_return (ok.done() == n && bad.done() == failing) || !ok.errors.empty() ||
+          !bad.errors.empty();
+    });
+    CHECK(all_back);
+    // Only the outputs too long for a notification were read; the others, and the failures,
+    // came with it.
+    const int too_long = (n + 4) / 5;
+    CHECK(eng.stats().statements - statements_before == std::uint64_t(too_long));
+    CHECK(ok.errors.empty());
+    CHECK(bad.errors.empty());
+    for (int i = 0; i < n; ++i) CHECK(ok.got[std::size_t(i)] == value_of(i));
+    for (int i = 0; i < failing; ++i)
+      CHECK(bad.got[std::size_t(i)] == "std::runtime_error: refused f" + std::to_string(i));
+    // With no wait left, the client's listener is gone: no connection, no work kept.
+    const bool client_gone = co_await eventually(
+        [&]() -> asio::awaitable<bool> { co_return co_await result_listeners(*c, schema) == 0; });
+    CHECK(client_gone);
+    // A result() that starts after the end (and its notification) reads it at once.
+    auto late = eng.handle("told-1");
+    const std::string again = co_await late.result<std::string>();
+    CHECK(again == "go-1");
+    co_await sender.shutdown();
+    co_await eng.shutdown();
+  }());
+}
+
+TEST_CASE("the listener killed under 100 waiters: each gets its result, and it listens again",
+          "[results][process]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("told_kill");
+  migrate(schema);
+  static constexpr int n = 100;
+  executor_process runs;
+  start_waiters(runs, schema, "k-", n);
+  test::run([&]() -> asio::awaitable<void> {
+    const auto ex = co_await asio::this_coro::executor;
+    engine eng(ex, client_options(schema));
+    results r(n);
+    r.spawn(eng, ex, "k-");
+    auto c = co_await pg::connection::connect(test::conninfo());
+    const bool marked = co_await eventually([&]() -> asio::awaitable<bool> {
+      co_return co_await awaited_count(*c, schema) == n&& co_await result_listeners(*c, schema) ==
+          1;
+    });
+    REQUIRE(marked);
+    // The client's listener's backend is terminated; half the workflows end at once, while it
+    // may not listen (their notifications may be lost: the waiters read again when it is back).
+    const std::vector<long> before = co_await result_listener_pids(*c, schema);
+    REQUIRE(before.size() == 1);
+    (void)co_await c->exec("SELECT pg_terminate_backend($1::integer)", before[0]);
+    for (int i = 0; i < n / 2; ++i)
+      (void)co_await eng.send("k-" + std::to_string(i), "go", "first-" + std::to_string(i));
+    const bool first_half = co_await eventually(
+        [&]() -> asio::awaitable<bool> { co_return r.done() == n / 2 || !r.errors.empty(); });
+    CHECK(first_half);
+    // The listener connects again (a backend of its own: the old one has exited); the other
+    // half is told through it.
+    const bool again = co_await eventually([&]() -> asio::awaitable<bool> {
+      const std::vector<long> now = co_await result_listener_pids(*c, schema);
+      co_return now.size() == 1 && now[0] != before[0];
+    });
+    CHECK(again);
+    for (int i = n / 2; i < n; ++i)
+      (void)co_await eng.send("k-" + std::to_string(i), "go", "second-" + std::to_string(i));
+    const bool all = co_await eventually(
+        [&]() -> asio::awaitable<bool> { co_return r.done() == n || !r.errors.empty(); });
+    CHECK(all);
+    CHECK(r.errors.empty());
+    for (int i = 0; i < n; ++i)
+      CHECK(r.got[std::size_t(i)] == (i < n / 2 ? "first-" : "second-") + std::to_string(i));
+    co_await eng.shutdown();
+  }());
+}
+
+TEST_CASE("shutdown() with waiters: they poll from then on, and still get their results",
+          "[results][process]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("told_shut");
+  migrate(schema);
+  static constexpr int n = 5;
+  executor_process runs;
+  start_waiters(runs, schema, "s-", n);
+  test::run([&]() -> asio::awaitable<void> {
+    const auto ex = co_await asio::this_coro::executor;
+    engine eng(ex, client_options(schema));
+    results r(n);
+    r.spawn(eng, ex, "s-");
+    auto c = co_await pg::connection::connect(test::conninfo());
+    const bool marked = co_await eventually([&]() -> asio::awaitable<bool> {
+      co_return co_await awaited_count(*c, schema) == n&& co_await result_listeners(*c, schema) ==
+          1;
+    });
+    REQUIRE(marked);
+    co_await eng.shutdown();
+    // The client's listener is gone with the shutdown; its waiters, woken by it, poll now (an
+    // hour's poll_interval would otherwise keep them waiting).
+    const bool gone = co_await eventually(
+        [&]() -> asio::awaitable<bool> { co_return co_await result_listeners(*c, schema) == 0; });
+    CHECK(gone);
+    engine other(ex, client_options(schema));
+    for (int i = 0; i < n; ++i)
+      (void)co_await other.send("s-" + std::to_string(i), "go", "after-" + std::to_string(i));
+    const bool all = co_await eventually(
+        [&]() -> asio::awaitable<bool> { co_return r.done() == n || !r.errors.empty(); });
+    CHECK(all);
+    CHECK(r.errors.empty());
+    for (int i = 0; i < n; ++i) CHECK(r.got[std::size_t(i)] == "after-" + std::to_string(i));
+  }());
+}
+
+TEST_CASE("a result() given up by its caller's deadline leaves nothing waiting",
+          "[results][process]") {
+  using namespace asio::experimental::awaitable_operators;
+  probe.reset();
+  const auto schema = test::fresh_schema("told_deadline");
+  migrate(schema);
+  executor_process runs;
+  start_waiters(runs, schema, "d-", 1);
+  test::run([&]() -> asio::awaitable<void> {
+    const auto ex = co_await asio::this_coro::executor;
+    engine eng(ex, client_options(schema));
+    auto c = co_await pg::connection::connect(test::conninfo());
+    // The caller waits for at most 300 ms: the workflow waits for a message that is not sent.
+    asio::steady_timer deadline(ex, 300ms);
+    auto h = eng.handle("d-0");
+    const auto first =
+        co_await (h.result<std::string>() || deadline.async_wait(asio::use_awaitable));
+    CHECK(first.index() == 1);
+    // Nothing of the wait is left: the client's listener has stopped with it.
+    const bool gone = co_await eventually(
+        [&]() -> asio::awaitable<bool> { co_return co_await result_listeners(*c, schema) == 0; });
+    CHECK(gone);
+    // A later result() waits again, and is told.
+    results r(1);
+    r.spawn(eng, ex, "d-");
+    const bool listening = co_await eventually(
+        [&]() -> asio::awaitable<bool> { co_return co_await result_listeners(*c, schema) == 1; });
+    CHECK(listening);
+    (void)co_await eng.send("d-0", "go", std::string("late"));
+    const bool back = co_await eventually(
+        [&]() -> asio::awaitable<bool> { co_return r.done() == 1 || !r.errors.empty(); });
+    CHECK(back);
+    CHECK(r.got[0] == "late");
+    co_await eng.shutdown();
+  }());
+}
+
+TEST_CASE("push_results off (the default): result() polls, marks nothing and starts no listener",
+          "[results][process]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("told_off");
+  migrate(schema);
+  static constexpr int n = 3;
+  executor_process runs;
+  start_waiters(runs, schema, "o-", n);
+  test::run([&]() -> asio::awaitable<void> {
+    const auto ex = co_await asio::this_coro::executor;
+    engine eng(ex, test::options(schema, "client"));  // never opened, push_results off
+    results r(n);
+    r.spawn(eng, ex, "o-");
+    auto c = co_await pg::connection::connect(test::conninfo());
+    // Each result() has polled four times (1 + 2 + 4 ms apart at least): none has marked its
+    // workflow, and no listener hears the result channel.
+    const bool polled = co_await eventually(
+        [&]() -> asio::awaitable<bool> { co_return eng.stats().statements >= 4 * n; });
+    CHECK(polled);
+    const long marked_while = co_await awaited_count(*c, schema);
+    const long listeners_while = co_await result_listeners(*c, schema);
+    CHECK(marked_while == 0);
+    CHECK(listeners_while == 0);
+    for (int i = 0; i < n; ++i)
+      (void)co_await eng.send("o-" + std::to_string(i), "go", "polled-" + std::to_string(i));
+    const bool all = co_await eventually(
+        [&]() -> asio::awaitable<bool> { co_return r.done() == n || !r.errors.empty(); });
+    CHECK(all);
+    CHECK(r.errors.empty());
+    for (int i = 0; i < n; ++i) CHECK(r.got[std::size_t(i)] == "polled-" + std::to_string(i));
+    // Nothing was marked: no NOTIFY for these ends.
+    const long marked = co_await awaited_count(*c, schema);
+    CHECK(marked == 0);
+    co_await eng.shutdown();
+  }());
+}
+
+}  // namespace results_cases
