@@ -175,6 +175,92 @@ TEST_CASE("cli: cancel, resume, send and fork steer a waiting workflow", "[cli]"
   });
 }
 
+TEST_CASE("cli: wait and show --wait return once a workflow ends, told of it, or time out",
+          "[cli]") {
+  const std::string schema = test::fresh_schema("cli_wait");
+  ck = {};
+  fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("inbox", "w1");
+    co_await test::wait_rows(eng, "w1", 1);
+    // Both programs wait while this engine runs w1 (in this process's event loop).
+    const auto waiting = start_cli_in(schema, {"wait", "w1", "--json"});
+    const auto showing = start_cli_in(schema, {"show", "w1", "--wait", "--timeout", "10m"});
+    // They are told of its end: they mark it awaited (migration 15) before it ends.
+    bool awaited = false;
+    for (int i = 0; i < 6000 && !awaited; ++i) {
+      {
+        auto c = co_await eng.pool().acquire();
+        auto r = co_await c->exec("SELECT awaited FROM " + test::q(schema) +
+                                  ".workflows WHERE id = 'w1'");
+        awaited = r[0].get<bool>(0);
+      }
+      if (!awaited) co_await test::sleep_ms(10);
+    }
+    CHECK(awaited);
+    const json message{{"ok", true}};  // not built inside the co_await (GCC 12)
+    (void)co_await eng.send("w1", "go", message);
+    const cli_result waited = co_await finished(waiting);
+    const cli_result shown = co_await finished(showing);
+    CHECK(waited.status == 0);
+    const json out = waited.parsed();
+    CHECK(out["id"] == "w1");
+    CHECK(out["status"] == "succeeded");
+    CHECK(out["output"] == R"({"ok":true})");  // inbox returns the message's JSON text
+    CHECK(out["error"].is_null());
+    CHECK(shown.status == 0);
+    CHECK(contains(shown.out, "succeeded"));
+    CHECK(contains(shown.out, "last"));  // the step after the message
+    // Text: the output alone, as JSON.
+    auto plain = cli_in(schema, {"wait", "w1"});
+    CHECK(plain.status == 0);
+    CHECK(plain.out == "\"{\\\"ok\\\":true}\"\n");
+
+    // A timeout gives up with status 1 and changes nothing.
+    (void)co_await eng.start("inbox", "w2");
+    co_await test::wait_rows(eng, "w2", 1);
+    const auto impatient = start_cli_in(schema, {"wait", "w2", "--timeout", "300ms"});
+    const cli_result gave_up = co_await finished(impatient);
+    CHECK(gave_up.status == 1);
+    CHECK(contains(gave_up.err, "'w2' is still "));
+    CHECK(contains(gave_up.err, "after 300ms; nothing was changed"));
+    CHECK(gave_up.out.empty());
+    const auto not_yet = start_cli_in(schema, {"show", "w2", "--wait", "--timeout", "300ms"});
+    const cli_result not_shown = co_await finished(not_yet);
+    CHECK(not_shown.status == 1);
+    CHECK(contains(not_shown.err, "'w2' is still "));
+    (void)co_await eng.cancel("w2");
+    co_await wait_status(eng, "w2", "cancelled");
+
+    // An end other than success: status 1 and how it ended, at once for one that has ended.
+    (void)co_await eng.start("order", "o1", std::string("o1"));
+    co_await wait_status(eng, "o1", "dead_letter");
+    auto dead = cli_in(schema, {"wait", "o1"});
+    CHECK(dead.status == 1);
+    CHECK(contains(dead.err, "'o1' ended dead_letter"));
+    CHECK(contains(dead.err, "card declined"));
+    CHECK(dead.out.empty());
+    auto dead_json = cli_in(schema, {"wait", "o1", "--json"});
+    CHECK(dead_json.status == 1);
+    CHECK(dead_json.parsed()["status"] == "dead_letter");
+    CHECK(dead_json.parsed()["output"].is_null());
+    auto cancelled = cli_in(schema, {"wait", "w2"});
+    CHECK(cancelled.status == 1);
+    CHECK(contains(cancelled.err, "'w2' ended cancelled"));
+
+    // Unknown ids and bad arguments.
+    auto unknown = cli_in(schema, {"wait", "nobody"});
+    CHECK(unknown.status == 1);
+    CHECK(contains(unknown.err, "no workflow has the id 'nobody'"));
+    auto unknown_show = cli_in(schema, {"show", "nobody", "--wait"});
+    CHECK(unknown_show.status == 1);
+    auto soon = cli_in(schema, {"wait", "w1", "--timeout", "soon"});
+    CHECK(soon.status == 2);
+    auto no_wait = cli_in(schema, {"show", "w1", "--timeout", "5s"});
+    CHECK(no_wait.status == 2);
+    (void)h;
+  });
+}
+
 TEST_CASE("cli: list filters by status, name, queue, executor and time, and pages", "[cli]") {
   const std::string schema = test::fresh_schema("cli_list");
   fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {

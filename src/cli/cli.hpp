@@ -128,6 +128,7 @@ struct session {
     o.schema = s.schema;
     o.pool_size = 2;
     o.min_severity = durable::severity::warning;
+    o.push_results = true;  // wait, show --wait: told of the end, not polled
     return o;
   }
   /// The schema's statements (the CLI is one of the library's own tools).
@@ -190,6 +191,16 @@ struct list_args {
 
 int cmd_list(session& s, const settings& g, const list_args& a);
 int cmd_show(session& s, const settings& g, const std::string& id, std::size_t last_steps);
+/// Waits until workflow `id` has ended (read.cpp): told by a notification (the session's engine
+/// has push_results on), polled where none can arrive. At most `timeout_s` seconds (< 0: no
+/// limit; `timeout_text` is how it was given); a failure (not done) when it runs out, and when
+/// no workflow has the id.
+void wait_for_end(session& s, const std::string& id, double timeout_s,
+                  const std::string& timeout_text);
+/// durable wait: waits as wait_for_end, then prints the output (exit 0) or says how the
+/// workflow ended otherwise (exit 1); --json prints {id, status, output, error, reason} either way.
+int cmd_wait(session& s, const settings& g, const std::string& id, double timeout_s,
+             const std::string& timeout_text);
 int cmd_queues(session& s, const settings& g);
 int cmd_executors(session& s, const settings& g, double lease_s);
 int cmd_stats(session& s, const settings& g, double lease_s);

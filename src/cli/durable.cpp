@@ -85,6 +85,23 @@ int main(int argc, char** argv) {
   show->add_option("ID", id, "workflow id")->required();
   show->add_option("--steps", last_steps, "show the last N steps in the table (default 50)");
 
+  bool show_wait = false;
+  std::string wait_timeout;
+  auto* show_wait_flag =
+      show->add_flag("--wait", show_wait, "wait until the workflow has ended, then show it");
+  show->add_option("--timeout", wait_timeout,
+                   "with --wait: give up after this long (500ms, 90s, 15m; default no limit), "
+                   "exit status 1")
+      ->needs(show_wait_flag);
+  auto* wait = app.add_subcommand(
+      "wait",
+      "wait until a workflow has ended: print its output (exit 0), or how it ended otherwise "
+      "(exit 1)");
+  wait->add_option("ID", id, "workflow id")->required();
+  wait->add_option("--timeout", wait_timeout,
+                   "give up after this long (500ms, 90s, 15m; default no limit): exit status 1, "
+                   "nothing changed");
+
   auto* cancel = app.add_subcommand("cancel", "cancel a workflow and its unfinished children");
   cancel->add_option("ID", id, "workflow id")->required();
   auto* resume =
@@ -281,7 +298,13 @@ int main(int argc, char** argv) {
     session s(g);
     const double lease_s = require_duration("--lease", lease);
     if (list->parsed()) return cmd_list(s, g, la);
-    if (show->parsed()) return cmd_show(s, g, id, last_steps);
+    const double timeout_s =
+        wait_timeout.empty() ? -1.0 : require_duration("--timeout", wait_timeout);
+    if (show->parsed()) {
+      if (show_wait) wait_for_end(s, id, timeout_s, wait_timeout);
+      return cmd_show(s, g, id, last_steps);
+    }
+    if (wait->parsed()) return cmd_wait(s, g, id, timeout_s, wait_timeout);
     // The verbs that change workflows, queues or schedules leave an audit row, as the
     // console's actions do (durable audit).
     const ojson on_id{{"id", id}};

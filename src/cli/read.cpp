@@ -1,6 +1,10 @@
 // The `durable` program's verbs that read the database: list, show, queues, executors, stats.
 // Each runs one operator statement of the store (rows as JSON objects) and prints a table,
-// fields, or the rows as --json.
+// fields, or the rows as --json. And wait (show --wait): result() of the engine, told of the end.
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_awaitable.hpp>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -296,6 +300,83 @@ int cmd_audit(session& s, const settings& g, std::int64_t limit, const std::stri
                      {"count", 6},
                      {"result", 8},
                      {"detail", 40}});
+}
+
+}  // namespace durable_cli
+
+// ---- wait, show --wait -----------------------------------------------------------------------
+
+namespace durable_cli {
+
+namespace {
+
+// Plain functions, not coroutine lambdas (GCC 12: see docs/concepts.md).
+
+/// result(): told of the end (the session's engine has push_results on), or polling where no
+/// notification can arrive. An end other than success throws a workflow_error: the row says it.
+asio::awaitable<void> await_end(durable::workflow_handle h) {
+  try {
+    (void)co_await h.result<nlohmann::json>();
+  } catch (const durable::workflow_error&) {
+  }
+}
+
+asio::awaitable<bool> await_end_within(durable::workflow_handle h, double timeout_s) {
+  using namespace asio::experimental::awaitable_operators;
+  if (timeout_s < 0) {
+    co_await await_end(std::move(h));
+    co_return true;
+  }
+  asio::steady_timer timer(co_await asio::this_coro::executor,
+                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                               std::chrono::duration<double>(timeout_s)));
+  const auto first = co_await (await_end(std::move(h)) || timer.async_wait(asio::use_awaitable));
+  co_return first.index() == 0;
+}
+
+}  // namespace
+
+void wait_for_end(session& s, const std::string& id, double timeout_s,
+                  const std::string& timeout_text) {
+  if (!s.record_of(id)) s.unknown(id);
+  if (run(s.io, await_end_within(s.eng.handle(id), timeout_s))) return;
+  const auto status = s.status_of(id);
+  if (!status) s.unknown(id);  // deleted while it was awaited
+  throw failure(not_done, "'" + one_line(id) + "' is still " + *status + " after " +
+                              one_line(timeout_text) + "; nothing was changed (wait again, or " +
+                              "see 'durable show " + shell_word(id) + "')");
+}
+
+int cmd_wait(session& s, const settings& g, const std::string& id, double timeout_s,
+             const std::string& timeout_text) {
+  wait_for_end(s, id, timeout_s, timeout_text);
+  const auto w = s.record_of(id);
+  if (!w) s.unknown(id);
+  const bool ok = w->status == "succeeded";
+  const ojson output = w->output ? ojson::parse(*w->output) : ojson(nullptr);
+  const ojson error = w->error ? ojson::parse(*w->error) : ojson(nullptr);
+  if (g.json) {
+    print_json({{"id", id},
+                {"status", w->status},
+                {"output", output},
+                {"error", error},
+                {"reason", w->reason ? ojson(*w->reason) : ojson(nullptr)}});
+  } else if (ok) {
+    // The output as compact JSON (for jq), escaped for a terminal as print_json does.
+    std::puts(durable::detail::printable_name(
+                  output.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                  durable::detail::printable_style::json)
+                  .c_str());
+  }
+  if (ok) return done;
+  std::string why = w->reason.value_or("");
+  if (error.is_object() && error.contains("message") && error["message"].is_string()) {
+    const std::string type = error.value("type", std::string());
+    why = (type.empty() ? "" : type + ": ") + error["message"].get<std::string>();
+  }
+  throw failure(not_done, "'" + one_line(id) + "' ended " + w->status +
+                              (why.empty() ? std::string() : ": " + one_line(why)) +
+                              "; see 'durable show " + shell_word(id) + "'");
 }
 
 }  // namespace durable_cli

@@ -47,10 +47,17 @@ inline std::string slurp(const std::string& path) {
   return s.str();
 }
 
-/// Runs the program `argv_s[0]` with `argv_s` (and DURABLE_DATABASE_URL from this process),
-/// `input` (when given) written to its standard input through a pipe, waits for it, and
-/// returns its exit status, stdout and stderr.
-inline cli_result run_program(const std::vector<std::string>& argv_in, const std::string* input) {
+/// A run of a program: its pid and the files its stdout and stderr go to.
+struct started_program {
+  pid_t pid = -1;
+  std::vector<std::string> argv;
+  std::string out_path, err_path;
+};
+
+/// Starts the program `argv_in[0]` with `argv_in` (and DURABLE_DATABASE_URL from this process),
+/// `input` (when given) written to its standard input through a pipe.
+inline started_program start_program(const std::vector<std::string>& argv_in,
+                                     const std::string* input) {
   char out_path[] = "/tmp/durable-cli-out-XXXXXX";
   char err_path[] = "/tmp/durable-cli-err-XXXXXX";
   const int out_fd = ::mkstemp(out_path);
@@ -76,6 +83,8 @@ inline cli_result run_program(const std::vector<std::string>& argv_in, const std
     ::_exit(127);
   }
   REQUIRE(pid > 0);
+  ::close(out_fd);
+  ::close(err_fd);
   if (input) {
     // The program may refuse before it reads everything: no SIGPIPE for this process then.
     const auto previous = ::signal(SIGPIPE, SIG_IGN);
@@ -88,20 +97,21 @@ inline cli_result run_program(const std::vector<std::string>& argv_in, const std
     ::close(in_pipe[1]);
     ::signal(SIGPIPE, previous);
   }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  ::close(out_fd);
-  ::close(err_fd);
+  return {pid, argv_in, out_path, err_path};
+}
+
+/// What a started program did, once it has exited with `status` (from waitpid).
+inline cli_result result_of(const started_program& p, int status) {
   cli_result r;
   r.status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out_path);
-  r.err = slurp(err_path);
-  ::unlink(out_path);
-  ::unlink(err_path);
+  r.out = slurp(p.out_path);
+  r.err = slurp(p.err_path);
+  ::unlink(p.out_path.c_str());
+  ::unlink(p.err_path.c_str());
   INFO("durable " <<
        [&] {
          std::string all;
-         for (const auto& a : argv_in) all += a + " ";
+         for (const auto& a : p.argv) all += a + " ";
          return all;
        }() << "\nstdout:\n"
                   << r.out.substr(0, 4000) << "\nstderr:\n"
@@ -111,6 +121,42 @@ inline cli_result run_program(const std::vector<std::string>& argv_in, const std
   CHECK(r.err.find("terminate called") == std::string::npos);
   CHECK(r.err.find("what()") == std::string::npos);
   return r;
+}
+
+/// Runs the program `argv_in[0]` with `argv_in`, waits for it, and returns its exit status,
+/// stdout and stderr.
+inline cli_result run_program(const std::vector<std::string>& argv_in, const std::string* input) {
+  const started_program p = start_program(argv_in, input);
+  int status = 0;
+  ::waitpid(p.pid, &status, 0);
+  return result_of(p, status);
+}
+
+/// Waits, without blocking the event loop (10 ms polls, at most `limit`), for a program started
+/// with start_program; the engine of the test runs meanwhile.
+inline asio::awaitable<cli_result> finished(
+    const started_program& p, std::chrono::seconds limit = std::chrono::seconds(120)) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  for (;;) {
+    const pid_t done = ::waitpid(p.pid, &status, WNOHANG);
+    if (done == p.pid) break;
+    if (std::chrono::steady_clock::now() > until) {
+      ::kill(p.pid, SIGKILL);
+      ::waitpid(p.pid, &status, 0);
+      break;
+    }
+    co_await test::sleep_ms(10);
+  }
+  co_return result_of(p, status);
+}
+
+/// Starts build/bin/durable with --schema `schema` and `args` (finished() waits for it).
+inline started_program start_cli_in(const std::string& schema,
+                                    std::initializer_list<std::string> args) {
+  std::vector<std::string> all{DURABLE_CLI_PATH, "--schema", schema};
+  all.insert(all.end(), args.begin(), args.end());
+  return start_program(all, nullptr);
 }
 
 /// Runs build/bin/durable with `args`; `input` (when given) is its standard input.
