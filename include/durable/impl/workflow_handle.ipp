@@ -115,7 +115,9 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl() co
       backoff = 0;
       co_await told.wait(s->options.poll_interval);
     } else {  // not pushed (push_results or listen off, no listener yet): poll, backing off
-      co_await told.wait(std::chrono::milliseconds(std::min(1 << std::min(backoff++, 9), 500)));
+      const int exponent = std::min(backoff, 9);
+      ++backoff;
+      co_await told.wait(std::chrono::milliseconds(std::min(1 << exponent, 500)));
     }
   }
 }
