@@ -103,6 +103,8 @@ struct waiter_registry {
       }
       w_.poked = false;
     }
+    /// Forgets the pokes so far (the caller is about to look anyway); what they said stays.
+    void forget_pokes() noexcept { w_.poked = false; }
     /// What a poke said since the last call, if anything.
     std::optional<std::string> take_told() { return std::exchange(w_.told, std::nullopt); }
 

@@ -67,6 +67,9 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl() co
         (void)detail::ended_with(id_, "failed", std::nullopt, std::nullopt, json);
     }
     std::optional<store::workflow_record> r;
+    // The read below is newer than any poke so far (a listener's "look again", an end told
+    // without its outcome): only one that comes during or after it wakes the next wait.
+    told.forget_pokes();
     {
       auto c = co_await s->pool.acquire();
       // Mark it once the listener listens (a mark while it does not would only cost a NOTIFY
