@@ -59,6 +59,12 @@ asio::awaitable<bool> eventually(Done done) {
   co_return false;
 }
 
+/// Whether, within eventually()'s minute, `n` listeners hear `schema`'s result channel.
+asio::awaitable<bool> listeners_become(pg::connection& c, std::string schema, long n) {
+  co_return co_await eventually(
+      [&]() -> asio::awaitable<bool> { co_return co_await result_listeners(c, schema) == n; });
+}
+
 /// What went wrong with the clients' listeners (client_options counts it): a listener that
 /// fails wakes every waiter to read once.
 int listener_troubles = 0;
@@ -102,6 +108,11 @@ struct results {
   explicit results(std::size_t n) : got(n) {}
   [[nodiscard]] int done() const {
     return int(std::count_if(got.begin(), got.end(), [](const auto& g) { return g.has_value(); }));
+  }
+  /// Whether, within eventually()'s minute, `n` have come back (false at once on an error).
+  asio::awaitable<bool> back(int n) {
+    co_return co_await eventually(
+        [&]() -> asio::awaitable<bool> { co_return done() == n || !errors.empty(); });
   }
   /// Spawns result() of "<prefix><i>" for each i; a failed workflow's result is its error.
   void spawn(engine& eng, const asio::any_io_executor& ex, const std::string& prefix) {
@@ -165,8 +176,7 @@ TEST_CASE("result() of a workflow in another process is told of its end, not pol
     // to look again, and from then on they mark their workflow awaited and wait for an hour or
     // a notification.
     auto c = co_await pg::connection::connect(test::conninfo());
-    const bool listens = co_await eventually(
-        [&]() -> asio::awaitable<bool> { co_return co_await result_listeners(*c, schema) == 1; });
+    const bool listens = co_await listeners_become(*c, schema, 1);
     CHECK(listens);
     const bool all_marked = co_await eventually([&]() -> asio::awaitable<bool> {
       co_return co_await awaited_count(*c, schema) == n + failing;
@@ -203,8 +213,7 @@ TEST_CASE("result() of a workflow in another process is told of its end, not pol
     for (int i = 0; i < failing; ++i)
       CHECK(bad.got[std::size_t(i)] == "std::runtime_error: refused f" + std::to_string(i));
     // With no wait left, the client's listener is gone: no connection, no work kept.
-    const bool client_gone = co_await eventually(
-        [&]() -> asio::awaitable<bool> { co_return co_await result_listeners(*c, schema) == 0; });
+    const bool client_gone = co_await listeners_become(*c, schema, 0);
     CHECK(client_gone);
     // A result() that starts after the end (and its notification) reads it at once.
     auto late = eng.handle("told-1");
@@ -241,8 +250,7 @@ TEST_CASE("the listener killed under 100 waiters: each gets its result, and it l
     (void)co_await c->exec("SELECT pg_terminate_backend($1::integer)", before[0]);
     for (int i = 0; i < n / 2; ++i)
       (void)co_await eng.send("k-" + std::to_string(i), "go", "first-" + std::to_string(i));
-    const bool first_half = co_await eventually(
-        [&]() -> asio::awaitable<bool> { co_return r.done() == n / 2 || !r.errors.empty(); });
+    const bool first_half = co_await r.back(n / 2);
     CHECK(first_half);
     // The listener connects again (a backend of its own: the old one has exited); the other
     // half is told through it.
@@ -253,8 +261,7 @@ TEST_CASE("the listener killed under 100 waiters: each gets its result, and it l
     CHECK(again);
     for (int i = n / 2; i < n; ++i)
       (void)co_await eng.send("k-" + std::to_string(i), "go", "second-" + std::to_string(i));
-    const bool all = co_await eventually(
-        [&]() -> asio::awaitable<bool> { co_return r.done() == n || !r.errors.empty(); });
+    const bool all = co_await r.back(n);
     CHECK(all);
     CHECK(r.errors.empty());
     for (int i = 0; i < n; ++i)
@@ -285,14 +292,12 @@ TEST_CASE("shutdown() with waiters: they poll from then on, and still get their 
     co_await eng.shutdown();
     // The client's listener is gone with the shutdown; its waiters, woken by it, poll now (an
     // hour's poll_interval would otherwise keep them waiting).
-    const bool gone = co_await eventually(
-        [&]() -> asio::awaitable<bool> { co_return co_await result_listeners(*c, schema) == 0; });
+    const bool gone = co_await listeners_become(*c, schema, 0);
     CHECK(gone);
     engine other(ex, client_options(schema));
     for (int i = 0; i < n; ++i)
       (void)co_await other.send("s-" + std::to_string(i), "go", "after-" + std::to_string(i));
-    const bool all = co_await eventually(
-        [&]() -> asio::awaitable<bool> { co_return r.done() == n || !r.errors.empty(); });
+    const bool all = co_await r.back(n);
     CHECK(all);
     CHECK(r.errors.empty());
     for (int i = 0; i < n; ++i) CHECK(r.got[std::size_t(i)] == "after-" + std::to_string(i));
@@ -318,18 +323,15 @@ TEST_CASE("a result() given up by its caller's deadline leaves nothing waiting",
         co_await (h.result<std::string>() || deadline.async_wait(asio::use_awaitable));
     CHECK(first.index() == 1);
     // Nothing of the wait is left: the client's listener has stopped with it.
-    const bool gone = co_await eventually(
-        [&]() -> asio::awaitable<bool> { co_return co_await result_listeners(*c, schema) == 0; });
+    const bool gone = co_await listeners_become(*c, schema, 0);
     CHECK(gone);
     // A later result() waits again, and is told.
     results r(1);
     r.spawn(eng, ex, "d-");
-    const bool listening = co_await eventually(
-        [&]() -> asio::awaitable<bool> { co_return co_await result_listeners(*c, schema) == 1; });
+    const bool listening = co_await listeners_become(*c, schema, 1);
     CHECK(listening);
     (void)co_await eng.send("d-0", "go", std::string("late"));
-    const bool back = co_await eventually(
-        [&]() -> asio::awaitable<bool> { co_return r.done() == 1 || !r.errors.empty(); });
+    const bool back = co_await r.back(1);
     CHECK(back);
     CHECK(r.got[0] == "late");
     co_await eng.shutdown();
@@ -361,8 +363,7 @@ TEST_CASE("push_results off (the default): result() polls, marks nothing and sta
     CHECK(listeners_while == 0);
     for (int i = 0; i < n; ++i)
       (void)co_await eng.send("o-" + std::to_string(i), "go", "polled-" + std::to_string(i));
-    const bool all = co_await eventually(
-        [&]() -> asio::awaitable<bool> { co_return r.done() == n || !r.errors.empty(); });
+    const bool all = co_await r.back(n);
     CHECK(all);
     CHECK(r.errors.empty());
     for (int i = 0; i < n; ++i) CHECK(r.got[std::size_t(i)] == "polled-" + std::to_string(i));

@@ -78,6 +78,15 @@ struct waiter_registry {
     }
   }
 
+  /// Pokes every waiter whose key starts with `prefix` (every waiter for ""): they look again.
+  void poke_all(std::string_view prefix = {}) {
+    for (auto it = waiting.lower_bound(prefix);
+         it != waiting.end() && it->first.starts_with(prefix); ++it) {
+      it->second->poked = true;
+      it->second->timer.cancel();
+    }
+  }
+
   /// Registers a waiter for as long as it lives.
   class entry {
   public:

@@ -68,12 +68,8 @@ DURABLE_DECL asio::awaitable<void> engine::shutdown_impl(std::chrono::millisecon
   // 1 ms with backoff, rather than wait up to poll_interval for a notification that will not
   // come; get_event waits from outside a workflow look once more, then every poll_interval.
   s->listening = false;
-  for (const char* prefix : {"r:", "e:"})
-    for (auto it = s->waiters.waiting.lower_bound(prefix);
-         it != s->waiters.waiting.end() && it->first.starts_with(prefix); ++it) {
-      it->second->poked = true;
-      it->second->timer.cancel();
-    }
+  s->waiters.poke_all("r:");
+  s->waiters.poke_all("e:");
   if (s->maintenance) s->maintenance->cancel();
   for (const auto& t : s->sleepers) t->cancel();
   s->wake_dispatcher();

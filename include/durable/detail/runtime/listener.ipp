@@ -49,12 +49,6 @@ inline asio::awaitable<void> listen_loop(std::shared_ptr<engine_state> s,
                                          std::shared_ptr<bool> cut) {
   failure_reporter problems("listener");
   const auto over = [&] { return s->stopping || (cut && *cut); };
-  const auto poke_all = [&] {  // the waiters, who may have missed some: they look again
-    for (auto& [key, w] : s->waiters.waiting) {
-      w->poked = true;
-      w->timer.cancel();
-    }
-  };
   while (!over()) {
     try {
       auto c = co_await pg::connection::connect(s->options.conninfo);
@@ -71,8 +65,8 @@ inline asio::awaitable<void> listen_loop(std::shared_ptr<engine_state> s,
       if (over()) co_return;
       s->listening = true;
       problems.ok(*s);
-      s->wake_due();  // catch up with whatever was queued or woken while nobody listened
-      poke_all();
+      s->wake_due();          // catch up with whatever was queued or woken while nobody listened
+      s->waiters.poke_all();  // and the waiters, who may have missed some: they look again
       while (!over()) {
         const pg::notification n = co_await c->wait_notification();
         if (n.channel == waits)
@@ -91,7 +85,7 @@ inline asio::awaitable<void> listen_loop(std::shared_ptr<engine_state> s,
       if (over()) co_return;  // shutdown or the last wait cancelled it: nothing failed
       // Until it listens again the waits poll; a wait in a long poll looks again now.
       s->listening = false;
-      poke_all();
+      s->waiters.poke_all();
       problems.failed(*s, "LISTEN connection failed: " + describe_io_failure(e) +
                               "; polling covers for it, reconnecting in 1 s");
     }
@@ -103,19 +97,22 @@ inline asio::awaitable<void> listener(std::shared_ptr<engine_state> s) {
   co_await listen_loop(std::move(s), nullptr);
 }
 
-/// Stops the listener that waits started (remote_wait), and wakes the waits, which poll until
-/// another listener listens.
+/// Forgets the listener that waits started (remote_wait), which has ended or is being cut, and
+/// wakes the waits, which poll until another listener listens.
+inline void forget_wait_listener(engine_state& s) {
+  s.wait_listener.reset();
+  s.wait_cut.reset();
+  s.listening = false;
+  s.waiters.poke_all();
+}
+
+/// Stops the listener that waits started (remote_wait).
 inline void cut_wait_listener(engine_state& s) {
   if (!s.wait_listener) return;
   *s.wait_cut = true;
-  s.listening = false;
-  auto sig = std::move(s.wait_listener);
-  s.wait_cut.reset();
+  const auto sig = s.wait_listener;
+  forget_wait_listener(s);
   sig->emit(asio::cancellation_type::terminal);
-  for (auto& [key, w] : s.waiters.waiting) {
-    w->poked = true;
-    w->timer.cancel();
-  }
 }
 
 /// open()'s listener (engine_options::listen), for the engine's life, under the supervisor. A
@@ -151,13 +148,7 @@ public:
                      if (st->wait_listener != sig) return;  // cut: what cut it cleaned up
                      // Ended by itself (it only ends by a cut or shutdown otherwise): its
                      // waits poll, and the next wait after the last one starts another.
-                     st->wait_listener.reset();
-                     st->wait_cut.reset();
-                     st->listening = false;
-                     for (auto& [key, w] : st->waiters.waiting) {
-                       w->poked = true;
-                       w->timer.cancel();
-                     }
+                     forget_wait_listener(*st);
                      if (!st->stopping)
                        st->report(severity::warning, "listener", "",
                                   "the listener of this engine's waits stopped: " +
