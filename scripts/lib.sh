@@ -11,10 +11,11 @@
 #                                                the environment.
 #   * else start a throwaway PostgreSQL 15 cluster under <build dir>/pg on 127.0.0.1, export
 #     DURABLE_DATABASE_URL=postgresql://durable:durable-test-pw@127.0.0.1:PORT/durable_test and
-#     DURABLE_TEST_RESTART_CMD (a shell command line that restarts it synchronously), and stop it
-#     again when the calling script exits, fails or is interrupted.
-#   With an external server DURABLE_TEST_RESTART_CMD is left alone: we never set it, so tests that
-#   restart the server are skipped unless the caller exported a command of their own.
+#     DURABLE_TEST_RESTART_CMD (a shell command line that restarts it synchronously; its halves
+#     DURABLE_TEST_STOP_CMD and DURABLE_TEST_START_CMD), and stop it again when the calling
+#     script exits, fails or is interrupted.
+#   With an external server these are left alone: we never set them, so tests that restart or
+#   stop the server are skipped unless the caller exported commands of their own.
 
 DURABLE_ROOT="$(pwd -P)"
 DURABLE_PG_BIN="${DURABLE_PG_BIN:-/usr/lib/postgresql/15/bin}"
@@ -183,6 +184,20 @@ durable__on_signal() {
   exit "$1"
 }
 
+# durable__pg_ctl_line DIR ACTION [pg_ctl args...]: a shell command line that runs `pg_ctl ACTION`
+# on the cluster in DIR synchronously, as the server's owner.
+durable__pg_ctl_line() {
+  local dir="$1" action="$2" line
+  shift 2
+  line="$(printf '%q ' "$DURABLE_PG_BIN/pg_ctl" "$action" -D "$dir/data" -l "$dir/server.log" \
+    "$@" -w -s -t 60)"
+  if ((EUID == 0)); then
+    printf '%s' "cd / && runuser -u $DURABLE_PG_USER -- ${line% }"
+  else
+    printf '%s' "cd / && ${line% }"
+  fi
+}
+
 # The cluster directory for BUILD_DIR. When root, the server runs as $DURABLE_PG_USER, which must be
 # able to reach the directory; if some parent is not searchable by others (a checkout under /root,
 # say), fall back to a fixed per-build-dir location under /tmp.
@@ -233,7 +248,8 @@ durable_start_db() {
     source "$dir/durable.env"
     if PGCONNECT_TIMEOUT=5 "$DURABLE_PG_BIN/psql" -X -q -A -t "$DURABLE_DATABASE_URL" -c 'SELECT 1' \
          >/dev/null 2>&1; then
-      export DURABLE_DATABASE_URL DURABLE_TEST_RESTART_CMD
+      export DURABLE_DATABASE_URL DURABLE_TEST_RESTART_CMD DURABLE_TEST_STOP_CMD \
+        DURABLE_TEST_START_CMD
       durable_log "PostgreSQL 15 kept from an earlier run (cluster $dir)"
       return 0
     fi
@@ -301,20 +317,19 @@ EOF
     durable_die "could not create database durable_test"
   fi
 
-  local restart
-  restart="$(printf '%q ' "$DURABLE_PG_BIN/pg_ctl" restart -D "$dir/data" -l "$dir/server.log" \
-    -m fast -w -s -t 60)"
-  if ((EUID == 0)); then
-    restart="cd / && runuser -u $DURABLE_PG_USER -- ${restart% }"
-  else
-    restart="cd / && ${restart% }"
-  fi
-  export DURABLE_TEST_RESTART_CMD="$restart"
+  # Commands for the cases that take the server away (a shell command line each, synchronous):
+  # a restart, and its two halves for a case that acts while the server is down.
+  DURABLE_TEST_RESTART_CMD="$(durable__pg_ctl_line "$dir" restart -m fast)"
+  DURABLE_TEST_STOP_CMD="$(durable__pg_ctl_line "$dir" stop -m fast)"
+  DURABLE_TEST_START_CMD="$(durable__pg_ctl_line "$dir" start)"
+  export DURABLE_TEST_RESTART_CMD DURABLE_TEST_STOP_CMD DURABLE_TEST_START_CMD
   if [[ "${DURABLE_KEEP_DB:-0}" == 1 ]]; then
     DURABLE_PG_STARTED=0  # nothing stops it at exit
     {
       printf 'DURABLE_DATABASE_URL=%q\n' "$DURABLE_DATABASE_URL"
       printf 'DURABLE_TEST_RESTART_CMD=%q\n' "$DURABLE_TEST_RESTART_CMD"
+      printf 'DURABLE_TEST_STOP_CMD=%q\n' "$DURABLE_TEST_STOP_CMD"
+      printf 'DURABLE_TEST_START_CMD=%q\n' "$DURABLE_TEST_START_CMD"
     } >"$dir/durable.env"
   fi
   durable_log "PostgreSQL 15 on 127.0.0.1:$port (cluster $dir)"

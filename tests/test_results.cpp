@@ -11,6 +11,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <thread>
 
 #include <asio/experimental/awaitable_operators.hpp>
 
@@ -137,6 +140,16 @@ struct results {
           });
   }
 };
+
+/// Runs a shell command line (the server's stop or start, from scripts/lib.sh) on a thread of
+/// its own, so that the engine's event loop goes on meanwhile; returns its exit status.
+asio::awaitable<int> run_command(const std::string& line) {
+  std::atomic<int> code{-1};
+  std::thread t([&] { code = std::system(line.c_str()); });
+  while (code < 0) co_await test::sleep_ms(20);
+  t.join();
+  co_return code.load();
+}
 
 }  // namespace
 
@@ -370,6 +383,123 @@ TEST_CASE("push_results off (the default): result() polls, marks nothing and sta
     // Nothing was marked: no NOTIFY for these ends.
     const long marked = co_await awaited_count(*c, schema);
     CHECK(marked == 0);
+    co_await eng.shutdown();
+  }());
+}
+
+TEST_CASE("result(timeout) ends with result_timeout naming the status, and the wait can resume",
+          "[results][process]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("told_timeout");
+  migrate(schema);
+  executor_process runs;
+  start_waiters(runs, schema, "t-", 1);
+  test::run([&]() -> asio::awaitable<void> {
+    const auto ex = co_await asio::this_coro::executor;
+    engine eng(ex, client_options(schema));
+    auto h = eng.handle("t-0");
+    std::string what;
+    bool unreachable = true;
+    try {
+      (void)co_await h.result<std::string>(200ms);
+    } catch (const durable::result_timeout& e) {
+      what = e.what();
+      unreachable = e.database_unreachable();
+      CHECK(e.workflow_id() == "t-0");
+    }
+    CHECK_THAT(what, Catch::Contains("workflow 't-0' did not end within 200 ms: it is still "));
+    CHECK_THAT(what, Catch::Contains("nothing was changed"));
+    CHECK_FALSE(unreachable);
+    // Nothing of the wait is left, and a later result() gets the end.
+    auto c = co_await pg::connection::connect(test::conninfo());
+    const bool gone = co_await listeners_become(*c, schema, 0);
+    CHECK(gone);
+    results r(1);
+    r.spawn(eng, ex, "t-");
+    const bool listening = co_await listeners_become(*c, schema, 1);
+    CHECK(listening);
+    (void)co_await eng.send("t-0", "go", std::string("in time"));
+    const bool back = co_await r.back(1);
+    CHECK(back);
+    CHECK(r.got[0] == "in time");
+    // A result() within a limit of an ended workflow returns at once, as without one.
+    const std::string again = co_await h.result<std::string>(0ms);
+    CHECK(again == "in time");
+    co_await eng.shutdown();
+  }());
+}
+
+TEST_CASE("result() waits through a server stop and start, result(timeout) names the outage",
+          "[results][process][restart][serial]") {
+  const char* stop = std::getenv("DURABLE_TEST_STOP_CMD");
+  const char* start = std::getenv("DURABLE_TEST_START_CMD");
+  if (!stop || !*stop || !start || !*start) {
+    WARN(
+        "DURABLE_TEST_STOP_CMD / DURABLE_TEST_START_CMD are not set (external server): "
+        "skipping the stop-and-start test");
+    return;
+  }
+  probe.reset();
+  const auto schema = test::fresh_schema("told_restart");
+  migrate(schema);
+  executor_process runs;
+  start_waiters(runs, schema, "x-", 2);
+  test::run([&]() -> asio::awaitable<void> {
+    const auto ex = co_await asio::this_coro::executor;
+    auto o = client_options(schema);
+    std::vector<std::string> warned, recovered;  // the client's "result" events
+    o.on_event = [&](const durable::event& e) {
+      if (e.component != "result") return;
+      (e.level >= durable::severity::warning ? warned : recovered).emplace_back(e.message);
+    };
+    engine eng(ex, o);
+    results r(1);
+    r.spawn(eng, ex, "x-");
+    auto c = co_await pg::connection::connect(test::conninfo());
+    const bool marked = co_await eventually([&]() -> asio::awaitable<bool> {
+      co_return co_await awaited_count(*c, schema) == 1 &&
+          co_await result_listeners(*c, schema) == 1;
+    });
+    REQUIRE(marked);
+    c.reset();
+    // The server stops. The client's listener fails and wakes the waiter, whose read finds no
+    // server: it reports that once and waits on, reading again with backoff.
+    const int stopped = co_await run_command(stop);
+    REQUIRE(stopped == 0);
+    const bool told_of_it = co_await eventually(
+        [&]() -> asio::awaitable<bool> { co_return !warned.empty() || !r.errors.empty(); });
+    CHECK(told_of_it);
+    CHECK(r.errors.empty());
+    CHECK(r.done() == 0);
+    // A result() with a limit meanwhile ends with a result_timeout that says why.
+    std::string what;
+    bool unreachable = false;
+    try {
+      (void)co_await eng.handle("x-1").result<std::string>(300ms);
+    } catch (const durable::result_timeout& e) {
+      what = e.what();
+      unreachable = e.database_unreachable();
+    }
+    CHECK(unreachable);
+    CHECK_THAT(what, Catch::Contains("workflow 'x-1' did not end within 300 ms: the database has "
+                                     "not answered for "));
+    // The server starts again: the waiter reads, is marked again, and is told of the end.
+    const int started = co_await run_command(start);
+    REQUIRE(started == 0);
+    c = co_await pg::connection::connect(test::conninfo());
+    const bool listens = co_await listeners_become(*c, schema, 1);
+    CHECK(listens);
+    (void)co_await eng.send("x-0", "go", std::string("after the restart"));
+    const bool back = co_await r.back(1);
+    CHECK(back);
+    CHECK(r.errors.empty());
+    CHECK(r.got[0] == "after the restart");
+    INFO("warnings: " << warned.size() << ", recoveries: " << recovered.size());
+    REQUIRE(warned.size() == 1);  // once for the outage, not once per read
+    CHECK_THAT(warned[0], Catch::Contains("result() could not read workflow"));
+    CHECK_THAT(warned[0], Catch::Contains("it waits for the database"));
+    REQUIRE(recovered.size() == 1);
+    CHECK_THAT(recovered[0], Catch::Contains("without an answer from the database"));
     co_await eng.shutdown();
   }());
 }

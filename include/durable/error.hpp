@@ -115,6 +115,21 @@ public:
   using workflow_error::workflow_error;
 };
 
+/// result(timeout) passed its timeout before the workflow ended. Nothing changed: wait again,
+/// or look at the workflow. `database_unreachable()` says whether the database was not
+/// answering when the time ran out (a restart, a failover: result() reconnects with backoff
+/// while it waits); `what()` gives the last status read, or since when and why the database does
+/// not answer.
+class result_timeout : public workflow_error {
+public:
+  result_timeout(std::string workflow_id, const std::string& what, bool database_unreachable)
+      : workflow_error(std::move(workflow_id), what), unreachable_(database_unreachable) {}
+  [[nodiscard]] bool database_unreachable() const noexcept { return unreachable_; }
+
+private:
+  bool unreachable_;
+};
+
 /// Replay found the code asking for a different step than the journal holds at that
 /// position: the workflow's code changed while it was in flight (I5). The workflow is
 /// parked for an operator; it is not retried and never handed a wrong value.

@@ -5,6 +5,7 @@
 
 #include <asio/any_io_executor.hpp>
 #include <asio/awaitable.hpp>
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <string>
@@ -20,8 +21,13 @@
 #include "durable/detail/type_name.hpp"
 #include "durable/error.hpp"
 #include "durable/options.hpp"
+#include "durable/retry.hpp"
 
 namespace durable {
+
+namespace detail {
+struct result_wait;  // engine_state.hpp
+}  // namespace detail
 
 /// Refers to one workflow by id; cheap to copy. Works for workflows running anywhere: the
 /// outcome is read from the database.
@@ -51,11 +57,26 @@ public:
   /// type and message it threw), workflow_dead_letter (a step failed for good and the
   /// workflow did not handle it), workflow_cancelled, workflow_parked (with the reason), or
   /// nondeterminism_error.
+  ///
+  /// While the database does not answer (a restart, a failover with no primary yet) it waits
+  /// on: it reads again with backoff (10 ms doubling to 1 s) and reports the outage once as a
+  /// warning event. A refusal by the server (a permission, a missing schema) is thrown at once.
   template <class R = void, class CompletionToken = detail::default_token>
+    requires detail::completion_token_for<CompletionToken, R>
   [[nodiscard]] auto result(CompletionToken&& token = {}) const {
+    return result<R>(forever, std::forward<CompletionToken>(token));
+  }
+
+  /// result(), waiting at most `timeout`: then throws result_timeout, which says the status
+  /// last read, or that (and since when) the database has not answered. Nothing changes: wait
+  /// again, or look at the workflow. (`forever`: no limit. A limit under a second still lets
+  /// the first read answer, up to a second: result(0ms) of an ended workflow returns it.)
+  template <class R = void, class CompletionToken = detail::default_token>
+  [[nodiscard]] auto result(std::chrono::milliseconds timeout, CompletionToken&& token = {}) const {
     return detail::launch<R>(
         executor(), std::forward<CompletionToken>(token),
-        [&] { return decode_output<R>(wait_output()); }, [&] { return result_of<R>(*this); });
+        [&] { return decode_output<R>(wait_output(timeout)); },
+        [&] { return result_of<R>(*this, timeout); });
   }
 
 private:
@@ -65,8 +86,8 @@ private:
     co_return co_await self.status_impl();
   }
   template <class R>
-  static asio::awaitable<R> result_of(workflow_handle self) {
-    co_return co_await self.decode_output<R>(self.wait_output_impl());
+  static asio::awaitable<R> result_of(workflow_handle self, std::chrono::milliseconds timeout) {
+    co_return co_await self.decode_output<R>(self.wait_output_within(timeout));
   }
   template <class R>
   asio::awaitable<R> decode_output(asio::awaitable<std::string> wait) const {
@@ -89,8 +110,12 @@ private:
           "workflow_handle: this handle refers to no workflow (it was default-constructed)");
     return s_->ex;
   }
-  DURABLE_DECL asio::awaitable<std::string> wait_output() const;
-  DURABLE_DECL asio::awaitable<std::string> wait_output_impl() const;
+  // wait_output: on the engine's strand; wait_output_within: where it is called (on it).
+  DURABLE_DECL asio::awaitable<std::string> wait_output(std::chrono::milliseconds timeout) const;
+  DURABLE_DECL asio::awaitable<std::string> wait_output_within(
+      std::chrono::milliseconds timeout) const;
+  DURABLE_DECL asio::awaitable<std::string> wait_output_impl(
+      std::shared_ptr<detail::result_wait> progress) const;
   DURABLE_DECL asio::awaitable<workflow_status> status_hop() const;
   DURABLE_DECL asio::awaitable<workflow_status> status_impl() const;
   std::shared_ptr<detail::engine_state> s_;

@@ -312,26 +312,21 @@ namespace {
 
 // Plain functions, not coroutine lambdas (GCC 12: see docs/concepts.md).
 
-/// result(): told of the end (the session's engine has push_results on), or polling where no
-/// notification can arrive. An end other than success throws a workflow_error: the row says it.
-asio::awaitable<void> await_end(durable::workflow_handle h) {
+/// result() within `timeout_s` (< 0: no limit): nullopt once the workflow ended, else what the
+/// timeout said (the status last read, or that the database has not answered).
+asio::awaitable<std::optional<durable::result_timeout>> await_end_within(durable::workflow_handle h,
+                                                                         double timeout_s) {
+  const auto limit =
+      timeout_s < 0
+          ? durable::forever
+          : std::chrono::ceil<std::chrono::milliseconds>(std::chrono::duration<double>(timeout_s));
   try {
-    (void)co_await h.result<nlohmann::json>();
-  } catch (const durable::workflow_error&) {
+    (void)co_await h.result<nlohmann::json>(limit);
+  } catch (const durable::result_timeout& late) {
+    co_return late;
+  } catch (const durable::workflow_error&) {  // it ended otherwise than in success
   }
-}
-
-asio::awaitable<bool> await_end_within(durable::workflow_handle h, double timeout_s) {
-  using namespace asio::experimental::awaitable_operators;
-  if (timeout_s < 0) {
-    co_await await_end(std::move(h));
-    co_return true;
-  }
-  asio::steady_timer timer(co_await asio::this_coro::executor,
-                           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                               std::chrono::duration<double>(timeout_s)));
-  const auto first = co_await (await_end(std::move(h)) || timer.async_wait(asio::use_awaitable));
-  co_return first.index() == 0;
+  co_return std::nullopt;
 }
 
 }  // namespace
@@ -339,7 +334,11 @@ asio::awaitable<bool> await_end_within(durable::workflow_handle h, double timeou
 void wait_for_end(session& s, const std::string& id, double timeout_s,
                   const std::string& timeout_text) {
   if (!s.record_of(id)) s.unknown(id);
-  if (run(s.io, await_end_within(s.eng.handle(id), timeout_s))) return;
+  const auto late = run(s.io, await_end_within(s.eng.handle(id), timeout_s));
+  if (!late) return;
+  if (late->database_unreachable())  // result() waited through the outage until the timeout
+    throw failure(database_trouble, "'" + one_line(id) + "' was awaited for " +
+                                        one_line(timeout_text) + ", but " + one_line(late->what()));
   const auto status = s.status_of(id);
   if (!status) s.unknown(id);  // deleted while it was awaited
   throw failure(not_done, "'" + one_line(id) + "' is still " + *status + " after " +

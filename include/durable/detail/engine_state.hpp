@@ -101,6 +101,20 @@ struct workflow_registry {
   std::string versions = "{}";  // options.run_versions as a text[] literal (set by the engine)
 };
 
+/// What one result() wait has seen, for its result_timeout's message: whether it has read yet,
+/// the status it last read and, while its reads fail (the database restarts, fails over), since
+/// when and why.
+struct result_wait {
+  explicit result_wait(const asio::any_io_executor& ex)
+      : first_look(ex, asio::steady_timer::time_point::max()) {}
+  // Cancelled once the first read has answered or failed: a limit ends no wait before that.
+  asio::steady_timer first_look;
+  bool looked = false;
+  std::string status;  // empty: not read yet
+  std::optional<std::chrono::steady_clock::time_point> failing_since;
+  std::string failure;
+};
+
 /// The engine's life and its background parts. open() sets `opened` and starts the parts under
 /// the supervisor, which keeps `tasks`; shutdown() sets `stopping` and cancels the tasks, the
 /// sleepers (pauses of the parts, waits that shutdown cuts short) and the maintenance timer.
@@ -116,7 +130,8 @@ struct lifecycle_state {
   // io_context no work.
   bool listener_started = false;
   bool listening = false;
-  bool push_unavailable = false;  // push_results on, but the schema predates migration 15
+  bool push_unavailable = false;      // push_results on, but the schema predates migration 15
+  bool result_reads_failing = false;  // result()'s reads fail now: reported once until one works
   std::size_t remote_waits = 0;
   std::shared_ptr<asio::cancellation_signal> wait_listener;
   std::shared_ptr<bool> wait_cut;

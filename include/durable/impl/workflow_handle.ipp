@@ -2,6 +2,12 @@
 // reading a workflow's status and waiting for its end.
 #pragma once
 
+#include <algorithm>
+#include <asio/experimental/awaitable_operators.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/this_coro.hpp>
+#include <chrono>
+
 #include "durable/detail/runtime/parts.ipp"
 
 namespace durable {
@@ -46,7 +52,43 @@ inline std::optional<std::string> ended_with(const std::string& id, const std::s
 
 }  // namespace detail
 
-DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl() const {
+namespace detail {
+
+/// Seconds with one decimal ("4.8 s") for messages.
+inline std::string seconds_text(std::chrono::steady_clock::duration d) {
+  const auto tenths = std::chrono::duration_cast<std::chrono::milliseconds>(d).count() / 100;
+  return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " s";
+}
+
+/// A read of result() failed on the way to the database (`e` is transient): noted in `w` for a
+/// result_timeout, and reported once for the engine until a read works again.
+inline void result_read_failed(engine_state& s, const std::string& id, result_wait& w,
+                               const std::exception& e) {
+  if (!w.failing_since) w.failing_since = std::chrono::steady_clock::now();
+  w.failure = describe_io_failure(e);
+  if (s.result_reads_failing) return;
+  s.result_reads_failing = true;
+  s.report(severity::warning, "result", id,
+           "result() could not read workflow '" + id + "': " + w.failure +
+               "; it waits for the database and reads again with backoff (10 ms to 1 s)");
+}
+
+/// A read of result() worked: the outage it was in, if any, is over.
+inline void result_read_worked(engine_state& s, const std::string& id, result_wait& w) {
+  if (w.failing_since && s.result_reads_failing) {
+    s.result_reads_failing = false;
+    s.report(severity::info, "result", id,
+             "result() reads again after " +
+                 seconds_text(std::chrono::steady_clock::now() - *w.failing_since) +
+                 " without an answer from the database");
+  }
+  w.failing_since.reset();
+}
+
+}  // namespace detail
+
+DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl(
+    std::shared_ptr<detail::result_wait> progress) const {
   auto s = s_;
   // A workflow of another process: its end is told on the result channel once result() has
   // marked it awaited (migration 15). The waiter is registered before the first read, and the
@@ -57,6 +99,7 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl() co
   const bool pushable = s->options.push_results && id_.size() < 7900;
   bool marked = false;
   int backoff = 0;  // polls since the last wait for a notification: 1 ms, doubling to 500 ms
+  int unanswered_reads = 0;  // reads in a row the database did not answer
   for (;;) {
     if (auto outcome = told.take_told(); outcome && outcome->size() > 1) {
       // The outcome came with the notification: 's' and the output, or 'f' and the error.
@@ -70,7 +113,8 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl() co
     // The read below is newer than any poke so far (a listener's "look again", an end told
     // without its outcome): only one that comes during or after it wakes the next wait.
     told.forget_pokes();
-    {
+    std::exception_ptr unanswered;  // a read the database did not answer
+    try {
       auto c = co_await s->pool.acquire();
       // Mark it once the listener listens (a mark while it does not would only cost a NOTIFY
       // nobody hears), unless it runs here, where its end is a local signal.
@@ -98,8 +142,32 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl() co
         auto get = s->st.workflow_get(id_);
         r = co_await store::fetch_one(*c, std::move(get));
       }
+    } catch (const pg::error& e) {
+      // The way to the database failed (a restart, a failover with no primary yet): wait for
+      // it, unless this wait was cancelled or the server refused the statement.
+      if (detail::classify(e) == detail::io_verdict::permanent || s->stopping) throw;
+      detail::result_read_failed(*s, id_, *progress, e);
+      unanswered = std::current_exception();
     }
+    if (!progress->looked) {
+      progress->looked = true;
+      progress->first_look.cancel();
+    }
+    if (unanswered) {
+      const auto cs = co_await asio::this_coro::cancellation_state;
+      if (cs.cancelled() != asio::cancellation_type::none) std::rethrow_exception(unanswered);
+      // A failover may have lost the mark (an asynchronous standby): mark it again once read.
+      marked = false;
+      const int exponent = std::min(unanswered_reads, 7);
+      ++unanswered_reads;
+      // The listener's reconnect pokes this wait: it reads at once when the server is back.
+      co_await told.wait(std::chrono::milliseconds(std::min(10 << exponent, 1000)));
+      continue;
+    }
+    unanswered_reads = 0;
+    detail::result_read_worked(*s, id_, *progress);
     if (!r) throw error("workflow '" + id_ + "' does not exist");
+    progress->status = r->status;
     if (auto out = detail::ended_with(id_, r->status, r->reason, r->output, r->error))
       co_return std::move(*out);
     if (auto it = s->running.find(id_); it != s->running.end()) {
@@ -129,8 +197,61 @@ DURABLE_DECL asio::awaitable<workflow_status> workflow_handle::status_hop() cons
   return detail::on_strand(s_, status_impl());
 }
 
-DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output() const {
-  return detail::on_strand(s_, wait_output_impl());
+namespace detail {
+
+/// result(timeout)'s limit: `limit` from now; but a limit under a second does not end a wait
+/// before its first read answered or failed, or the second passed (so that result(0ms) of an
+/// ended workflow returns it).
+inline asio::awaitable<void> result_limit(std::shared_ptr<result_wait> progress,
+                                          std::chrono::milliseconds limit) {
+  using namespace asio::experimental::awaitable_operators;
+  constexpr std::chrono::milliseconds first_read_allowance = std::chrono::seconds(1);
+  asio::steady_timer t(co_await asio::this_coro::executor, limit);
+  co_await t.async_wait(asio::use_awaitable);
+  if (progress->looked || limit >= first_read_allowance) co_return;
+  t.expires_after(first_read_allowance - limit);
+  asio::error_code looked, passed;
+  auto first_read =
+      progress->first_look.async_wait(asio::redirect_error(asio::use_awaitable, looked));
+  auto allowance = t.async_wait(asio::redirect_error(asio::use_awaitable, passed));
+  auto race = std::move(first_read) || std::move(allowance);
+  (void)co_await std::move(race);
+}
+
+}  // namespace detail
+
+DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_within(
+    std::chrono::milliseconds timeout) const {
+  using namespace asio::experimental::awaitable_operators;
+  auto progress = std::make_shared<detail::result_wait>(s_->ex);
+  if (timeout == forever) co_return co_await wait_output_impl(progress);
+  auto wait = wait_output_impl(progress);
+  auto limit = detail::result_limit(progress, std::max(timeout, std::chrono::milliseconds::zero()));
+  auto race = std::move(wait) || std::move(limit);
+  auto first = co_await std::move(race);
+  if (first.index() == 0) co_return std::move(std::get<0>(first));
+  const std::string what =
+      "workflow '" + id_ + "' did not end within " +
+      std::to_string(std::max(timeout, std::chrono::milliseconds::zero()).count()) + " ms";
+  if (progress->failing_since)
+    throw result_timeout(
+        id_,
+        what + ": the database has not answered for " +
+            detail::seconds_text(std::chrono::steady_clock::now() - *progress->failing_since) +
+            " (" + progress->failure +
+            "); nothing was changed: wait again once the database is back",
+        true);
+  throw result_timeout(
+      id_,
+      what + ": it is " +
+          (progress->status.empty() ? std::string("not read yet") : "still " + progress->status) +
+          "; nothing was changed: wait again, or see 'durable show " + id_ + "'",
+      false);
+}
+
+DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output(
+    std::chrono::milliseconds timeout) const {
+  return detail::on_strand(s_, wait_output_within(timeout));
 }
 
 }  // namespace durable
