@@ -15,6 +15,9 @@
 #include <cstdlib>
 #include <thread>
 
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/detached.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
 
 #include "support/primitives.hpp"
@@ -140,6 +143,18 @@ struct results {
           });
   }
 };
+
+/// Waits for an event "x-0" never publishes, noting in `state` how the wait ended.
+asio::awaitable<void> watch_event(engine& eng, std::string& state) {
+  try {
+    const auto v = co_await eng.get_event<std::string>("x-0", "never");
+    state = v ? "a value" : "nullopt";
+  } catch (const pg::error& e) {
+    state = std::string("a database error: ") + e.what();
+  } catch (const std::exception& e) {
+    state = std::string("ended: ") + e.what();
+  }
+}
 
 /// Runs a shell command line (the server's stop or start, from scripts/lib.sh) on a thread of
 /// its own, so that the engine's event loop goes on meanwhile; returns its exit status.
@@ -447,9 +462,9 @@ TEST_CASE("result() waits through a server stop and start, result(timeout) names
   test::run([&]() -> asio::awaitable<void> {
     const auto ex = co_await asio::this_coro::executor;
     auto o = client_options(schema);
-    std::vector<std::string> warned, recovered;  // the client's "result" events
+    std::vector<std::string> warned, recovered;  // the client's "wait" events
     o.on_event = [&](const durable::event& e) {
-      if (e.component != "result") return;
+      if (e.component != "wait") return;
       (e.level >= durable::severity::warning ? warned : recovered).emplace_back(e.message);
     };
     engine eng(ex, o);
@@ -462,6 +477,11 @@ TEST_CASE("result() waits through a server stop and start, result(timeout) names
     });
     REQUIRE(marked);
     c.reset();
+    // A get_event from outside waits through the outage too.
+    std::string event_wait = "waiting";
+    asio::cancellation_signal stop_event_wait;
+    asio::co_spawn(ex, watch_event(eng, event_wait),
+                   asio::bind_cancellation_slot(stop_event_wait.slot(), asio::detached));
     // The server stops. The client's listener fails and wakes the waiter, whose read finds no
     // server: it reports that once and waits on, reading again with backoff.
     const int stopped = co_await run_command(stop);
@@ -483,6 +503,16 @@ TEST_CASE("result() waits through a server stop and start, result(timeout) names
     CHECK(unreachable);
     CHECK_THAT(what, Catch::Contains("workflow 'x-1' did not end within 300 ms: the database has "
                                      "not answered for "));
+    // So does a get_event whose limit passes meanwhile: the database's error, not "not published".
+    std::string event_error;
+    try {
+      (void)co_await eng.get_event<std::string>("x-1", "never", 300ms);
+      event_error = "none: it returned";
+    } catch (const pg::error& e) {
+      event_error = e.what();
+    }
+    CHECK_FALSE(event_error.empty());
+    CHECK(event_error != "none: it returned");
     // The server starts again: the waiter reads, is marked again, and is told of the end.
     const int started = co_await run_command(start);
     REQUIRE(started == 0);
@@ -494,12 +524,19 @@ TEST_CASE("result() waits through a server stop and start, result(timeout) names
     CHECK(back);
     CHECK(r.errors.empty());
     CHECK(r.got[0] == "after the restart");
+    CHECK(event_wait == "waiting");
+    stop_event_wait.emit(asio::cancellation_type::terminal);
+    const bool event_wait_ended =
+        co_await eventually([&]() -> asio::awaitable<bool> { co_return event_wait != "waiting"; });
+    CHECK(event_wait_ended);
+    CHECK_THAT(event_wait, Catch::StartsWith("ended: "));  // cancelled, not failed
     INFO("warnings: " << warned.size() << ", recoveries: " << recovered.size());
-    REQUIRE(warned.size() == 1);  // once for the outage, not once per read
-    CHECK_THAT(warned[0], Catch::Contains("result() could not read workflow"));
+    REQUIRE(warned.size() == 1);  // once for the outage, not once per read or per wait
+    CHECK_THAT(warned[0], Catch::Contains("could not read workflow"));
     CHECK_THAT(warned[0], Catch::Contains("it waits for the database"));
     REQUIRE(recovered.size() == 1);
     CHECK_THAT(recovered[0], Catch::Contains("without an answer from the database"));
+    INFO(warned[0] << " / " << recovered[0]);
     co_await eng.shutdown();
   }());
 }

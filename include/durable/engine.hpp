@@ -286,6 +286,8 @@ public:
 
   /// The value workflow `workflow_id` published under `key` (ctx.set_event), waiting up to
   /// `timeout` (forever when not given) for it to be published; nullopt if it was not by then.
+  /// While the database does not answer it reads again with backoff; if the timeout passes
+  /// then, the last connection error is thrown (docs/primitives.md).
   template <class T, class CompletionToken = detail::default_token>
   [[nodiscard]] auto get_event(std::string workflow_id, std::string key,
                                std::chrono::milliseconds timeout, CompletionToken&& token = {}) {

@@ -130,8 +130,10 @@ struct lifecycle_state {
   // io_context no work.
   bool listener_started = false;
   bool listening = false;
-  bool push_unavailable = false;      // push_results on, but the schema predates migration 15
-  bool result_reads_failing = false;  // result()'s reads fail now: reported once until one works
+  bool push_unavailable = false;  // push_results on, but the schema predates migration 15
+  // Reads of waits for other processes' workflows (result(), get_event) fail now: reported
+  // once until one works.
+  bool wait_reads_failing = false;
   std::size_t remote_waits = 0;
   std::shared_ptr<asio::cancellation_signal> wait_listener;
   std::shared_ptr<bool> wait_cut;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "durable/detail/runtime/parts.ipp"
+#include "durable/impl/workflow_handle.ipp"
 
 namespace durable {
 namespace detail {
@@ -264,18 +265,38 @@ DURABLE_DECL asio::awaitable<std::optional<std::string>> engine::get_event_on_st
   const std::string poke_key = "e:" + workflow_id;
   detail::waiter_registry::entry poke(&s->waiters, poke_key, s->ex);
   const detail::remote_wait listening(s);
+  const std::string what = "get_event('" + key + "')";
+  detail::result_wait reads(s->ex);
+  int unanswered_reads = 0;
   for (;;) {
-    {
+    // A read the database did not answer (a restart, a failover): the wait goes on, and only a
+    // deadline that passes while it does not answer throws (this error).
+    std::exception_ptr unanswered;
+    try {
       auto q = s->st.event_get(workflow_id, key);
       auto c = co_await s->pool.acquire();
       auto v = co_await store::fetch_one(*c, std::move(q));
+      detail::wait_read_worked(*s, what, workflow_id, reads);
+      unanswered_reads = 0;
       if (v) co_return std::move(v->json);
+    } catch (const pg::error& e) {
+      if (detail::classify(e) == detail::io_verdict::permanent || s->stopping) throw;
+      detail::wait_read_failed(*s, what, workflow_id, reads, e);
+      unanswered = std::current_exception();
     }
-    auto wait = s->options.poll_interval;
+    if (unanswered) {
+      const auto cs = co_await asio::this_coro::cancellation_state;
+      if (cs.cancelled() != asio::cancellation_type::none) std::rethrow_exception(unanswered);
+    }
+    auto wait =
+        unanswered ? detail::unanswered_pause(++unanswered_reads) : s->options.poll_interval;
     if (timeout != forever) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
           start + timeout - std::chrono::steady_clock::now());
-      if (left.count() <= 0) co_return std::nullopt;
+      if (left.count() <= 0) {
+        if (unanswered) std::rethrow_exception(unanswered);
+        co_return std::nullopt;
+      }
       wait = std::min(wait, left);
     }
     // A notification pokes the wait; polling covers for lost ones (and for engines whose

@@ -60,29 +60,37 @@ inline std::string seconds_text(std::chrono::steady_clock::duration d) {
   return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " s";
 }
 
-/// A read of result() failed on the way to the database (`e` is transient): noted in `w` for a
-/// result_timeout, and reported once for the engine until a read works again.
-inline void result_read_failed(engine_state& s, const std::string& id, result_wait& w,
-                               const std::exception& e) {
+/// A read of a wait for another process's workflow (`what`: "result()", "get_event('k')")
+/// failed on the way to the database (`e` is transient): noted in `w`, and reported once for the
+/// engine (component "wait") until a read works again.
+inline void wait_read_failed(engine_state& s, std::string_view what, const std::string& id,
+                             result_wait& w, const std::exception& e) {
   if (!w.failing_since) w.failing_since = std::chrono::steady_clock::now();
   w.failure = describe_io_failure(e);
-  if (s.result_reads_failing) return;
-  s.result_reads_failing = true;
-  s.report(severity::warning, "result", id,
-           "result() could not read workflow '" + id + "': " + w.failure +
+  if (s.wait_reads_failing) return;
+  s.wait_reads_failing = true;
+  s.report(severity::warning, "wait", id,
+           std::string(what) + " could not read workflow '" + id + "': " + w.failure +
                "; it waits for the database and reads again with backoff (10 ms to 1 s)");
 }
 
-/// A read of result() worked: the outage it was in, if any, is over.
-inline void result_read_worked(engine_state& s, const std::string& id, result_wait& w) {
-  if (w.failing_since && s.result_reads_failing) {
-    s.result_reads_failing = false;
-    s.report(severity::info, "result", id,
-             "result() reads again after " +
+/// A read of such a wait worked: the outage it was in, if any, is over.
+inline void wait_read_worked(engine_state& s, std::string_view what, const std::string& id,
+                             result_wait& w) {
+  if (w.failing_since && s.wait_reads_failing) {
+    s.wait_reads_failing = false;
+    s.report(severity::info, "wait", id,
+             std::string(what) + " reads again after " +
                  seconds_text(std::chrono::steady_clock::now() - *w.failing_since) +
                  " without an answer from the database");
   }
   w.failing_since.reset();
+}
+
+/// The pause before a wait reads again after `failed` reads in a row went unanswered: 10 ms,
+/// doubling up to 1 s.
+inline std::chrono::milliseconds unanswered_pause(int failed) {
+  return std::chrono::milliseconds(std::min(10 << std::min(std::max(failed - 1, 0), 7), 1000));
 }
 
 }  // namespace detail
@@ -146,7 +154,7 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl(
       // The way to the database failed (a restart, a failover with no primary yet): wait for
       // it, unless this wait was cancelled or the server refused the statement.
       if (detail::classify(e) == detail::io_verdict::permanent || s->stopping) throw;
-      detail::result_read_failed(*s, id_, *progress, e);
+      detail::wait_read_failed(*s, "result()", id_, *progress, e);
       unanswered = std::current_exception();
     }
     if (!progress->looked) {
@@ -158,14 +166,14 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl(
       if (cs.cancelled() != asio::cancellation_type::none) std::rethrow_exception(unanswered);
       // A failover may have lost the mark (an asynchronous standby): mark it again once read.
       marked = false;
-      const int exponent = std::min(unanswered_reads, 7);
-      ++unanswered_reads;
       // The listener's reconnect pokes this wait: it reads at once when the server is back.
-      co_await told.wait(std::chrono::milliseconds(std::min(10 << exponent, 1000)));
+      ++unanswered_reads;  // (counted apart: Clang's -Wunsequenced in a co_await expression)
+      const auto pause = detail::unanswered_pause(unanswered_reads);
+      co_await told.wait(pause);
       continue;
     }
     unanswered_reads = 0;
-    detail::result_read_worked(*s, id_, *progress);
+    detail::wait_read_worked(*s, "result()", id_, *progress);
     if (!r) throw error("workflow '" + id_ + "' does not exist");
     progress->status = r->status;
     if (auto out = detail::ended_with(id_, r->status, r->reason, r->output, r->error))
