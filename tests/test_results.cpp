@@ -144,6 +144,19 @@ struct results {
   }
 };
 
+/// result(limit) of workflow `id`, noting in `state` how it ended.
+asio::awaitable<void> await_within(engine& eng, std::string id, std::chrono::milliseconds limit,
+                                   std::string& state) {
+  try {
+    const std::string v = co_await eng.handle(id).result<std::string>(limit);
+    state = "returned: " + v;
+  } catch (const workflow_failed& e) {
+    state = "failed: " + e.error_message();
+  } catch (const std::exception& e) {
+    state = std::string("threw: ") + e.what();
+  }
+}
+
 /// Waits for an event "x-0" never publishes, noting in `state` how the wait ended.
 asio::awaitable<void> watch_event(engine& eng, std::string& state) {
   try {
@@ -408,11 +421,19 @@ TEST_CASE("result(timeout) ends with result_timeout naming the status, and the w
   const auto schema = test::fresh_schema("told_timeout");
   migrate(schema);
   executor_process runs;
-  start_waiters(runs, schema, "t-", 1);
+  spawn_executor(runs, schema, "exec-runs", [](engine& eng) -> asio::awaitable<void> {
+    (void)co_await eng.start("waiter", "t-0", 600000);
+    (void)co_await eng.start("waiter", "t-1", 600000);
+    (void)co_await eng.start("refuser", "t-f0");
+  });
+  wait_until("SELECT count(*) = 3 FROM " + q(schema) +
+                 ".steps WHERE workflow_id LIKE $1 AND kind = 'deadline'",
+             "t-%");
   test::run([&]() -> asio::awaitable<void> {
     const auto ex = co_await asio::this_coro::executor;
     engine eng(ex, client_options(schema));
     auto h = eng.handle("t-0");
+    (void)co_await h.status();  // the pool's connection is made: the limit is the wait's alone
     std::string what;
     bool unreachable = true;
     try {
@@ -440,6 +461,35 @@ TEST_CASE("result(timeout) ends with result_timeout naming the status, and the w
     // A result() within a limit of an ended workflow returns at once, as without one.
     const std::string again = co_await h.result<std::string>(0ms);
     CHECK(again == "in time");
+    // One that fails while awaited under a long limit throws its failure when it ends, not
+    // a result_timeout when the limit passes.
+    std::string failing = "waiting";
+    asio::co_spawn(ex, await_within(eng, "t-f0", 10min, failing), asio::detached);
+    const bool failing_marked = co_await eventually([&]() -> asio::awaitable<bool> {
+      co_return co_await test::scalar<bool>(
+          *c, "SELECT awaited FROM " + q(schema) + ".workflows WHERE id = 't-f0'");
+    });
+    CHECK(failing_marked);
+    (void)co_await eng.send("t-f0", "go", std::string("boom"));
+    const bool failure_back =
+        co_await eventually([&]() -> asio::awaitable<bool> { co_return failing != "waiting"; });
+    CHECK(failure_back);
+    CHECK(failing == "failed: refused boom");
+    // A result(timeout) that its caller cancels ends at once, cancelled.
+    std::string cut = "waiting";
+    asio::cancellation_signal cut_it;
+    asio::co_spawn(ex, await_within(eng, "t-1", 10min, cut),
+                   asio::bind_cancellation_slot(cut_it.slot(), asio::detached));
+    const bool t1_marked = co_await eventually([&]() -> asio::awaitable<bool> {
+      co_return co_await test::scalar<bool>(
+          *c, "SELECT awaited FROM " + q(schema) + ".workflows WHERE id = 't-1'");
+    });
+    CHECK(t1_marked);
+    cut_it.emit(asio::cancellation_type::terminal);
+    const bool cut_back =
+        co_await eventually([&]() -> asio::awaitable<bool> { co_return cut != "waiting"; });
+    CHECK(cut_back);
+    CHECK_THAT(cut, Catch::StartsWith("threw: ") && Catch::Contains("aborted"));
     co_await eng.shutdown();
   }());
 }
@@ -484,6 +534,14 @@ TEST_CASE("result() waits through a server stop and start, result(timeout) names
                    asio::bind_cancellation_slot(stop_event_wait.slot(), asio::detached));
     // The server stops. The client's listener fails and wakes the waiter, whose read finds no
     // server: it reports that once and waits on, reading again with backoff.
+    // Whatever fails from here on, the server is started again for the cases after this one.
+    struct restart_at_exit {
+      const char* start;
+      bool due = true;
+      ~restart_at_exit() {
+        if (due) (void)std::system(start);
+      }
+    } restart_guard{start};
     const int stopped = co_await run_command(stop);
     REQUIRE(stopped == 0);
     const bool told_of_it = co_await eventually(
@@ -502,7 +560,7 @@ TEST_CASE("result() waits through a server stop and start, result(timeout) names
     }
     CHECK(unreachable);
     CHECK_THAT(what, Catch::Contains("workflow 'x-1' did not end within 300 ms: the database has "
-                                     "not answered for "));
+                                     "not served its reads for "));
     // So does a get_event whose limit passes meanwhile: the database's error, not "not published".
     std::string event_error;
     try {
@@ -515,6 +573,7 @@ TEST_CASE("result() waits through a server stop and start, result(timeout) names
     CHECK(event_error != "none: it returned");
     // The server starts again: the waiter reads, is marked again, and is told of the end.
     const int started = co_await run_command(start);
+    restart_guard.due = started != 0;
     REQUIRE(started == 0);
     c = co_await pg::connection::connect(test::conninfo());
     const bool listens = co_await listeners_become(*c, schema, 1);

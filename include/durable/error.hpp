@@ -117,7 +117,7 @@ public:
 
 /// result(timeout) passed its timeout before the workflow ended. Nothing changed: wait again,
 /// or look at the workflow. `database_unreachable()` says whether the database was not
-/// answering when the time ran out (a restart, a failover: result() reconnects with backoff
+/// serving the reads when the time ran out (a restart, a failover: result() reconnects with backoff
 /// while it waits); `what()` gives the last status read, or since when and why the database does
 /// not answer.
 class result_timeout : public workflow_error {

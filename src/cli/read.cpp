@@ -313,7 +313,7 @@ namespace {
 // Plain functions, not coroutine lambdas (GCC 12: see docs/concepts.md).
 
 /// result() within `timeout_s` (< 0: no limit): nullopt once the workflow ended, else what the
-/// timeout said (the status last read, or that the database has not answered).
+/// timeout said (the status last read, or that the database has not served the reads).
 asio::awaitable<std::optional<durable::result_timeout>> await_end_within(durable::workflow_handle h,
                                                                          double timeout_s) {
   const auto limit =

@@ -101,9 +101,9 @@ struct workflow_registry {
   std::string versions = "{}";  // options.run_versions as a text[] literal (set by the engine)
 };
 
-/// What one result() wait has seen, for its result_timeout's message: whether it has read yet,
-/// the status it last read and, while its reads fail (the database restarts, fails over), since
-/// when and why.
+/// What one wait for another process's workflow (result(), get_event) has seen, for the error of
+/// its limit: whether it has read yet, the status it last read, since when a read is waiting for
+/// its answer and, while its reads fail (the database restarts, fails over), since when and why.
 struct result_wait {
   explicit result_wait(const asio::any_io_executor& ex)
       : first_look(ex, asio::steady_timer::time_point::max()) {}
@@ -111,8 +111,17 @@ struct result_wait {
   asio::steady_timer first_look;
   bool looked = false;
   std::string status;  // empty: not read yet
+  std::optional<std::chrono::steady_clock::time_point> reading_since;
   std::optional<std::chrono::steady_clock::time_point> failing_since;
   std::string failure;
+  bool counted = false;  // among wait_outage::failing
+};
+
+/// The reads of waits for other processes' workflows that fail now: the first failure of an
+/// outage is reported, and the first read that works after it, by whichever wait.
+struct wait_outage {
+  int failing = 0;                                             // waits whose last read failed
+  std::optional<std::chrono::steady_clock::time_point> since;  // reported, not yet over
 };
 
 /// The engine's life and its background parts. open() sets `opened` and starts the parts under
@@ -131,9 +140,7 @@ struct lifecycle_state {
   bool listener_started = false;
   bool listening = false;
   bool push_unavailable = false;  // push_results on, but the schema predates migration 15
-  // Reads of waits for other processes' workflows (result(), get_event) fail now: reported
-  // once until one works.
-  bool wait_reads_failing = false;
+  wait_outage wait_reads;         // result() and get_event of other processes' workflows
   std::size_t remote_waits = 0;
   std::shared_ptr<asio::cancellation_signal> wait_listener;
   std::shared_ptr<bool> wait_cut;

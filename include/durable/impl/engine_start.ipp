@@ -267,6 +267,7 @@ DURABLE_DECL asio::awaitable<std::optional<std::string>> engine::get_event_on_st
   const detail::remote_wait listening(s);
   const std::string what = "get_event('" + key + "')";
   detail::result_wait reads(s->ex);
+  const detail::wait_reads_scope counted(*s, reads);
   int unanswered_reads = 0;
   for (;;) {
     // A read the database did not answer (a restart, a failover): the wait goes on, and only a
@@ -286,7 +287,8 @@ DURABLE_DECL asio::awaitable<std::optional<std::string>> engine::get_event_on_st
     }
     if (unanswered) {
       const auto cs = co_await asio::this_coro::cancellation_state;
-      if (cs.cancelled() != asio::cancellation_type::none) std::rethrow_exception(unanswered);
+      if (cs.cancelled() != asio::cancellation_type::none)  // the caller's, not the database's
+        throw asio::system_error(asio::error::operation_aborted);
     }
     auto wait =
         unanswered ? detail::unanswered_pause(++unanswered_reads) : s->options.poll_interval;

@@ -3,10 +3,16 @@
 #pragma once
 
 #include <algorithm>
+#include <asio/co_spawn.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
+#include <asio/experimental/deferred.hpp>
+#include <asio/experimental/parallel_group.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/this_coro.hpp>
 #include <chrono>
+#include <optional>
+#include <string_view>
+#include <utility>
 
 #include "durable/detail/runtime/parts.ipp"
 
@@ -61,31 +67,61 @@ inline std::string seconds_text(std::chrono::steady_clock::duration d) {
 }
 
 /// A read of a wait for another process's workflow (`what`: "result()", "get_event('k')")
-/// failed on the way to the database (`e` is transient): noted in `w`, and reported once for the
-/// engine (component "wait") until a read works again.
+/// failed on the way to the database (`e` is transient): noted in `w` (for the wait's own
+/// error), and reported once for the engine (component "wait") until some read works again.
 inline void wait_read_failed(engine_state& s, std::string_view what, const std::string& id,
                              result_wait& w, const std::exception& e) {
-  if (!w.failing_since) w.failing_since = std::chrono::steady_clock::now();
+  const auto now = std::chrono::steady_clock::now();
+  w.reading_since.reset();
   w.failure = describe_io_failure(e);
-  if (s.wait_reads_failing) return;
-  s.wait_reads_failing = true;
+  if (!w.failing_since) w.failing_since = now;
+  if (!w.counted) {
+    w.counted = true;
+    ++s.wait_reads.failing;
+  }
+  if (s.wait_reads.since) return;
+  s.wait_reads.since = now;
   s.report(severity::warning, "wait", id,
            std::string(what) + " could not read workflow '" + id + "': " + w.failure +
                "; it waits for the database and reads again with backoff (10 ms to 1 s)");
 }
 
-/// A read of such a wait worked: the outage it was in, if any, is over.
+/// A read of such a wait worked: the outage, if one was reported, is over (whichever wait sees
+/// it first says so).
 inline void wait_read_worked(engine_state& s, std::string_view what, const std::string& id,
                              result_wait& w) {
-  if (w.failing_since && s.wait_reads_failing) {
-    s.wait_reads_failing = false;
-    s.report(severity::info, "wait", id,
-             std::string(what) + " reads again after " +
-                 seconds_text(std::chrono::steady_clock::now() - *w.failing_since) +
-                 " without an answer from the database");
-  }
+  w.reading_since.reset();
   w.failing_since.reset();
+  if (w.counted) {
+    w.counted = false;
+    --s.wait_reads.failing;
+  }
+  if (!s.wait_reads.since) return;
+  const auto since = *std::exchange(s.wait_reads.since, std::nullopt);
+  s.report(severity::info, "wait", id,
+           std::string(what) + " reads again after " +
+               seconds_text(std::chrono::steady_clock::now() - since) +
+               " without an answer from the database");
 }
+
+/// Held by a wait while it runs: one that ends while its reads fail (its limit passed, it was
+/// cancelled, shutdown) is no longer counted, and once no wait is left failing, the outage is
+/// forgotten unannounced (nobody saw it end) so that the next one is reported.
+class wait_reads_scope {
+public:
+  wait_reads_scope(engine_state& s, result_wait& w) : s_(s), w_(w) {}
+  wait_reads_scope(const wait_reads_scope&) = delete;
+  wait_reads_scope& operator=(const wait_reads_scope&) = delete;
+  ~wait_reads_scope() {
+    if (!w_.counted) return;
+    w_.counted = false;
+    if (--s_.wait_reads.failing == 0) s_.wait_reads.since.reset();
+  }
+
+private:
+  engine_state& s_;
+  result_wait& w_;
+};
 
 /// The pause before a wait reads again after `failed` reads in a row went unanswered: 10 ms,
 /// doubling up to 1 s.
@@ -98,6 +134,7 @@ inline std::chrono::milliseconds unanswered_pause(int failed) {
 DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl(
     std::shared_ptr<detail::result_wait> progress) const {
   auto s = s_;
+  const detail::wait_reads_scope counted(*s, *progress);
   // A workflow of another process: its end is told on the result channel once result() has
   // marked it awaited (migration 15). The waiter is registered before the first read, and the
   // mark and the end are ordered by the row's lock, so an end is either read or told.
@@ -122,6 +159,7 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl(
     // without its outcome): only one that comes during or after it wakes the next wait.
     told.forget_pokes();
     std::exception_ptr unanswered;  // a read the database did not answer
+    progress->reading_since = std::chrono::steady_clock::now();
     try {
       auto c = co_await s->pool.acquire();
       // Mark it once the listener listens (a mark while it does not would only cost a NOTIFY
@@ -163,7 +201,8 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl(
     }
     if (unanswered) {
       const auto cs = co_await asio::this_coro::cancellation_state;
-      if (cs.cancelled() != asio::cancellation_type::none) std::rethrow_exception(unanswered);
+      if (cs.cancelled() != asio::cancellation_type::none)  // the caller's, not the database's
+        throw asio::system_error(asio::error::operation_aborted);
       // A failover may have lost the mark (an asynchronous standby): mark it again once read.
       marked = false;
       // The listener's reconnect pokes this wait: it reads at once when the server is back.
@@ -230,25 +269,40 @@ inline asio::awaitable<void> result_limit(std::shared_ptr<result_wait> progress,
 
 DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_within(
     std::chrono::milliseconds timeout) const {
-  using namespace asio::experimental::awaitable_operators;
+  namespace x = asio::experimental;
   auto progress = std::make_shared<detail::result_wait>(s_->ex);
   if (timeout == forever) co_return co_await wait_output_impl(progress);
-  auto wait = wait_output_impl(progress);
-  auto limit = detail::result_limit(progress, std::max(timeout, std::chrono::milliseconds::zero()));
-  auto race = std::move(wait) || std::move(limit);
-  auto first = co_await std::move(race);
-  if (first.index() == 0) co_return std::move(std::get<0>(first));
+  timeout = std::max(timeout, std::chrono::milliseconds::zero());
+  // Whichever ends first, in success or not (an awaitable_operators `||` would wait for a
+  // success: a workflow that failed would be reported only when the limit passed).
+  const auto ex = co_await asio::this_coro::executor;
+  auto wait = asio::co_spawn(ex, wait_output_impl(progress), x::deferred);
+  auto limit = asio::co_spawn(ex, detail::result_limit(progress, timeout), x::deferred);
+  auto group = x::make_parallel_group(std::move(wait), std::move(limit));
+  auto [order, wait_error, output, limit_error] =
+      co_await group.async_wait(x::wait_for_one(), asio::use_awaitable);
+  if (order[0] == 0) {
+    if (wait_error) std::rethrow_exception(wait_error);
+    co_return std::move(output);
+  }
+  if (limit_error) std::rethrow_exception(limit_error);  // the caller cancelled the wait
+  const auto now = std::chrono::steady_clock::now();
   const std::string what =
-      "workflow '" + id_ + "' did not end within " +
-      std::to_string(std::max(timeout, std::chrono::milliseconds::zero()).count()) + " ms";
+      "workflow '" + id_ + "' did not end within " + std::to_string(timeout.count()) + " ms";
   if (progress->failing_since)
-    throw result_timeout(
-        id_,
-        what + ": the database has not answered for " +
-            detail::seconds_text(std::chrono::steady_clock::now() - *progress->failing_since) +
-            " (" + progress->failure +
-            "); nothing was changed: wait again once the database is back",
-        true);
+    throw result_timeout(id_,
+                         what + ": the database has not served its reads for " +
+                             detail::seconds_text(now - *progress->failing_since) + " (" +
+                             progress->failure +
+                             "); nothing was changed: wait again once the database is back",
+                         true);
+  if (progress->reading_since && now - *progress->reading_since >= std::chrono::seconds(1))
+    throw result_timeout(id_,
+                         what + ": its read has waited " +
+                             detail::seconds_text(now - *progress->reading_since) +
+                             " for the database's answer; nothing was changed: wait again once "
+                             "the database answers",
+                         true);
   throw result_timeout(
       id_,
       what + ": it is " +
