@@ -68,8 +68,8 @@ public:
   }
 
   /// result(), waiting at most `timeout`: then throws result_timeout, which says the status
-  /// last read, or that (and since when) the database has not served its reads. Nothing changes: wait
-  /// again, or look at the workflow. (`forever`: no limit. A limit under a second still lets
+  /// last read, or that (and since when) the database has not served its reads. Nothing changes:
+  /// wait again, or look at the workflow. (`forever`: no limit. A limit under a second still lets
   /// the first read answer, up to a second: result(0ms) of an ended workflow returns it.)
   template <class R = void, class CompletionToken = detail::default_token>
   [[nodiscard]] auto result(std::chrono::milliseconds timeout, CompletionToken&& token = {}) const {
