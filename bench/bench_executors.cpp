@@ -54,6 +54,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -699,6 +700,22 @@ BENCHMARK(BM_many_waiters)
     ->Iterations(1);
 BENCHMARK(BM_takeover)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(3);
 
+/// One summary line: the median and p99 of `samples` (seconds) as multiples of the raw commit
+/// (`commit`, seconds), against the targets (median <= 2x, p99 <= 4x).
+void print_against_commit(const std::string& what, const std::vector<double>& samples,
+                          std::optional<double> commit) {
+  if (samples.empty()) return;
+  const double med = percentile(samples, 0.5) * 1e3;
+  const double p99 = percentile(samples, 0.99) * 1e3;
+  const double floor = commit ? *commit * 1e3 : 0.0;
+  std::printf(
+      "  %s: median %.2f ms (%.1fx the raw commit; target <= 2x: %s), p99 %.2f ms (%.1fx; "
+      "target <= 4x: %s)\n",
+      what.c_str(), med, commit ? med / floor : 0.0,
+      commit ? bench::verdict(med, 2 * floor) : "no floor", p99, commit ? p99 / floor : 0.0,
+      commit ? bench::verdict(p99, 4 * floor) : "no floor");
+}
+
 int main(int argc, char** argv) {
   if (argc >= 2 && std::string(argv[1]) == "--executor") {
     if (argc != 6) {
@@ -759,31 +776,14 @@ int main(int argc, char** argv) {
         "ms: %s)\n",
         med, percentile(latency_samples, 0.99) * 1e3, bench::verdict(med, 5));
   }
-  if (!result_samples.empty()) {
-    const double med = percentile(result_samples, 0.5) * 1e3;
-    const double p99 = percentile(result_samples, 0.99) * 1e3;
-    const auto commit = reporter.median("BM_raw_commit_latency");
-    const double floor = commit ? *commit * 1e3 : 0.0;
-    std::printf(
-        "  end to result() elsewhere, pushed (%zu): median %.2f ms (%.1fx the raw commit; target "
-        "<= 2x: %s), p99 %.2f ms (%.1fx; target <= 4x: %s)\n",
-        result_samples.size(), med, commit ? med / floor : 0.0,
-        commit ? bench::verdict(med, 2 * floor) : "no floor", p99, commit ? p99 / floor : 0.0,
-        commit ? bench::verdict(p99, 4 * floor) : "no floor");
-  }
-  if (!many_samples.empty()) {
-    const double med = percentile(many_samples, 0.5) * 1e3;
-    const double p99 = percentile(many_samples, 0.99) * 1e3;
-    const auto commit = reporter.median("BM_raw_commit_latency");
-    const double floor = commit ? *commit * 1e3 : 0.0;
-    std::printf(
-        "  end to result() elsewhere, %zu waiters in one client on %ld listening connection(s): "
-        "median %.2f ms (%.1fx the raw commit; target <= 2x: %s), p99 %.2f ms (%.1fx; target <= "
-        "4x: %s)\n",
-        many_samples.size(), many_listeners, med, commit ? med / floor : 0.0,
-        commit ? bench::verdict(med, 2 * floor) : "no floor", p99, commit ? p99 / floor : 0.0,
-        commit ? bench::verdict(p99, 4 * floor) : "no floor");
-  }
+  const auto commit = reporter.median("BM_raw_commit_latency");
+  print_against_commit(
+      "end to result() elsewhere, pushed (" + std::to_string(result_samples.size()) + ")",
+      result_samples, commit);
+  print_against_commit("end to result() elsewhere, " + std::to_string(many_samples.size()) +
+                           " waiters in one client on " + std::to_string(many_listeners) +
+                           " listening connection(s)",
+                       many_samples, commit);
   if (!polled_samples.empty())
     std::printf("  end to result() elsewhere, polled (%zu): median %.2f ms, p99 %.2f ms\n",
                 polled_samples.size(), percentile(polled_samples, 0.5) * 1e3,

@@ -3,10 +3,7 @@
 #pragma once
 
 #include <algorithm>
-#include <asio/co_spawn.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
-#include <asio/experimental/deferred.hpp>
-#include <asio/experimental/parallel_group.hpp>
 #include <asio/redirect_error.hpp>
 #include <asio/this_coro.hpp>
 #include <chrono>
@@ -15,6 +12,7 @@
 #include <utility>
 
 #include "durable/detail/runtime/parts.ipp"
+#include "durable/detail/runtime/within.ipp"
 
 namespace durable {
 
@@ -269,23 +267,12 @@ inline asio::awaitable<void> result_limit(std::shared_ptr<result_wait> progress,
 
 DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_within(
     std::chrono::milliseconds timeout) const {
-  namespace x = asio::experimental;
   auto progress = std::make_shared<detail::result_wait>(s_->ex);
   if (timeout == forever) co_return co_await wait_output_impl(progress);
   timeout = std::max(timeout, std::chrono::milliseconds::zero());
-  // Whichever ends first, in success or not (an awaitable_operators `||` would wait for a
-  // success: a workflow that failed would be reported only when the limit passed).
-  const auto ex = co_await asio::this_coro::executor;
-  auto wait = asio::co_spawn(ex, wait_output_impl(progress), x::deferred);
-  auto limit = asio::co_spawn(ex, detail::result_limit(progress, timeout), x::deferred);
-  auto group = x::make_parallel_group(std::move(wait), std::move(limit));
-  auto [order, wait_error, output, limit_error] =
-      co_await group.async_wait(x::wait_for_one(), asio::use_awaitable);
-  if (order[0] == 0) {
-    if (wait_error) std::rethrow_exception(wait_error);
-    co_return std::move(output);
-  }
-  if (limit_error) std::rethrow_exception(limit_error);  // the caller cancelled the wait
+  auto out = co_await detail::first_of(wait_output_impl(progress),
+                                       detail::result_limit(progress, timeout));
+  if (out) co_return std::move(*out);
   const auto now = std::chrono::steady_clock::now();
   const std::string what =
       "workflow '" + id_ + "' did not end within " + std::to_string(timeout.count()) + " ms";
