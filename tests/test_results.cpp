@@ -14,12 +14,14 @@
 #include <atomic>
 #include <cstdlib>
 #include <thread>
+#include <utility>
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/detached.hpp>
 #include <asio/experimental/awaitable_operators.hpp>
 
+#include "durable/detail/engine_state.hpp"
 #include "support/primitives.hpp"
 
 // Its helpers and cases in a namespace of its own, with the shared cases' support in reach
@@ -494,6 +496,80 @@ TEST_CASE("result(timeout) ends with result_timeout naming the status, and the w
   }());
 }
 
+TEST_CASE("an end that lands before the listener listens, at its start or its reconnect, is read",
+          "[results][process]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("told_gap");
+  migrate(schema);
+  executor_process runs;
+  start_waiters(runs, schema, "gap-", 2);
+  test::run([&]() -> asio::awaitable<void> {
+    const auto ex = co_await asio::this_coro::executor;
+    engine eng(ex, client_options(schema));
+    engine sender(ex, test::options(schema, "sender"));
+    auto c = co_await pg::connection::connect(test::conninfo());
+    const auto awaited = [&](std::string id) -> asio::awaitable<bool> {
+      auto r =
+          co_await c->exec("SELECT awaited FROM " + q(schema) + ".workflows WHERE id = $1", id);
+      co_return r[0].get<bool>(0);
+    };
+    // The client's listener, between its connect and its LISTEN, ends the workflow named here
+    // (sends its message and waits for its end, unless the waiter sees the end first and, its
+    // wait over, cuts the listener short) and notes whether its waiter had marked it: a mark
+    // made before the listener listens would wait for a notification nobody hears.
+    std::string end_next;
+    std::vector<std::string> ended_in_window, marked_in_window;
+    struct clear_hook {
+      ~clear_hook() { durable::detail::listener_connected_hook = nullptr; }
+    } clear_at_exit;
+    durable::detail::listener_connected_hook = [&]() -> asio::awaitable<void> {
+      if (end_next.empty()) co_return;
+      const std::string id = std::exchange(end_next, std::string());
+      if (co_await awaited(id)) marked_in_window.push_back(id);
+      (void)co_await sender.send(id, "go", "ended before LISTEN: " + id);
+      ended_in_window.push_back(id);
+      (void)co_await eventually([&]() -> asio::awaitable<bool> {
+        auto r =
+            co_await c->exec("SELECT status FROM " + q(schema) + ".workflows WHERE id = $1", id);
+        co_return r[0].get<std::string>(0) == "succeeded";
+      });
+    };
+    // 1. The first wait starts the listener; gap-0 ends before it listens.
+    end_next = "gap-0";
+    results first(1);
+    first.spawn(eng, ex, "gap-");
+    const bool first_back = co_await first.back(1);
+    CHECK(first_back);
+    CHECK(first.errors.empty());
+    CHECK(first.got[0] == "ended before LISTEN: gap-0");
+    // 2. gap-1 is awaited, marked and told by a listener that listens; its backend is killed,
+    // and gap-1 ends before the new connection listens. Its waiter, still marked, must not go
+    // on waiting for a notification (the client's polls are an hour apart).
+    const bool first_gone = co_await listeners_become(*c, schema, 0);
+    CHECK(first_gone);
+    results second(2);  // gap-0 (ended: at once) and gap-1
+    second.spawn(eng, ex, "gap-");
+    const bool marked = co_await eventually([&]() -> asio::awaitable<bool> {
+      co_return co_await result_listeners(*c, schema) == 1 && co_await awaited("gap-1");
+    });
+    REQUIRE(marked);
+    end_next = "gap-1";
+    const auto pids = co_await result_listener_pids(*c, schema);
+    REQUIRE(pids.size() == 1);
+    (void)co_await c->exec("SELECT pg_terminate_backend($1::int)", pids[0]);
+    const bool second_back = co_await second.back(2);
+    CHECK(second_back);
+    CHECK(second.errors.empty());
+    CHECK(second.got[0] == "ended before LISTEN: gap-0");
+    CHECK(second.got[1] == "ended before LISTEN: gap-1");
+    INFO("ended in the window: " << ended_in_window.size());
+    CHECK(ended_in_window == std::vector<std::string>{"gap-0", "gap-1"});
+    CHECK(marked_in_window == std::vector<std::string>{"gap-1"});  // marked before the kill
+    co_await sender.shutdown();
+    co_await eng.shutdown();
+  }());
+}
+
 TEST_CASE("result() waits through a server stop and start, result(timeout) names the outage",
           "[results][process][restart][serial]") {
   const char* stop = std::getenv("DURABLE_TEST_STOP_CMD");
@@ -526,6 +602,9 @@ TEST_CASE("result() waits through a server stop and start, result(timeout) names
           co_await result_listeners(*c, schema) == 1;
     });
     REQUIRE(marked);
+    // The mark is lost, as a failover to an asynchronous standby can lose it; the waiter does
+    // not know. Once its reads fail through the outage it marks the workflow again.
+    (void)co_await c->exec("UPDATE " + q(schema) + ".workflows SET awaited = false");
     c.reset();
     // A get_event from outside waits through the outage too.
     std::string event_wait = "waiting";
@@ -578,6 +657,9 @@ TEST_CASE("result() waits through a server stop and start, result(timeout) names
     c = co_await pg::connection::connect(test::conninfo());
     const bool listens = co_await listeners_become(*c, schema, 1);
     CHECK(listens);
+    const bool marked_again = co_await eventually(
+        [&]() -> asio::awaitable<bool> { co_return co_await awaited_count(*c, schema) == 1; });
+    REQUIRE(marked_again);
     (void)co_await eng.send("x-0", "go", std::string("after the restart"));
     const bool back = co_await r.back(1);
     CHECK(back);

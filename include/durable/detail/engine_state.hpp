@@ -249,6 +249,11 @@ struct run_table {
   }
 };
 
+/// Tests only (tests/test_results.cpp): when set, a listener (listener.ipp) awaits it between
+/// its connect and its LISTEN, so that a test can land a workflow's end in that window. Never
+/// set in a program.
+inline std::function<asio::awaitable<void>()> listener_connected_hook;
+
 /// The engine's whole state: the parts above, and what spans them (claimable_here, report).
 struct engine_state : engine_services,
                       workflow_registry,

@@ -52,6 +52,7 @@ inline asio::awaitable<void> listen_loop(std::shared_ptr<engine_state> s,
   while (!over()) {
     try {
       auto c = co_await pg::connection::connect(s->options.conninfo);
+      if (listener_connected_hook) co_await listener_connected_hook();
       const std::string channel = s->st.channel();
       const std::string cancels = s->st.cancel_channel();
       co_await c->listen(channel);
