@@ -175,6 +175,44 @@ TEST_CASE("cli: cancel, resume, send and fork steer a waiting workflow", "[cli]"
   });
 }
 
+TEST_CASE("cli: an action the audit cannot record is not done", "[cli]") {
+  const std::string schema = test::fresh_schema("cli_audit_closed");
+  fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("inbox", "w1");
+    co_await test::wait_rows(eng, "w1", 1);
+    const std::string s = test::q(schema);
+    {
+      auto c = co_await eng.pool().acquire();
+      co_await c->exec("CREATE FUNCTION " + s +
+                       ".refuse_audit() RETURNS trigger LANGUAGE plpgsql AS "
+                       "$$BEGIN RAISE EXCEPTION 'the audit is closed for this test'; END$$");
+      co_await c->exec("CREATE TRIGGER refuse_audit BEFORE INSERT ON " + s +
+                       ".audit FOR EACH ROW EXECUTE FUNCTION " + s + ".refuse_audit()");
+    }
+    // The row comes first: it cannot be written, so the cancel is not done (exit status 3).
+    auto refused = cli_in(schema, {"cancel", "w1"});
+    CHECK(refused.status == 3);
+    CHECK(contains(refused.err, "nothing was done: the audit row of cancel could not be written"));
+    CHECK(contains(refused.err, "the audit is closed for this test"));
+    const auto now = co_await eng.handle("w1").status();
+    CHECK(now.status != "cancelled");
+    CHECK_FALSE(now.status.empty());
+    {
+      auto c = co_await eng.pool().acquire();
+      co_await c->exec("DROP TRIGGER refuse_audit ON " + s + ".audit");
+    }
+    auto cancelled = cli_in(schema, {"cancel", "w1"});
+    CHECK(cancelled.status == 0);
+    co_await wait_status(eng, "w1", "cancelled");
+    // One row: the cancel that was done, started and then ended.
+    auto audit = cli_in(schema, {"audit", "--json"}).parsed();
+    REQUIRE(audit.size() == 1);
+    CHECK(audit[0]["action"] == "cancel");
+    CHECK(audit[0]["result"] == "done");
+    CHECK(audit[0]["count"] == 1);
+  });
+}
+
 TEST_CASE("cli: wait and show --wait return once a workflow ends, told of it, or time out",
           "[cli]") {
   const std::string schema = test::fresh_schema("cli_wait");

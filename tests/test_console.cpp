@@ -130,6 +130,65 @@ TEST_CASE("console: a filter that cannot be is refused with what to send instead
   CHECK_THAT(refused({{"cursor", "|id"}}), Catch::Contains("not a cursor"));
 }
 
+TEST_CASE("console: query strings are read as browsers and curl send them, the docs' forms too") {
+  using durable::console_detail::parse_query;
+  // The forms docs/console.md shows, literally: a list of statuses, a timestamp, a child's id
+  // with '/', a schedule run's id with '@' and ':'.
+  auto p = parse_query("status=failed,dead_letter&since=2026-12-04T20:00:00Z&limit=20");
+  CHECK(p == params{{"status", "failed,dead_letter"},
+                    {"since", "2026-12-04T20:00:00Z"},
+                    {"limit", "20"}});
+  CHECK(list_filter_of(p, 500).statuses == std::vector<std::string>{"failed", "dead_letter"});
+  CHECK(parse_query("id=order-7/child-1")["id"] == "order-7/child-1");
+  CHECK(parse_query("id=nightly@2026-12-04T03:00:00Z")["id"] == "nightly@2026-12-04T03:00:00Z");
+  // What browsers leave unencoded, and what they encode (URLSearchParams: a space as '+').
+  CHECK(parse_query("id=a[1]{x}|y^z!$'()*;~")["id"] == "a[1]{x}|y^z!$'()*;~");
+  CHECK(parse_query("id=a+b%2Bc%20d")["id"] == "a b+c d");
+  CHECK(parse_query("id=%E2%9C%93")["id"] == "\xE2\x9C\x93");
+  CHECK(parse_query("id=x=y")["id"] == "x=y");
+  CHECK(parse_query("a&&b=&c=1") == params{{"a", ""}, {"b", ""}, {"c", "1"}});
+  CHECK(parse_query("id=first&id=second")["id"] == "first");
+  CHECK(parse_query("").empty());
+  // A '%' without two hex digits, a NUL, bytes that are not UTF-8: refused, with why.
+  auto refused = [](std::string_view q) -> std::string {
+    try {
+      (void)parse_query(q);
+    } catch (const bad_request& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK_THAT(refused("id=50%"), Catch::Contains("not followed by two hex digits"));
+  CHECK_THAT(refused("id=%zz"), Catch::Contains("not followed by two hex digits"));
+  CHECK_THAT(refused("id=ship-1100%00x"),
+             Catch::Contains("the parameter 'id' holds a NUL character (at byte 9)") &&
+                 Catch::Contains("nothing was done"));
+  CHECK_THAT(refused("id%00=1"), Catch::Contains("the parameter 'id\\x00' holds a NUL"));
+  CHECK_THAT(refused("id=%ff"), Catch::Contains("is not UTF-8 text"));
+}
+
+TEST_CASE("console: every string of a POST's body is checked for a NUL, by its path") {
+  using durable::console_detail::check_body_text;
+  using ojson = nlohmann::ordered_json;
+  auto refused = [](const ojson& body) -> std::string {
+    try {
+      check_body_text(body);
+    } catch (const bad_request& e) {
+      return e.what();
+    }
+    return "";
+  };
+  CHECK(refused(ojson::parse(R"({"action":"cancel","id":"ship-1"})")).empty());
+  CHECK_THAT(refused(ojson::parse(R"({"action":"cancel","id":"ship-1100\u0000x"})")),
+             Catch::Contains("the field 'id' holds a NUL character (at byte 9)"));
+  CHECK_THAT(refused(ojson::parse(R"({"action":"bulk","filter":{"id_prefix":"a\u0000"}})")),
+             Catch::Contains("the field 'filter.id_prefix' holds a NUL"));
+  CHECK_THAT(refused(ojson::parse(R"({"value":{"list":[1,"x\u0000"]}})")),
+             Catch::Contains("the field 'value.list[1]' holds a NUL"));
+  CHECK_THAT(refused(ojson::parse(R"({"k\u0000":1})")),
+             Catch::Contains("the name of the field 'k"));
+}
+
 TEST_CASE("console: a token file's token is trimmed and must resist guessing") {
   using durable::console_detail::checked_token;
   CHECK(checked_token("  0123456789abcdef-xyz\n") == "0123456789abcdef-xyz");

@@ -84,6 +84,74 @@ TEST_CASE("resume continues a cancelled workflow from its journal", "[cancel][re
   for (int i = 0; i < 4; ++i) CHECK(probe.calls["s" + std::to_string(i)] == 1);
 }
 
+TEST_CASE("an argument with a NUL character is refused before anything is done", "[cancel][text]") {
+  probe.reset();
+  k = {};
+  const auto schema = test::fresh_schema("nul_text");
+  probe.hang_before = "s2";
+  // Each would act on "ship-1" (the text before the NUL) if it were sent.
+  const std::string nul("ship-1\0x", 8);
+  std::vector<std::string> refused;  // the field each refusal names
+  std::string message;
+  fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("counter", "ship-1", 4);
+    co_await test::wait_rows(eng, "ship-1", 2);
+    try {
+      (void)co_await eng.cancel(nul);
+    } catch (const durable::invalid_text& e) {
+      refused.push_back(e.field());
+      message = e.what();
+    }
+    try {
+      (void)co_await eng.resume(nul);
+    } catch (const durable::invalid_text& e) {
+      refused.push_back(e.field());
+    }
+    try {
+      (void)co_await eng.fork("ship-1", 0, nul);
+    } catch (const durable::invalid_text& e) {
+      refused.push_back(e.field());
+    }
+    try {
+      (void)co_await eng.send("ship-1", nul, 1);
+    } catch (const durable::invalid_text& e) {
+      refused.push_back(e.field());
+    }
+    try {
+      co_await eng.pause_queue(nul);
+    } catch (const durable::invalid_text& e) {
+      refused.push_back(e.field());
+    }
+    try {
+      (void)co_await eng.start("counter", nul, 4);
+    } catch (const durable::invalid_text& e) {
+      refused.push_back(e.field());
+    }
+    try {
+      (void)co_await eng.trigger_schedule(nul);
+    } catch (const durable::invalid_text& e) {
+      refused.push_back(e.field());
+    }
+    // Nothing happened to ship-1, or anywhere else.
+    auto c = co_await eng.pool().acquire();
+    auto r = co_await c->exec("SELECT status FROM " + test::q(schema) +
+                              ".workflows WHERE id = 'ship-1'");
+    CHECK(r[0].get<std::string>(0) == "running");
+    r = co_await c->exec("SELECT (SELECT count(*) FROM " + test::q(schema) +
+                         ".workflows) + (SELECT count(*) FROM " + test::q(schema) +
+                         ".messages) + (SELECT count(*) FROM " + test::q(schema) + ".queues)");
+    CHECK(r[0].get<long>(0) == 1);
+    probe.hang_before.clear();
+    const bool cancelled = co_await eng.cancel("ship-1");  // not by the refused one, by this
+    CHECK(cancelled);
+  });
+  CHECK(refused == std::vector<std::string>{"workflow id", "workflow id", "new workflow id",
+                                            "topic", "queue name", "workflow id", "schedule id"});
+  CHECK_THAT(message, Catch::Contains("cancel(): the workflow id 'ship-1\\x00x' holds a NUL "
+                                      "character (at byte 6)") &&
+                          Catch::Contains("nothing was done"));
+}
+
 TEST_CASE("fork copies the journal before a step and runs the rest with today's code", "[fork]") {
   probe.reset();
   k = {};

@@ -411,6 +411,41 @@ TEST_CASE("an error in a batch or at commit keeps its class and its index in the
   }());
 }
 
+/// Inserts `v` into the temporary table n (a coroutine of its own: exec() throws as it builds the
+/// statement, and exception_of() takes what the coroutine throws).
+namespace {
+asio::awaitable<void> insert_text(pg::connection& c, std::string v) {
+  co_await c.exec("INSERT INTO n VALUES ($1)", v);
+}
+}  // namespace
+
+TEST_CASE("a text parameter with a NUL character is refused before it is sent", "[pg][errors]") {
+  test::run([]() -> asio::awaitable<void> {
+    auto c = co_await connect();
+    co_await c->exec("CREATE TEMP TABLE n (t text)");
+    // libpq sends a text parameter as a C string: sent, this one would arrive as "ab".
+    const std::string nul("ab\0cd", 5);
+    auto refused = co_await test::exception_of(insert_text(*c, nul));
+    REQUIRE(test::holds<pg::character_not_in_repertoire>(refused));
+    const auto& e = dynamic_cast<const pg::sql_error&>(thrown(refused));
+    CHECK(e.sqlstate() == "22021");
+    CHECK_THAT(std::string(e.what()),
+               Catch::Contains("parameter $1 holds a NUL character (at byte 2)") &&
+                   Catch::Contains("the statement was not sent"));
+    CHECK(pg::classify(e) == pg::failure_kind::permanent);
+    // A prepared statement's call is refused the same way, and names the statement.
+    CHECK_THROWS_WITH(
+        pg::prepared("some_name", 1, nul),
+        Catch::Contains("statement 'some_name'") && Catch::Contains("parameter $2 holds a NUL"));
+    // Nothing reached the table, and the connection goes on.
+    auto r = co_await c->exec("SELECT count(*) FROM n");
+    CHECK(r[0].get<int>(0) == 0);
+    co_await c->exec("INSERT INTO n VALUES ($1)", std::string("ab"));
+    r = co_await c->exec("SELECT count(*) FROM n");
+    CHECK(r[0].get<int>(0) == 1);
+  }());
+}
+
 TEST_CASE("an error through the group committer keeps its class", "[pg][errors][group-commit]") {
   test::run([]() -> asio::awaitable<void> {
     auto ex = co_await asio::this_coro::executor;

@@ -218,4 +218,18 @@ public:
   using workflow_error::workflow_error;
 };
 
+/// Text given to the engine that cannot be stored or would be read as other text: a NUL
+/// character (PostgreSQL text cannot hold one, and libpq would send only the text before it,
+/// which may name another workflow or queue). Thrown before anything is done; `field()` names
+/// the argument ("workflow id", "topic", ...). Fix the caller: trying again changes nothing.
+class invalid_text : public error {
+public:
+  invalid_text(std::string field, const std::string& what)
+      : error(what), field_(std::move(field)) {}
+  [[nodiscard]] const std::string& field() const noexcept { return field_; }
+
+private:
+  std::string field_;
+};
+
 }  // namespace durable

@@ -52,10 +52,17 @@ std::string host_name() {
   return name;
 }
 
-asio::awaitable<void> write_audit(session& s, std::string action, std::string target,
-                                  std::int64_t count, std::string result, std::string detail) {
-  auto q =
-      s.st().audit_insert(login_name(), "cli", host_name(), action, target, count, result, detail);
+// The action's audit row, written before it runs (result 'started', migration 16): its id.
+asio::awaitable<std::int64_t> begin_audit(session& s, std::string action, std::string target) {
+  auto q = s.st().audit_insert(login_name(), "cli", host_name(), action, target, 0, "started", "");
+  auto c = co_await s.eng.pool().acquire();
+  const auto row = co_await durable::store::fetch_one(*c, std::move(q));
+  co_return row ? row->id : 0;
+}
+
+asio::awaitable<void> finish_audit(session& s, std::int64_t id, std::string target,
+                                   std::int64_t count, std::string result, std::string detail) {
+  auto q = s.st().audit_finish(id, target, count, result, detail);
   auto c = co_await s.eng.pool().acquire();
   (void)co_await durable::store::fetch(*c, std::move(q));
 }
@@ -64,6 +71,21 @@ asio::awaitable<void> write_audit(session& s, std::string action, std::string ta
 
 int audited(session& s, const std::string& action, const ojson& target,
             const std::function<int()>& verb, std::int64_t count) {
+  // An id that is not UTF-8 keeps its row, with U+FFFD where its bytes were (as the console).
+  const auto text = target.dump(-1, ' ', false, ojson::error_handler_t::replace);
+  // The row comes first: an action the audit cannot record is not done.
+  std::int64_t id = 0;
+  try {
+    id = run(s.io, begin_audit(s, action, text));
+  } catch (const durable::pg::check_violation&) {
+    throw failure(database_trouble,
+                  "nothing was done: the audit table of schema '" + s.eng.schema_name() +
+                      "' is older than migration 16 (it cannot record an action before it "
+                      "runs); run `durable migrate`, then try again");
+  } catch (const std::exception& e) {
+    throw failure(database_trouble, "nothing was done: the audit row of " + action +
+                                        " could not be written: " + one_line(e.what()));
+  }
   std::string result = "done", detail;
   std::exception_ptr error;
   int status = done;
@@ -71,8 +93,8 @@ int audited(session& s, const std::string& action, const ojson& target,
     status = verb();
     if (status != done) result = "refused";
   } catch (const failure& f) {
-    if (f.status == bad_usage) throw;  // bad input: nothing was tried, as in the console (400)
-    result = f.status == not_done ? "refused" : "failed";
+    // Input found wrong once the verb ran (its row is written already): refused, nothing done.
+    result = f.status == not_done || f.status == bad_usage ? "refused" : "failed";
     detail = f.what();
     error = std::current_exception();
   } catch (const std::exception& e) {
@@ -81,14 +103,14 @@ int audited(session& s, const std::string& action, const ojson& target,
     error = std::current_exception();
   }
   try {
-    // An id that is not UTF-8 keeps its row, with U+FFFD where its bytes were (as the console).
-    const auto text = target.dump(-1, ' ', false, ojson::error_handler_t::replace);
-    run(s.io, write_audit(s, action, text, result == "done" ? count : 0, result, detail));
+    run(s.io, finish_audit(s, id, text, result == "done" ? count : 0, result, detail));
   } catch (const std::exception& e) {
     if (error) std::rethrow_exception(error);  // the action's own error says more
-    // The action was done: its exit status stays 0, and the missing row is said.
-    std::fprintf(stderr, "durable: warning: %s was done, but its audit row was not written: %s\n",
-                 action.c_str(), one_line(e.what()).c_str());
+    // The action was done: its exit status stays 0, and the row left 'started' is said.
+    std::fprintf(stderr,
+                 "durable: warning: %s was done, but its audit row %lld still says 'started': "
+                 "its result could not be written: %s\n",
+                 action.c_str(), static_cast<long long>(id), one_line(e.what()).c_str());
   }
   if (error) std::rethrow_exception(error);
   return status;
@@ -176,9 +198,7 @@ int cmd_fork(session& s, const settings& g, const std::string& id, int from_step
   return done;
 }
 
-int cmd_send(session& s, const settings& g, const std::string& id, const std::string& topic,
-             const std::string& value_arg, const std::string& file, bool as_text,
-             const std::string& key) {
+nlohmann::json read_message(const std::string& value_arg, const std::string& file, bool as_text) {
   // VALUE, or the whole of a file or of standard input (no argument-size limit there).
   const std::string from = !file.empty() ? file : value_arg;
   const bool read_input = from == "-";
@@ -221,6 +241,11 @@ int cmd_send(session& s, const settings& g, const std::string& id, const std::st
                                    "as a string; nothing was sent");
     }
   }
+  return payload;
+}
+
+int cmd_send(session& s, const settings& g, const std::string& id, const std::string& topic,
+             const nlohmann::json& payload, const std::string& key) {
   // A finished workflow receives nothing more: refuse instead of storing a message for ever.
   const auto status = s.status_of(id);
   if (!status) s.unknown(id);

@@ -254,11 +254,12 @@ int cmd_cancel(session& s, const settings& g, const std::string& id);
 int cmd_resume(session& s, const settings& g, const std::string& id, bool retry, double lease_s);
 int cmd_fork(session& s, const settings& g, const std::string& id, int from_step,
              const std::string& new_id);
-/// `value` is the message, or "-" to read it from standard input; `file` (when not empty) is
-/// a file to read it from instead ("-": standard input).
+/// The message `durable send` sends: VALUE, or the whole of --file PATH or of standard input
+/// ("-"), as JSON or (--text) as a string. Bad input is a failure (bad usage) before anything
+/// is tried, so it leaves no audit row.
+nlohmann::json read_message(const std::string& value_arg, const std::string& file, bool as_text);
 int cmd_send(session& s, const settings& g, const std::string& id, const std::string& topic,
-             const std::string& value, const std::string& file, bool as_text,
-             const std::string& key);
+             const nlohmann::json& payload, const std::string& key);
 int cmd_gc(session& s, const settings& g, const std::string& older_than,
            std::vector<std::string> statuses, std::int64_t batch, bool dry_run);
 int cmd_migrate(session& s, const settings& g);

@@ -320,8 +320,9 @@ int main(int argc, char** argv) {
       if (value_option->count() == 0 && value_file.empty())
         throw failure(bad_usage,
                       "send: give the message as VALUE, as - (standard input) or with --file PATH");
+      const auto message = read_message(value, value_file, as_text);
       return audited(s, "send", {{"id", id}, {"topic", topic}, {"key", key}},
-                     [&] { return cmd_send(s, g, id, topic, value, value_file, as_text, key); });
+                     [&] { return cmd_send(s, g, id, topic, message, key); });
     }
     if (queues->parsed()) return cmd_queues(s, g);
     if (executors->parsed()) return cmd_executors(s, g, lease_s);

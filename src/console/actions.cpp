@@ -1,5 +1,6 @@
 // The console's actions (actions.hpp): single and bulk, each through the engine's operations,
-// each written in the audit afterwards whatever its result (done, refused, failed).
+// each written in the audit before it runs ('started') and given its result when it ends (done,
+// refused, failed).
 #include "actions.hpp"
 
 #include <algorithm>
@@ -44,24 +45,42 @@ asio::awaitable<std::string> status_of(engine& eng, const std::string& id) {
   co_return w->status;
 }
 
-asio::awaitable<std::int64_t> write_audit(engine& eng, const actor& who, const std::string& action,
-                                          const ojson& target, std::int64_t count,
-                                          const std::string& result, const std::string& detail) {
-  const auto& st = detail::store_of(eng);
-  auto q = st.audit_insert(who.who, who.via, who.address, action,
-                           target.dump(-1, ' ', false, ojson::error_handler_t::replace), count,
-                           result, detail);
-  auto c = co_await eng.pool().acquire();
-  auto row = co_await store::fetch_one(*c, std::move(q));
-  co_return row ? row->id : 0;
+std::string target_text(const ojson& target) {
+  return target.dump(-1, ' ', false, ojson::error_handler_t::replace);
 }
 
-// Runs `act`, then writes its audit row: done, refused (conflict, not found) or failed (anything
-// else); the exception goes on to the caller after the row is written. Input that is not valid
-// (bad_request) is refused before anything is attempted and leaves no row.
+// The action's audit row, written before it runs (result 'started', migration 16): its id.
+// Throws audit_unwritten when the row cannot be written: the action is then not done.
+asio::awaitable<std::int64_t> begin_audit(engine& eng, const actor& who, const std::string& action,
+                                          const ojson& target) {
+  const auto& st = detail::store_of(eng);
+  try {
+    auto q = st.audit_insert(who.who, who.via, who.address, action, target_text(target), 0,
+                             "started", "");
+    auto c = co_await eng.pool().acquire();
+    auto row = co_await store::fetch_one(*c, std::move(q));
+    if (!row) throw std::runtime_error("the insert returned no row");
+    co_return row->id;
+  } catch (const pg::check_violation&) {
+    throw audit_unwritten(
+        "the audit table of schema '" + eng.schema_name() +
+        "' is older than migration 16 (it cannot record an action before it runs): nothing was "
+        "done; run `durable migrate`, then try again");
+  } catch (const std::exception& e) {
+    throw audit_unwritten(std::string("the action's audit row could not be written, so nothing "
+                                      "was done: ") +
+                          e.what());
+  }
+}
+
+// Runs `act` between its audit row's start and its end: done, refused (conflict, not found) or
+// failed (anything else); the exception goes on to the caller after the row is ended. Input
+// that is not valid (bad_request) is refused before anything is attempted and leaves no row; an
+// action whose row cannot be written is not done (audit_unwritten).
 template <class Act>
 asio::awaitable<ojson> audited(engine& eng, const actor& who, const std::string& action,
                                ojson& target, Act act) {
+  const std::int64_t id = co_await begin_audit(eng, who, action, target);
   ojson out;
   std::string result = "done", detail;
   std::int64_t count = 0;
@@ -69,9 +88,11 @@ asio::awaitable<ojson> audited(engine& eng, const actor& who, const std::string&
   try {
     out = co_await act(count);
     detail = out.value("message", std::string());
-  } catch (const bad_request&) {
-    throw;
   } catch (const conflict& e) {
+    result = "refused";
+    detail = e.what();
+    failure = std::current_exception();
+  } catch (const bad_request& e) {  // input found wrong once the action ran: it did nothing
     result = "refused";
     detail = e.what();
     failure = std::current_exception();
@@ -84,22 +105,22 @@ asio::awaitable<ojson> audited(engine& eng, const actor& who, const std::string&
     detail = e.what();
     failure = std::current_exception();
   }
-  std::int64_t id = 0;
   std::string audit_error;
   try {
-    id = co_await write_audit(eng, who, action, target, count, result, detail);
+    const auto& st = detail::store_of(eng);
+    auto q = st.audit_finish(id, target_text(target), count, result, detail);
+    auto c = co_await eng.pool().acquire();
+    (void)co_await store::fetch_one(*c, std::move(q));
   } catch (const std::exception& e) {
     if (failure) std::rethrow_exception(failure);  // the action's own error says more
-    // The action was done: say so, and that its audit row is missing (a schema older than
-    // migration 13: run `durable migrate`), rather than an error that invites a second try.
-    audit_error =
-        std::string("the action was done but its audit row could not be written: ") + e.what();
+    // The action was done: say so, and that its row still says 'started', rather than an
+    // error that invites a second try.
+    audit_error = "the action was done, but its audit row " + std::to_string(id) +
+                  " still says 'started': its result could not be written: " + e.what();
   }
   if (failure) std::rethrow_exception(failure);
-  if (audit_error.empty())
-    out["audit_id"] = id;
-  else
-    out["audit_error"] = audit_error;
+  out["audit_id"] = id;
+  if (!audit_error.empty()) out["audit_error"] = audit_error;
   co_return out;
 }
 

@@ -1,7 +1,8 @@
 // What the console's POSTs do (docs/console.md#actions): one action on a workflow, a queue or a
 // schedule, or a bulk action over the workflow list's filter, confirmed by the count and the
 // fingerprint of its dry run. Each goes through the engine's own operations (the checks and the
-// statements an application's call uses) and leaves a row in the audit table.
+// statements an application's call uses) and leaves a row in the audit table, written before
+// it runs: an action whose row cannot be written is not done.
 #pragma once
 
 #include <asio/awaitable.hpp>
@@ -33,6 +34,12 @@ struct conflict : std::runtime_error {
   ojson extra = ojson::object();
   explicit conflict(const std::string& message, ojson e = ojson::object())
       : std::runtime_error(message), extra(std::move(e)) {}
+};
+
+/// The action's audit row could not be written, so nothing was done (503 when the database is
+/// the cause, 500 otherwise; the message says which).
+struct audit_unwritten : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 /// The most workflows one bulk action acts on; a filter that matches more is refused.

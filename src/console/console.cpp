@@ -177,13 +177,9 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
     }
     console_detail::params p;
     try {
-      const auto q =
-          restinio::parse_query<restinio::parse_query_traits::javascript_compatible>(h.query());
-      for (const auto& [k, v] : q) p.emplace(std::string(k), std::string(v));
-    } catch (const std::exception& e) {
-      reply_error(req, restinio::status_bad_request(),
-                  std::string("the query string is not valid: ") + e.what());
-      return restinio::request_accepted();
+      p = console_detail::parse_query(h.query());
+    } catch (const console_detail::bad_request& e) {
+      return refuse(req, 400, "Bad Request", e.what());
     }
     // api() replies in every case and lets nothing escape; the completion handler has nothing
     // left to do.
@@ -266,7 +262,8 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
     } catch (const std::exception& e) {
       return refuse(req, 400, "Bad Request", std::string("the body is not JSON: ") + e.what());
     }
-    if (!body.is_object()) return refuse(req, 400, "Bad Request", "the body must be a JSON object");
+    if (const auto why = console_detail::refused_body(body))
+      return refuse(req, 400, "Bad Request", *why);
     if (path == "/api/login") return login(req, body);
     console_detail::actor who;
     who.address = req->remote_endpoint().address().to_string();
@@ -452,6 +449,12 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
       body = ojson{{"error", std::string("the database is unreachable: ") + e.what()}};
     } catch (const stopped_error& e) {
       status = restinio::status_service_unavailable();
+      body = ojson{{"error", e.what()}};
+    } catch (const console_detail::audit_unwritten& e) {
+      status = restinio::status_service_unavailable();  // nothing was done: it may be tried again
+      body = ojson{{"error", e.what()}};
+    } catch (const durable::invalid_text& e) {
+      status = restinio::status_bad_request();
       body = ojson{{"error", e.what()}};
     } catch (const std::exception& e) {
       status = restinio::status_internal_server_error();

@@ -82,6 +82,99 @@ inline std::optional<double> relative_age(std::string_view text) {
   return parse_duration(text, false);
 }
 
+/// Text that enters the console (a query's parameter, a field of a POST's body) must be UTF-8
+/// without a NUL character: PostgreSQL text cannot hold one, and the text before it would name
+/// something else (another workflow, another queue). Throws bad_request naming `what`.
+inline void check_text(const std::string& what, std::string_view value) {
+  if (const auto at = value.find('\0'); at != std::string_view::npos)
+    throw bad_request(what + " holds a NUL character (at byte " + std::to_string(at) +
+                      "): text with one is refused, and nothing was done");
+  try {
+    (void)nlohmann::json(std::string(value)).dump();  // throws on bytes that are not UTF-8
+  } catch (const nlohmann::json::type_error&) {
+    throw bad_request(what + " is not UTF-8 text: it was refused, and nothing was done");
+  }
+}
+
+/// check_text() of every string in a POST's body, object keys too, each named by its path
+/// ("the field 'filter.id_prefix'").
+inline void check_body_text(const nlohmann::ordered_json& j, const std::string& path = {}) {
+  const auto name = [&] { return "the field '" + path + "'"; };
+  if (j.is_string()) {
+    check_text(name(), j.get_ref<const std::string&>());
+  } else if (j.is_object()) {
+    for (const auto& [k, v] : j.items()) {
+      const std::string at = path.empty() ? k : path + "." + k;
+      check_text("the name of the field '" + at + "'", k);
+      check_body_text(v, at);
+    }
+  } else if (j.is_array()) {
+    for (std::size_t i = 0; i < j.size(); ++i)
+      check_body_text(j[i], path + "[" + std::to_string(i) + "]");
+  }
+}
+
+/// Why a POST's body is refused (400): it is not a JSON object, or a string in it fails
+/// check_text(); nullopt when it may go on.
+inline std::optional<std::string> refused_body(const nlohmann::ordered_json& body) {
+  if (!body.is_object()) return "the body must be a JSON object";
+  try {
+    check_body_text(body);
+  } catch (const bad_request& e) {
+    return e.what();
+  }
+  return std::nullopt;
+}
+
+/// A request's query string as browsers and curl send it: pairs split at '&', a name and its
+/// value at the first '=', "%XX" decoded, '+' read as a space (as URLSearchParams writes one:
+/// send a literal '+' as %2B), and every other character taken as it is (',', ':', '/', '@',
+/// brackets: whatever a browser leaves unencoded). The first pair of a name counts. Throws
+/// bad_request for a '%' without two hex digits after it, and (check_text) for a name or value
+/// that, decoded, holds a NUL or is not UTF-8.
+inline params parse_query(std::string_view query) {
+  const auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  const auto decode = [&](std::string_view raw) {
+    std::string out;
+    out.reserve(raw.size());
+    for (std::size_t i = 0; i < raw.size(); ++i) {
+      const char c = raw[i];
+      if (c == '+') {
+        out.push_back(' ');
+      } else if (c != '%') {
+        out.push_back(c);
+      } else if (i + 2 < raw.size() && hex(raw[i + 1]) >= 0 && hex(raw[i + 2]) >= 0) {
+        out.push_back(char(hex(raw[i + 1]) * 16 + hex(raw[i + 2])));
+        i += 2;
+      } else {
+        throw bad_request("the query string is not valid: '%' at " + std::to_string(i) + " in '" +
+                          detail::printable_name(raw) +
+                          "' is not followed by two hex digits (send a '%' as %25)");
+      }
+    }
+    return out;
+  };
+  params p;
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const auto pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? std::string_view() : query.substr(amp + 1);
+    if (pair.empty()) continue;
+    const auto eq = pair.find('=');
+    auto name = decode(pair.substr(0, eq));
+    auto value = eq == std::string_view::npos ? std::string() : decode(pair.substr(eq + 1));
+    check_text("the parameter '" + detail::printable_name(name) + "'", name);
+    check_text("the parameter '" + detail::printable_name(name) + "'", value);
+    p.emplace(std::move(name), std::move(value));
+  }
+  return p;
+}
+
 inline std::optional<std::string> optional_param(const params& p, const std::string& key) {
   const auto it = p.find(key);
   if (it == p.end() || it->second.empty()) return std::nullopt;

@@ -81,6 +81,98 @@ def auth_checks(base, token, schema):
     check(status == 401, f"the cookie is void after signing out: 401 ({status} {body})")
 
 
+def snapshot(schema):
+    """Everything an action could change: workflows, queues, schedules, messages, the audit."""
+    s = q(schema)
+    return sql(
+        "SELECT md5(concat_ws('|',"
+        f" (SELECT string_agg(id || ':' || status || ':' || updated_at, ',' ORDER BY id) FROM {s}.workflows),"
+        f" (SELECT string_agg(name || ':' || paused, ',' ORDER BY name) FROM {s}.queues),"
+        f" (SELECT string_agg(id || ':' || paused || ':' || coalesce(next_fire_at::text, ''), ',' ORDER BY id) FROM {s}.schedules),"
+        f" (SELECT count(*) FROM {s}.messages),"
+        f" (SELECT count(*) FROM {s}.audit)))")
+
+
+def with_nul(text):
+    return text + "\u0000x"
+
+
+def nul_checks(base, token, schema):
+    """Every text field of every action, and of the bulk filter, sent with a NUL character: each
+    is refused 400 before anything is done (acted on as the text before the NUL, an action would
+    cancel bulk-1 or resume the paused queue 'bulk'), and no audit row is written."""
+    print("text with a NUL character:", flush=True)
+    bearer = {"Authorization": f"Bearer {token}"}
+    before = snapshot(schema)
+    actions = [
+        {"action": "cancel", "id": "bulk-1"},
+        {"action": "resume", "id": "bulk-1"},
+        {"action": "retry", "id": "bulk-1"},
+        {"action": "fork", "id": "invoice-1", "from_step": 0, "new_id": "forked-by-nul"},
+        {"action": "send", "id": "bulk-1", "topic": "t", "value": "v", "key": "k"},
+        {"action": "pause_queue", "queue": "default"},
+        {"action": "resume_queue", "queue": "bulk"},
+        {"action": "pause_schedule", "schedule": "nightly-report"},
+        {"action": "resume_schedule", "schedule": "nightly-report"},
+        {"action": "trigger_schedule", "schedule": "nightly-report"},
+    ]
+    sent = 0
+    for body in actions:
+        for field, value in body.items():
+            if not isinstance(value, str):
+                continue
+            bad = dict(body, **{field: with_nul(value)})
+            status, _, answer = post(base, "api/action", bad, bearer)
+            sent += 1
+            check(status == 400 and answer and "NUL character" in answer.get("error", ""),
+                  f"{body['action']} with a NUL in '{field}' is refused 400 ({status} {answer})")
+    for field in ("status", "name", "queue", "executor", "since", "until", "id_prefix"):
+        value = {"status": "pending", "since": "1d", "until": "1s"}.get(field, "bulk")
+        bad = {"action": "cancel", "filter": dict(BULK_FILTER, **{field: with_nul(value)})}
+        status, _, answer = post(base, "api/bulk", bad, bearer)
+        sent += 1
+        check(status == 400 and answer and f"'filter.{field}' holds a NUL" in answer.get("error", ""),
+              f"a bulk filter with a NUL in '{field}' is refused 400 ({status} {answer})")
+    status, _, answer = post(base, "api/bulk", {"action": "cancel", "filter": BULK_FILTER,
+                                                "confirm": {"count": 4, "fingerprint": with_nul("4-")}}, bearer)
+    check(status == 400, f"a bulk confirmation with a NUL is refused 400 ({status} {answer})")
+    status, _, answer = post(base, "api/login", {"token": token, "name": with_nul("mallory")})
+    check(status == 400, f"a sign-in name with a NUL is refused 400 ({status} {answer})")
+    status, _, text = http(base + "api/workflow?id=invoice-1%00x")
+    check(status == 400 and "NUL character" in text, f"a query parameter with a NUL is refused 400 ({status} {text})")
+    after = snapshot(schema)
+    check(before == after, f"none of the {sent} refused actions changed anything, or wrote an audit row")
+
+
+def audit_first_checks(base, token, schema):
+    """An action whose audit row cannot be written is not done: the audit refuses rows (a trigger
+    for the test), and a cancel and a confirmed bulk cancel answer 503 and change nothing."""
+    print("an action the audit cannot record:", flush=True)
+    bearer = {"Authorization": f"Bearer {token}"}
+    s = q(schema)
+    sql(f"CREATE FUNCTION {s}.refuse_audit() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$BEGIN RAISE EXCEPTION 'the audit is closed for this test'; END$$; "
+        f"CREATE TRIGGER refuse_audit BEFORE INSERT ON {s}.audit FOR EACH ROW "
+        f"EXECUTE FUNCTION {s}.refuse_audit()")
+    try:
+        before = snapshot(schema)
+        status, _, answer = post(base, "api/action", {"action": "cancel", "id": "bulk-1"}, bearer)
+        check(status == 503 and answer and "nothing was done" in answer.get("error", "")
+              and "the audit is closed for this test" in answer.get("error", ""),
+              f"a cancel the audit cannot record is refused 503, saying why ({status} {answer})")
+        dry = {"action": "cancel", "filter": BULK_FILTER}
+        status, _, answer = post(base, "api/bulk", dry, bearer)
+        check(status == 200 and answer.get("count") == 4, f"a dry run needs no audit row ({status} {answer})")
+        confirmed = dict(dry, confirm={"count": answer.get("count"), "fingerprint": answer.get("fingerprint")})
+        status, _, answer = post(base, "api/bulk", confirmed, bearer)
+        check(status == 503 and answer and "nothing was done" in answer.get("error", ""),
+              f"a bulk cancel the audit cannot record is refused 503 ({status} {answer})")
+        check(snapshot(schema) == before and bulk_count(schema) == 4,
+              "neither changed anything: bulk-1..4 are still pending")
+    finally:
+        sql(f"DROP TRIGGER refuse_audit ON {s}.audit; DROP FUNCTION {s}.refuse_audit()")
+
+
 def api_with(base, path, headers):
     status, _, body = http(base + path, headers=headers)
     return json.loads(body) if status == 200 else {}

@@ -83,6 +83,8 @@ def main():
         print(f"console (read-only, with the token): {ro_base}", flush=True)
         http_checks(base, cli_base)
         test_actions.auth_checks(base, token, schema)
+        test_actions.nul_checks(base, token, schema)
+        test_actions.audit_first_checks(base, token, schema)
         test_actions.read_only_checks(ro_base, cli_base, token)
         browser = Browser(args.screenshots)
         browser.open(base + "#/")

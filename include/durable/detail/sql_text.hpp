@@ -820,6 +820,18 @@ CREATE TRIGGER workflows_wake_result AFTER UPDATE OF status ON :"schema".workflo
                      AND OLD.status IS DISTINCT FROM NEW.status)
   EXECUTE FUNCTION :"schema".wake_result(:'result_channel');
 )durable_sql"},
+  {16, "audit_before_action", "audit written before the action",
+   "6ff21d053daa692757fba9ce5137f6be510e3a2dab92dec69ec14bb1c80092c5",
+   R"durable_sql(-- audit written before the action
+-- An action of the console or the `durable` program writes its audit row before it does
+-- anything, with the result 'started', and sets the result (done, refused, failed) when it ends.
+-- An action whose row cannot be written is not done: every action the tools take has a row. A
+-- row still 'started' is an action whose end was not recorded (the tool lost the database or
+-- stopped partway): look at its target to see what it did.
+ALTER TABLE :"schema".audit DROP CONSTRAINT audit_result_check;
+ALTER TABLE :"schema".audit ADD CONSTRAINT audit_result_check
+  CHECK (result IN ('started', 'done', 'refused', 'failed'));
+)durable_sql"},
 };
 
 inline constexpr statement_text statements[] = {
@@ -1196,6 +1208,11 @@ SELECT w.id, $3, $4, $5, $6, $7, $8::jsonb, $2, least(to_timestamp($9::double pr
  WHERE a.workflow_id = ANY($1::text[])
    AND NOT EXISTS (SELECT 1 FROM :"schema".steps s WHERE s.workflow_id = a.workflow_id AND s.seq = a.seq)
  ORDER BY a.workflow_id, a.seq, a.id)durable_sql"},
+  {"audit_finish",
+   R"durable_sql(UPDATE :"schema".audit
+   SET target = $2::jsonb, count = $3::bigint, result = $4::text, detail = $5::text
+ WHERE id = $1::bigint AND result = 'started'
+RETURNING id)durable_sql"},
   {"audit_insert",
    R"durable_sql(INSERT INTO :"schema".audit (actor, via, address, action, target, count, result, detail)
 VALUES ($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::bigint, $7::text, $8::text)

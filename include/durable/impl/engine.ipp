@@ -6,6 +6,7 @@
 #pragma once
 
 #include "durable/detail/runtime/parts.ipp"
+#include "durable/detail/text_check.hpp"
 #include "durable/impl/engine_admin.ipp"
 #include "durable/impl/engine_schedules.ipp"
 #include "durable/impl/engine_start.ipp"
@@ -141,6 +142,7 @@ DURABLE_DECL void engine::report_background_failure(std::string_view component,
 
 DURABLE_DECL asio::awaitable<bool> engine::recover_impl_on_strand(std::string workflow_id) {
   auto s = s_;
+  detail::refuse_nul("recover()", "workflow id", workflow_id);
   // Running here, or waiting to claim again after a transient failure (its own retry resumes it).
   if (s->busy(workflow_id)) co_return true;
   std::vector<std::string> ids{workflow_id};

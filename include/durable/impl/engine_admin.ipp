@@ -38,6 +38,7 @@ DURABLE_DECL asio::awaitable<void> engine::configure_queue_impl(const queue_opti
 DURABLE_DECL asio::awaitable<void> engine::set_queue_paused_impl(std::string name, bool paused) {
   auto s = s_;
   if (name.empty()) throw error("pause_queue/resume_queue: the queue name must not be empty");
+  detail::refuse_nul(paused ? "pause_queue()" : "resume_queue()", "queue name", name);
   {
     auto q = s->st.queue_set_paused(name, paused);  // named: GCC 12 (docs/concepts.md)
     auto c = co_await s->pool.acquire();
@@ -153,15 +154,19 @@ DURABLE_DECL asio::awaitable<std::vector<queue_depth>> engine::queue_depths_hop(
 }
 
 DURABLE_DECL asio::awaitable<bool> engine::cancel_impl(std::string id) {
+  detail::refuse_nul("cancel()", "workflow id", id);
   return detail::on_strand(s_, cancel_on_strand(std::move(id)));
 }
 
 DURABLE_DECL asio::awaitable<bool> engine::resume_impl(std::string id, bool dead_letter_only) {
+  detail::refuse_nul(dead_letter_only ? "retry()" : "resume()", "workflow id", id);
   return detail::on_strand(s_, resume_on_strand(std::move(id), dead_letter_only));
 }
 
 DURABLE_DECL asio::awaitable<workflow_handle> engine::fork_impl(std::string id, int from_step,
                                                                 std::string new_id) {
+  detail::refuse_nul("fork()", "workflow id", id);
+  detail::refuse_nul("fork()", "new workflow id", new_id);
   return detail::on_strand(s_, fork_on_strand(std::move(id), from_step, std::move(new_id)));
 }
 

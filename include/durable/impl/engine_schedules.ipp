@@ -130,6 +130,10 @@ DURABLE_DECL asio::awaitable<void> engine::schedule_impl(std::string id, std::st
   opts.time_zone = time_zone;
   opts.workflow = workflow;
   opts.queue = queue;
+  detail::refuse_nul("schedule()", "schedule id", id);
+  detail::refuse_nul("schedule()", "workflow name", workflow);
+  detail::refuse_nul("schedule()", "queue name", queue);
+  detail::refuse_nul("schedule()", "time zone", time_zone);
   const double now = co_await detail::server_now(*s);
   const auto def =
       detail::schedule_definition_of(opts, inputs, s->options.app_version, std::int64_t(now));
@@ -140,6 +144,7 @@ DURABLE_DECL asio::awaitable<void> engine::schedule_impl(std::string id, std::st
 
 DURABLE_DECL asio::awaitable<bool> engine::set_schedule_paused_impl(std::string id, bool paused) {
   auto s = s_;
+  detail::refuse_nul(paused ? "pause_schedule()" : "resume_schedule()", "schedule id", id);
   std::optional<std::int64_t> next;
   if (!paused) {
     const auto fetched = co_await detail::fetch_schedule(*s, id);
@@ -160,6 +165,7 @@ DURABLE_DECL asio::awaitable<bool> engine::set_schedule_paused_impl(std::string 
 
 DURABLE_DECL asio::awaitable<std::string> engine::trigger_schedule_impl(std::string id) {
   auto s = s_;
+  detail::refuse_nul("trigger_schedule()", "schedule id", id);
   const auto fetched = co_await detail::fetch_schedule(*s, id);
   if (!fetched) throw error("trigger_schedule: there is no schedule '" + id + "'");
   const schedule_info* info = &fetched->info;

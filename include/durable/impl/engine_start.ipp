@@ -44,6 +44,11 @@ struct enqueue_request {
 DURABLE_DECL void engine::check_enqueue(const enqueue_options& opts, const std::string& name,
                                         const std::string& id, const nlohmann::json& inputs) const {
   if (id.empty()) throw error("enqueue('" + name + "'): the workflow id must not be empty");
+  detail::refuse_nul("enqueue()", "workflow id", id);
+  detail::refuse_nul("enqueue()", "workflow name", name);
+  detail::refuse_nul("enqueue()", "queue name", opts.queue);
+  if (opts.dedup_key) detail::refuse_nul("enqueue()", "deduplication key", *opts.dedup_key);
+  if (opts.debounce) detail::refuse_nul("enqueue()", "debounce key", opts.debounce->key);
   if (opts.queue.empty())
     throw error("enqueue('" + name + "', '" + id + "'): the queue name must not be empty");
   if (opts.delay.count() < 0)
@@ -147,6 +152,9 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::enqueue_hop(pg::transactio
 DURABLE_DECL pg::statement engine::send_statement_encoded(
     const std::string& workflow_id, const std::string& topic, const std::string& payload,
     const std::string& idempotency_key) const {
+  detail::refuse_nul("send_statement()", "workflow id", workflow_id);
+  detail::refuse_nul("send_statement()", "topic", topic);
+  detail::refuse_nul("send_statement()", "idempotency key", idempotency_key);
   refuse_large("send_statement('" + workflow_id + "', '" + topic + "'): the message",
                payload.size());
   std::optional<std::string> key;
@@ -166,6 +174,8 @@ DURABLE_DECL void engine::refuse_large(const std::string& what, std::size_t byte
 
 DURABLE_DECL void engine::check_start(const std::string& name, const std::string& id,
                                       std::int64_t timeout_ms) const {
+  detail::refuse_nul("start()", "workflow id", id);
+  detail::refuse_nul("start()", "workflow name", name);
   if (timeout_ms < 0)
     throw error("start('" + name + "', '" + id + "'): the timeout must not be negative");
 }
@@ -236,6 +246,9 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded(std::string 
 DURABLE_DECL asio::awaitable<bool> engine::send_impl(std::string workflow_id, std::string topic,
                                                      std::string payload,
                                                      std::string idempotency_key) {
+  detail::refuse_nul("send()", "workflow id", workflow_id);
+  detail::refuse_nul("send()", "topic", topic);
+  detail::refuse_nul("send()", "idempotency key", idempotency_key);
   return detail::on_strand(s_, send_on_strand(std::move(workflow_id), std::move(topic),
                                               std::move(payload), std::move(idempotency_key)));
 }
@@ -309,6 +322,8 @@ DURABLE_DECL asio::awaitable<std::optional<std::string>> engine::get_event_on_st
 
 DURABLE_DECL asio::awaitable<std::optional<std::string>> engine::get_event_impl(
     std::string workflow_id, std::string key, std::chrono::milliseconds timeout) {
+  detail::refuse_nul("get_event()", "workflow id", workflow_id);
+  detail::refuse_nul("get_event()", "key", key);
   return detail::on_strand(s_,
                            get_event_on_strand(std::move(workflow_id), std::move(key), timeout));
 }

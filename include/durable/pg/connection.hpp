@@ -16,6 +16,7 @@
 #error "durable needs Asio's co_await support: with Clang, define ASIO_HAS_CO_AWAIT=1"
 #endif
 
+#include <algorithm>
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/posix/stream_descriptor.hpp>
@@ -46,16 +47,39 @@ struct statement {
   bool prepared = false;
 };
 
+namespace detail {
+/// `s`, unless a parameter holds a NUL character: libpq sends a text parameter as a C string,
+/// so the server would get only the text before the NUL (another id, another queue's name) and
+/// act on that. Such a statement is refused before anything is sent, as the server refuses
+/// bytes that are not text: character_not_in_repertoire (22021), which is permanent.
+inline statement refuse_nul(statement s) {
+  for (std::size_t i = 0; i < s.params.size(); ++i) {
+    const auto& p = s.params[i];
+    const auto at = p ? p->find('\0') : std::string::npos;
+    if (at == std::string::npos) continue;
+    std::string label = s.text.substr(0, std::min(s.text.find('\n'), std::size_t(60)));
+    if (label.size() < s.text.size() && !s.prepared) label += "...";
+    throw_sql_error("22021",
+                    "parameter $" + std::to_string(i + 1) + " holds a NUL character (at byte " +
+                        std::to_string(at) +
+                        "), which PostgreSQL text cannot hold: the statement was not sent",
+                    std::move(label));
+  }
+  return s;
+}
+}  // namespace detail
+
 /// A SQL statement with bound parameters ($1, $2, ...). Values are never spliced into text.
+/// A text parameter that holds a NUL character is refused (detail::refuse_nul).
 template <class... Args>
 [[nodiscard]] statement sql(std::string text, const Args&... args) {
-  return statement{std::move(text), {to_param(args)...}, false};
+  return detail::refuse_nul(statement{std::move(text), {to_param(args)...}, false});
 }
 
-/// A call of a prepared statement by name.
+/// A call of a prepared statement by name; a parameter with a NUL is refused, as by sql().
 template <class... Args>
 [[nodiscard]] statement prepared(std::string name, const Args&... args) {
-  return statement{std::move(name), {to_param(args)...}, true};
+  return detail::refuse_nul(statement{std::move(name), {to_param(args)...}, true});
 }
 
 /// Statement texts a connection prepares on first use, by name (the prepare travels in the

@@ -105,6 +105,13 @@ public:
                                              const std::string& detail) const {
     return {call("audit_insert", actor, via, address, action, target, count, result, detail)};
   }
+  /// The end of the action of audit row `id`, written 'started' first (migration 16); no row
+  /// when it had ended already.
+  [[nodiscard]] query<audit_id> audit_finish(std::int64_t id, const std::string& target,
+                                             std::int64_t count, const std::string& result,
+                                             const std::string& detail) const {
+    return {call("audit_finish", id, target, count, result, detail)};
+  }
   /// The audit newest first: at most `limit` rows below `before_id`, of `action` if given.
   [[nodiscard]] query<store_rows::json_value> audit_list(
       std::int64_t limit, const std::optional<std::int64_t>& before_id,
