@@ -84,6 +84,7 @@ def main():
         http_checks(base, cli_base)
         test_actions.auth_checks(base, token, schema)
         test_actions.nul_checks(base, token, schema)
+        test_actions.documented_queries(base, schema)
         test_actions.audit_first_checks(base, token, schema)
         test_actions.read_only_checks(ro_base, cli_base, token)
         browser = Browser(args.screenshots)
