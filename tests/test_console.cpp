@@ -141,9 +141,12 @@ TEST_CASE("console: query strings are read as browsers and curl send them, the d
   CHECK(list_filter_of(p, 500).statuses == std::vector<std::string>{"failed", "dead_letter"});
   CHECK(parse_query("id=order-7/child-1")["id"] == "order-7/child-1");
   CHECK(parse_query("id=nightly@2026-12-04T03:00:00Z")["id"] == "nightly@2026-12-04T03:00:00Z");
-  // What browsers leave unencoded, and what they encode (URLSearchParams: a space as '+').
+  // A schedule run's id as curl and a browser's address bar send it: its '+' is itself.
+  CHECK(parse_query("id=nightly@trigger:2026-12-06T00:21:35.238+01:00")["id"] ==
+        "nightly@trigger:2026-12-06T00:21:35.238+01:00");
+  // What browsers leave unencoded, and what they encode (encodeURIComponent: a space as %20).
   CHECK(parse_query("id=a[1]{x}|y^z!$'()*;~")["id"] == "a[1]{x}|y^z!$'()*;~");
-  CHECK(parse_query("id=a+b%2Bc%20d")["id"] == "a b+c d");
+  CHECK(parse_query("id=a+b%2Bc%20d")["id"] == "a+b+c d");
   CHECK(parse_query("id=%E2%9C%93")["id"] == "\xE2\x9C\x93");
   CHECK(parse_query("id=x=y")["id"] == "x=y");
   CHECK(parse_query("a&&b=&c=1") == params{{"a", ""}, {"b", ""}, {"c", "1"}});

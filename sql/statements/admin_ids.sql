@@ -17,8 +17,9 @@
 -- $9 of them (and one more, to tell that there are more): the set a bulk action of the console
 -- counts, confirms and acts on. A row with `edge` true comes first and says that a status had
 -- more than $11 rows in the range, so the set is not known whole (its id is the last one read,
--- which may not match the filter): the console refuses such a filter.
-SELECT v.id, v.edge
+-- which may not match the filter): the console refuses such a filter. Each row has its status,
+-- so that the console can count the workflows its action applies to.
+SELECT v.id, v.edge, s.status
   FROM unnest(CASE WHEN cardinality($1::text[]) = 0
                    THEN ARRAY['pending', 'running', 'sleeping', 'succeeded', 'failed', 'parked',
                               'cancelled', 'dead_letter']

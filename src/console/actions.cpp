@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -129,6 +130,14 @@ asio::awaitable<bool> act_on(engine& eng, const std::string& action, const std::
   if (action == "cancel") co_return co_await eng.cancel(id);
   if (action == "resume") co_return co_await eng.resume(id);
   co_return co_await eng.retry(id);
+}
+
+// Whether `action` can apply to a workflow in `status` now (what act_on's statement checks).
+bool applies(const std::string& action, const std::string& status) {
+  if (action == "cancel") return unfinished(status);
+  if (action == "resume")
+    return status == "cancelled" || status == "parked" || status == "dead_letter";
+  return status == "dead_letter";
 }
 
 std::string applies_to(const std::string& action) {
@@ -322,7 +331,10 @@ asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who
   filter.limit = bulk_limit + 1;
   filter.scan = max_scan;
   const auto& st = detail::store_of(eng);
+  // The matches the action applies to now (by id), and how many of the others, by status.
   std::vector<std::string> ids;
+  std::map<std::string, std::int64_t> skipped_by_status;
+  std::int64_t matched = 0;
   {
     auto q = st.admin_ids(filter);
     auto c = co_await eng.pool().acquire();
@@ -332,23 +344,41 @@ asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who
                         std::to_string(max_scan) +
                         " workflows in its time range to look through (the console's max_scan); "
                         "narrow it with a status or a time range (since, until)");
-    for (auto& r : rows) ids.push_back(std::move(r.id));
+    matched = std::int64_t(rows.size());
+    for (auto& r : rows) {
+      if (applies(action, r.status))
+        ids.push_back(std::move(r.id));
+      else
+        ++skipped_by_status[r.status];
+    }
   }
-  if (std::int64_t(ids.size()) > bulk_limit)
+  if (matched > bulk_limit)
     throw bad_request("more than " + std::to_string(bulk_limit) +
                       " workflows match this filter; a bulk action takes at most " +
                       std::to_string(bulk_limit) + ": narrow the filter");
   const auto count = std::int64_t(ids.size());
   const auto print = fingerprint(ids);
+  ojson skips = ojson::array();
+  for (const auto& [status, n] : skipped_by_status)
+    skips.push_back(ojson{{"status", status}, {"count", n}});
+  // What a dry run (or a refused run) says: how many it acts on, of how many matches, and why
+  // the others are skipped.
+  const ojson plan{{"count", count},
+                   {"fingerprint", print},
+                   {"matched", matched},
+                   {"skipped", skips},
+                   {"skip_reason", skips.empty() ? std::string() : applies_to(action)}};
   ojson echo = ojson::object();
   for (const auto& [k, v] : p) echo[k] = v;
   const auto confirm = body.find("confirm");
   if (confirm == body.end() || confirm->is_null()) {
     ojson sample = ojson::array();
     for (std::size_t i = 0; i < ids.size() && i < 20; ++i) sample.push_back(ids[i]);
-    co_return ojson{{"dry_run", true},    {"action", action},     {"filter", echo},
-                    {"count", count},     {"fingerprint", print}, {"sample", sample},
-                    {"limit", bulk_limit}};
+    ojson out{{"dry_run", true}, {"action", action}, {"filter", echo}};
+    out.update(plan);
+    out["sample"] = sample;
+    out["limit"] = bulk_limit;
+    co_return out;
   }
   if (!confirm->is_object() || !confirm->contains("count") || !confirm->contains("fingerprint") ||
       !confirm->at("count").is_number_integer() || !confirm->at("fingerprint").is_string())
@@ -361,13 +391,14 @@ asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who
           target["confirmed_count"] = confirmed;
           target["count_now"] = count;
           throw conflict(confirmed == count
-                             ? "the set of workflows the filter matches changed since the count "
-                               "(still " +
+                             ? "the set of workflows the action applies to changed since the "
+                               "count (still " +
                                    std::to_string(count) + "): nothing was done; confirm it again"
-                             : "the filter matches " + std::to_string(count) +
-                                   " workflows now, not the " + std::to_string(confirmed) +
+                             : "the action applies to " + std::to_string(count) +
+                                   " of the filter's workflows now, not the " +
+                                   std::to_string(confirmed) +
                                    " confirmed: nothing was done; confirm the new count",
-                         ojson{{"count", count}, {"fingerprint", print}});
+                         plan);
         }
         target["ids"] = ids;
         ojson skipped = ojson::array();

@@ -127,9 +127,9 @@ inline std::optional<std::string> refused_body(const nlohmann::ordered_json& bod
 }
 
 /// A request's query string as browsers and curl send it: pairs split at '&', a name and its
-/// value at the first '=', "%XX" decoded, '+' read as a space (as URLSearchParams writes one:
-/// send a literal '+' as %2B), and every other character taken as it is (',', ':', '/', '@',
-/// brackets: whatever a browser leaves unencoded). The first pair of a name counts. Throws
+/// value at the first '=', "%XX" decoded, and every other character taken as it is (',', ':',
+/// '/', '@', brackets, and '+', which a schedule run's id holds in its time's offset: as RFC 3986
+/// reads it, not as a form's space; send a space as %20). The first pair of a name counts. Throws
 /// bad_request for a '%' without two hex digits after it, and (check_text) for a name or value
 /// that, decoded, holds a NUL or is not UTF-8.
 inline params parse_query(std::string_view query) {
@@ -144,9 +144,7 @@ inline params parse_query(std::string_view query) {
     out.reserve(raw.size());
     for (std::size_t i = 0; i < raw.size(); ++i) {
       const char c = raw[i];
-      if (c == '+') {
-        out.push_back(' ');
-      } else if (c != '%') {
+      if (c != '%') {
         out.push_back(c);
       } else if (i + 2 < raw.size() && hex(raw[i + 1]) >= 0 && hex(raw[i + 2]) >= 0) {
         out.push_back(char(hex(raw[i + 1]) * 16 + hex(raw[i + 2])));

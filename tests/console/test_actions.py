@@ -6,6 +6,7 @@ database through psql as well as on the page.
 import json
 
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
 
 from browser_kit import api, check, http, post, sql, wait_until
 
@@ -44,6 +45,19 @@ def auth_checks(base, token, schema):
           and isinstance(body.get("fingerprint"), str),
           f"with the token as Bearer, a dry run counts the 4 bulk workflows ({status} {body})")
     check(bulk_count(schema) == 4, "a dry run changes nothing")
+    # Status-aware: a retry applies to dead letters only, a resume to cancelled, parked and dead
+    # letters; the 4 pending matches are counted as skipped, with the reason.
+    for verb in ("retry", "resume"):
+        status, _, body = post(base, "api/bulk", {"action": verb, "filter": BULK_FILTER}, bearer)
+        check(status == 200 and body.get("count") == 0 and body.get("matched") == 4
+              and body.get("skipped") == [{"status": "pending", "count": 4}]
+              and "dead-lettered" in body.get("skip_reason", ""),
+              f"a {verb} dry run counts what it applies to: 0 of 4, 4 pending skipped ({status} {body})")
+    status, _, body = post(base, "api/bulk", {"action": "cancel", "filter": {"queue": "bulk"}}, bearer)
+    finished = int(sql(f"SELECT count(*) FROM {q(schema)}.workflows WHERE queue = 'bulk' "
+                       "AND status IN ('succeeded', 'failed', 'cancelled')"))
+    check(status == 200 and body.get("count") == 4 and body.get("matched") == 4 + finished,
+          f"a cancel dry run counts the unfinished ones only ({finished} finished) ({status} {body})")
     status, _, body = post(base, "api/bulk", dry, dict(bearer, Origin="http://evil.example"))
     check(status == 403, f"a POST from a foreign Origin is refused 403, even with the token ({status} {body})")
     status, _, body = post(base, "api/bulk", dry, dict(bearer, Origin=base.rstrip("/")))
@@ -142,6 +156,23 @@ def nul_checks(base, token, schema):
     check(status == 400 and "NUL character" in text, f"a query parameter with a NUL is refused 400 ({status} {text})")
     after = snapshot(schema)
     check(before == after, f"none of the {sent} refused actions changed anything, or wrote an audit row")
+
+
+def documented_queries(base, schema):
+    """The query strings docs/console.md shows, sent as written (unencoded): a list of statuses,
+    a timestamp, a child's id with '/', a schedule run's id with '@' and ':'."""
+    print("documented query strings:", flush=True)
+    child = sql(f"SELECT id FROM {q(schema)}.workflows WHERE parent_id IS NOT NULL ORDER BY id LIMIT 1")
+    run = sql(f"SELECT id FROM {q(schema)}.workflows WHERE id LIKE 'nightly-report@%' ORDER BY id LIMIT 1")
+    check("/" in child and "@" in run and ":" in run, f"the fixture has such ids ({child}, {run})")
+    for path in ("api/workflows?status=failed,dead_letter",
+                 "api/workflows?status=failed,dead_letter&since=2026-01-01T20:00:00Z&limit=20",
+                 f"api/workflow?id={child}", f"api/workflow?id={run}"):
+        status, _, body = http(base + path)
+        check(status == 200, f"GET {path} is answered 200 ({status} {body[:200]})")
+        if "workflow?id=" in path:
+            check(json.loads(body).get("workflow", {}).get("id") == path.split("id=", 1)[1],
+                  f"{path} shows that workflow")
 
 
 def audit_first_checks(base, token, schema):
@@ -291,6 +322,16 @@ def bulk_cancel(b, base, schema):
     print("bulk cancel:", flush=True)
     b.open(base + "#/workflows?queue=bulk&status=pending")
     check(len(b.css("#bulk")) == 1, "the list has the bulk bar")
+    # A retry of pending workflows applies to none: the count says so, and why.
+    Select(b.css("#bulk-action")[0]).select_by_value("retry")
+    b.click("#bulk-count")
+    b.wait(lambda d: b.attr("#bulk-plan", "data-count"), "the retry's dry run answers")
+    skip = b.text("#bulk-skip") or ""
+    check(b.attr("#bulk-plan", "data-count") == "0" and b.attr("#bulk-skip", "data-skipped") == "4"
+          and "4 pending" in skip and "dead-lettered" in skip and not b.css("#bulk-run"),
+          f"0 of 4 to retry, 4 pending skipped with the reason, nothing to run ({b.text('#bulk-summary')} / {skip})")
+    b.shot("bulk-dry-run-skips")
+    Select(b.css("#bulk-action")[0]).select_by_value("cancel")
     # A count, then the filter edited: the count is void.
     b.click("#bulk-count")
     b.wait(lambda d: b.attr("#bulk-plan", "data-count"), "the dry run answers")

@@ -891,7 +891,7 @@ SELECT json_build_object(
          SELECT 1 FROM :"schema".workflows p WHERE p.id = w.parent_id
             AND p.status NOT IN ('succeeded', 'failed', 'cancelled'))))durable_sql"},
   {"admin_ids",
-   R"durable_sql(SELECT v.id, v.edge
+   R"durable_sql(SELECT v.id, v.edge, s.status
   FROM unnest(CASE WHEN cardinality($1::text[]) = 0
                    THEN ARRAY['pending', 'running', 'sleeping', 'succeeded', 'failed', 'parked',
                               'cancelled', 'dead_letter']

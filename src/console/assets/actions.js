@@ -318,7 +318,9 @@ function bulkBar(ctx) {
   const action = el('select', { id: 'bulk-action', name: 'bulk-action' }, BULK_ACTIONS.map((a) => el('option', { value: a }, a)));
   const plan = el('div', { id: 'bulk-plan', class: 'bulk-plan', hidden: true });
   const result = noticeEl('bulk-result');
-  let pending = null;  // {action, count, fingerprint}
+  let pending = null;  // {action, count, fingerprint, matched, skipped, reason}
+  const planOf = (a, r) => ({ action: a, count: num(r.count), fingerprint: r.fingerprint,
+    matched: num(r.matched), skipped: arr(r.skipped), reason: r.skip_reason || '' });
   const discard = () => {
     pending = null;
     plan.hidden = true;
@@ -332,7 +334,7 @@ function bulkBar(ctx) {
     const a = action.value;
     try {
       const r = await post('/api/bulk', { action: a, filter });
-      pending = { action: a, count: num(r.count), fingerprint: r.fingerprint };
+      pending = planOf(a, r);
       showPlan(arr(r.sample), false);
     } catch (e) {
       plan.hidden = false;
@@ -346,11 +348,19 @@ function bulkBar(ctx) {
     plan.hidden = false;
     plan.dataset.count = String(n);
     plan.dataset.changed = changed ? '1' : '0';
+    // What the action applies to, of the matches: the others (a retry of a succeeded workflow)
+    // are counted by status and said with the reason, not run to be skipped.
+    const m = pending.matched > n ? pending.matched : n;
     const summary = el('p', { id: 'bulk-summary', class: changed ? 'changed' : null },
       changed ? 'Refused: the set changed since the count. Now ' : '', el('strong', { id: 'bulk-n' }, String(n)),
-      ` workflow${n === 1 ? ' matches' : 's match'} ${filterWords(filter)}.`);
+      m === n ? ` workflow${n === 1 ? ' matches' : 's match'} ${filterWords(filter)}.`
+        : ` of ${m} workflows matching ${filterWords(filter)} ${n === 1 ? 'is' : 'are'} to ${pending.action}.`);
+    const skip = m > n ? el('p', { id: 'bulk-skip', 'data-skipped': String(m - n) },
+      `${m - n} will be skipped: `,
+      pending.skipped.map((x) => `${num(x.count)} ${text(x.status)}`).join(', '),
+      pending.reason ? ` (${pending.reason}).` : '.') : null;
     if (!n) {
-      plan.replaceChildren(summary, el('p', { class: 'muted' }, 'Nothing to ' + pending.action + '.'));
+      fill(plan, summary, skip, el('p', { class: 'muted' }, 'Nothing to ' + pending.action + '.'));
       return;
     }
     const typed = el('input', { type: 'text', id: 'bulk-confirm', inputmode: 'numeric', autocomplete: 'off', spellcheck: 'false',
@@ -358,7 +368,7 @@ function bulkBar(ctx) {
     const runButton = button('bulk-run', `${pending.action} ${plural(n, 'workflow')}`, 'primary danger', () => run(runButton), { disabled: true });
     typed.addEventListener('input', () => { runButton.disabled = typed.value.trim() !== String(n); });
     const more = n > sample.length && sample.length ? el('li', { class: 'muted' }, `… and ${n - sample.length} more`) : null;
-    fill(plan, summary,
+    fill(plan, summary, skip,
       sample.length ? el('ul', { id: 'bulk-sample', class: 'sample' },
         sample.map((id) => el('li', null, link(hashOf('workflow', { id }), String(id)))), more) : null,
       el('div', { class: 'confirm' }, el('label', { for: 'bulk-confirm' }, `Type ${n} to ${pending.action} them: `), typed, ' ', runButton, ' ',
@@ -383,7 +393,7 @@ function bulkBar(ctx) {
     } catch (e) {
       if (e instanceof ApiError && e.status === 409 && e.body && typeof e.body.count === 'number') {
         result.hidden = true;
-        pending = { action: p.action, count: e.body.count, fingerprint: e.body.fingerprint };
+        pending = planOf(p.action, e.body);
         showPlan([], true);
       } else {
         say(result, 'error', messageOf(e));

@@ -225,11 +225,13 @@ class ApiError extends Error {
 
 /** GET path?params as JSON; throws ApiError with the server's {"error"} message. */
 async function api(path, params) {
-  const q = new URLSearchParams();
+  // encodeURIComponent, not URLSearchParams: the server reads '+' as itself (a schedule run's
+  // id holds one), so a space must go as %20, not as a form's '+'.
+  const q = [];
   for (const [k, v] of Object.entries(params || {})) {
-    if (v !== null && v !== undefined && v !== '') q.set(k, String(v));
+    if (v !== null && v !== undefined && v !== '') q.push(encodeURIComponent(k) + '=' + encodeURIComponent(String(v)));
   }
-  const url = path + (q.toString() ? '?' + q.toString() : '');
+  const url = path + (q.length ? '?' + q.join('&') : '');
   let res;
   try {
     res = await fetch(url, { headers: { Accept: 'application/json' }, credentials: 'same-origin', cache: 'no-store' });

@@ -87,7 +87,10 @@ public:
   struct id_row {
     std::string id;
     bool edge = false;
-    static id_row from(const pg::row& r) { return {r.get<std::string>(0), r.get<bool>(1)}; }
+    std::string status;
+    static id_row from(const pg::row& r) {
+      return {r.get<std::string>(0), r.get<bool>(1), r.get<std::string>(2)};
+    }
   };
   [[nodiscard]] query<id_row> admin_ids(const list_filter& f) const {
     return {call("admin_ids", text_array(f.statuses), f.name, f.queue, f.executor, f.since_s,
