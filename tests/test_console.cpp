@@ -190,6 +190,42 @@ TEST_CASE("console: every string of a POST's body is checked for a NUL, by its p
              Catch::Contains("the field 'value.list[1]' holds a NUL"));
   CHECK_THAT(refused(ojson::parse(R"({"k\u0000":1})")),
              Catch::Contains("the name of the field 'k"));
+  // A body nested deeper than any action needs is refused before it costs anything.
+  std::string deep = R"({"value":)";
+  for (int i = 0; i < 100000; ++i) deep += "[";
+  for (int i = 0; i < 100000; ++i) deep += "]";
+  deep += "}";
+  CHECK_THAT(refused(ojson::parse(deep)), Catch::Contains("nests more than 32 levels"));
+  std::string fine = R"({"value":)" + std::string(30, '[') + std::string(30, ']') + "}";
+  CHECK(refused(ojson::parse(fine)).empty());
+}
+
+TEST_CASE("console: a database that does not answer is said in words, never where it is") {
+  using durable::console_detail::not_answering;
+  namespace pg = durable::pg;
+  const auto limit = std::chrono::milliseconds(2000);
+  const std::string where = "connection to server at \"db.internal\" (10.1.2.3), port 6543 failed";
+  const auto said = [&](const std::exception& e) {
+    const auto s = not_answering(e, limit);
+    for (const char* secret : {"db.internal", "10.1.2.3", "6543", "app_user", "orders_db"})
+      CHECK_THAT(s, !Catch::Contains(secret));
+    CHECK_THAT(s, Catch::StartsWith("the database is not answering: "));
+    return s;
+  };
+  CHECK_THAT(said(pg::statement_timeout("durable_admin_stats", limit, false)),
+             Catch::Contains("no answer within 2000 ms"));
+  CHECK_THAT(said(pg::sql_error("57014", "canceling statement due to statement timeout", "x")),
+             Catch::Contains("no answer within 2000 ms"));
+  CHECK_THAT(said(pg::connection_error(where + ": Connection refused")),
+             Catch::Contains("refused the connection"));
+  CHECK_THAT(said(pg::connection_error(where + ": timeout expired")), Catch::Contains("timed out"));
+  CHECK_THAT(said(pg::connection_error(
+                 where + ": FATAL:  password authentication failed for user \"app_user\"")),
+             Catch::Contains("credentials"));
+  CHECK_THAT(said(pg::connection_error(where + ": FATAL:  database \"orders_db\" does not exist")),
+             Catch::Contains("does not exist"));
+  CHECK_THAT(said(pg::connection_lost("server closed the connection unexpectedly")),
+             Catch::Contains("was lost"));
 }
 
 TEST_CASE("console: a token file's token is trimmed and must resist guessing") {

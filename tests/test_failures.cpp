@@ -303,6 +303,24 @@ TEST_CASE("a step issued inside another step's function is rejected and the work
   CHECK(probe.calls["outer"] == 2);
 }
 
+TEST_CASE("a step name with a NUL character parks the workflow before the step runs",
+          "[failure][text]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("nul_step");
+  fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("nul_step", "w-nul");
+    auto row = co_await wait_status(eng, h.id(), "parked");
+    CHECK_THAT(row.reason, Catch::Contains("the step name 'charge\\0card' holds a NUL character "
+                                           "(at byte 6)"));
+    const long rows = co_await test::journal_rows(eng, h.id());
+    CHECK(rows == 0);
+    // The engine goes on: another workflow runs to its end.
+    auto other = co_await eng.start("nested_sync", "w-after-nul");
+    (void)co_await wait_status(eng, other.id(), "parked");
+  });
+  CHECK(probe.calls["nul step"] == 0);
+}
+
 TEST_CASE("a journal row with an absurd step number parks that workflow, not the engine",
           "[failure][journal]") {
   probe.reset();

@@ -132,6 +132,20 @@ TEST_CASE("an argument with a NUL character is refused before anything is done",
     } catch (const durable::invalid_text& e) {
       refused.push_back(e.field());
     }
+    // With a completion token other than the default, the refusal is the operation's error.
+    std::string by_callback;
+    eng.cancel(nul, [&](std::exception_ptr e, bool) {
+      try {
+        if (e) std::rethrow_exception(e);
+        by_callback = "no error";
+      } catch (const durable::invalid_text& x) {
+        by_callback = x.field();
+      } catch (const std::exception& x) {
+        by_callback = x.what();
+      }
+    });
+    for (int i = 0; i < 1000 && by_callback.empty(); ++i) co_await test::sleep_ms(10);
+    CHECK(by_callback == "workflow id");
     // Nothing happened to ship-1, or anywhere else.
     auto c = co_await eng.pool().acquire();
     auto r = co_await c->exec("SELECT status FROM " + test::q(schema) +

@@ -3,6 +3,7 @@
 // target, src/console/); this header pulls in no HTTP library.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -40,6 +41,11 @@ struct console_options {
   /// Requests that use the database at once at most; the others wait their turn. The console
   /// shares the engine's pool: this keeps open tabs from taking it from the workflows.
   std::size_t max_queries = 2;
+  /// How long one of the console's statements may take: past it, the statement is cancelled and
+  /// the request answered 503 ("the database is not answering"), and an open page keeps its data
+  /// with a banner that says as of when. Its own reads, counts and audit rows; an action's
+  /// statements are the engine's, under the engine's connection_options::statement_timeout.
+  std::chrono::milliseconds query_timeout{std::chrono::seconds(5)};
   /// The token that actions need (cancel, retry, bulk, pause, ...): sent as
   /// `Authorization: Bearer <token>`, or typed once in the sign-in form, which opens a session
   /// (an HttpOnly cookie). At least 16 printable characters. Empty: no actions, the pages are

@@ -221,11 +221,12 @@ public:
 /// Text given to the engine that cannot be stored or would be read as other text: a NUL
 /// character (PostgreSQL text cannot hold one, and libpq would send only the text before it,
 /// which may name another workflow or queue). Thrown before anything is done; `field()` names
-/// the argument ("workflow id", "topic", ...). Fix the caller: trying again changes nothing.
-class invalid_text : public error {
+/// the argument ("workflow id", "topic", ...). Fix the caller: trying again changes nothing, so
+/// it is a permanent_error (a step that meets it is not retried).
+class invalid_text : public permanent_error {
 public:
   invalid_text(std::string field, const std::string& what)
-      : error(what), field_(std::move(field)) {}
+      : permanent_error(what), field_(std::move(field)) {}
   [[nodiscard]] const std::string& field() const noexcept { return field_; }
 
 private:

@@ -274,12 +274,9 @@ int cmd_send(session& s, const settings& g, const std::string& id, const std::st
   return done;
 }
 
-int cmd_gc(session& s, const settings& g, const std::string& older_than,
-           std::vector<std::string> statuses, std::int64_t batch, bool dry_run) {
-  const double age_s = require_duration("--older-than", older_than);
-  if (statuses.empty())
-    for (const workflow_state st : durable::finished_workflow_states)
-      statuses.emplace_back(durable::to_string(st));
+void check_gc(const std::string& older_than, const std::vector<std::string>& statuses,
+              std::int64_t batch) {
+  (void)require_duration("--older-than", older_than);
   for (const auto& st : statuses)
     if (const auto state = durable::parse_workflow_state(st); !state || !is_finished(*state))
       throw failure(bad_usage, "--status " + one_line(st) +
@@ -287,6 +284,15 @@ int cmd_gc(session& s, const settings& g, const std::string& older_than,
                                    "cancelled); cancel a parked or dead-lettered workflow first "
                                    "if it should go");
   if (batch < 1) throw failure(bad_usage, "--batch must be at least 1");
+}
+
+int cmd_gc(session& s, const settings& g, const std::string& older_than,
+           std::vector<std::string> statuses, std::int64_t batch, bool dry_run) {
+  check_gc(older_than, statuses, batch);
+  const double age_s = require_duration("--older-than", older_than);
+  if (statuses.empty())
+    for (const workflow_state st : durable::finished_workflow_states)
+      statuses.emplace_back(durable::to_string(st));
   const std::string list = durable::detail::text_array(statuses);
   std::int64_t n = 0;
   if (dry_run) {

@@ -213,8 +213,9 @@ struct ui_args {
   std::vector<std::string> allowed_hosts;
   std::string token_file;  // "": no actions
   bool read_only = false;
-  bool secure_cookie = false;      // the session cookie is Secure (reached through HTTPS)
-  std::int64_t max_scan = 100000;  // rows read per status at most (console_options::max_scan)
+  bool secure_cookie = false;        // the session cookie is Secure (reached through HTTPS)
+  std::int64_t max_scan = 100000;    // rows read per status at most (console_options::max_scan)
+  std::string query_timeout = "5s";  // console_options::query_timeout, as a duration
 };
 /// The token in `path` (ui.cpp): its text without surrounding white space; a failure (bad
 /// usage) when it cannot be read or is too short. Warns on stderr when others may read the file.
@@ -260,6 +261,11 @@ int cmd_fork(session& s, const settings& g, const std::string& id, int from_step
 nlohmann::json read_message(const std::string& value_arg, const std::string& file, bool as_text);
 int cmd_send(session& s, const settings& g, const std::string& id, const std::string& topic,
              const nlohmann::json& payload, const std::string& key);
+/// gc's arguments, checked before its audit row is written: a failure (bad usage) otherwise.
+void check_gc(const std::string& older_than, const std::vector<std::string>& statuses,
+              std::int64_t batch);
+/// backfill's --from and --to, checked likewise.
+void check_backfill(const std::string& from, const std::string& to);
 int cmd_gc(session& s, const settings& g, const std::string& older_than,
            std::vector<std::string> statuses, std::int64_t batch, bool dry_run);
 int cmd_migrate(session& s, const settings& g);

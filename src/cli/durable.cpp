@@ -223,6 +223,10 @@ int main(int argc, char** argv) {
                  "pages on from where its search stopped")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t(1), std::int64_t(100000000)));
+  ui->add_option("--query-timeout", ua.query_timeout,
+                 "how long one of the console's statements may take before the request is "
+                 "answered 503 and an open page shows its data as stale (500ms, 5s, 1m)")
+      ->capture_default_str();
   ui->add_option("--lease", lease, "heartbeat age under which an executor is alive")
       ->capture_default_str();
 
@@ -254,6 +258,9 @@ int main(int argc, char** argv) {
                   "as for ui: rows of each status a list page or bulk count reads at most")
       ->capture_default_str()
       ->check(CLI::Range(std::int64_t(1), std::int64_t(100000000)));
+  dev->add_option("--query-timeout", da.console.query_timeout,
+                  "as for ui: how long one of the console's statements may take")
+      ->capture_default_str();
   dev->add_option("--lease", lease, "heartbeat age under which an executor is alive")
       ->capture_default_str();
 
@@ -328,6 +335,7 @@ int main(int argc, char** argv) {
     if (executors->parsed()) return cmd_executors(s, g, lease_s);
     if (gc->parsed()) {
       if (dry_run) return cmd_gc(s, g, older_than, gc_statuses, batch, dry_run);
+      check_gc(older_than, gc_statuses, batch);  // bad usage before the audit row
       return audited(
           s, "gc", {{"older_than", older_than}, {"statuses", gc_statuses}},
           [&] { return cmd_gc(s, g, older_than, gc_statuses, batch, dry_run); }, 0);
@@ -337,7 +345,10 @@ int main(int argc, char** argv) {
     if (schedule->parsed()) {
       if (verb == "show") return cmd_schedule(s, g, verb, id, from, to, backfill_limit);
       ojson target{{"schedule", id}};
-      if (verb == "backfill") target.update({{"from", from}, {"to", to}});
+      if (verb == "backfill") {
+        check_backfill(from, to);  // bad usage before the audit row
+        target.update({{"from", from}, {"to", to}});
+      }
       return audited(
           s, verb + "_schedule", target,
           [&] { return cmd_schedule(s, g, verb, id, from, to, backfill_limit); },

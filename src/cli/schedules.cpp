@@ -83,6 +83,13 @@ std::vector<ojson> one(session& s, const std::string& id) {
 
 }  // namespace
 
+void check_backfill(const std::string& from, const std::string& to) {
+  if (from.empty() || to.empty())
+    throw failure(bad_usage, "schedule backfill: give --from and --to");
+  (void)parse_time("--from", from);
+  (void)parse_time("--to", to);
+}
+
 int cmd_schedules(session& s, const settings& g) {
   return print_rows(g, readable(s.rows(s.st().schedules_list(""))),
                     "no schedules (engine::schedule() creates them; docs/schedules.md)",
@@ -122,8 +129,7 @@ int cmd_schedule(session& s, const settings& g, const std::string& verb, const s
     return done;
   }
   if (verb == "backfill") {
-    if (from.empty() || to.empty())
-      throw failure(bad_usage, "schedule backfill: give --from and --to");
+    check_backfill(from, to);
     (void)one(s, id);
     const auto n = run(s.io, s.eng.backfill_schedule(id, parse_time("--from", from),
                                                      parse_time("--to", to), limit));

@@ -55,6 +55,11 @@ durable::console_options console_options_of(const ui_args& a, double lease_s) {
   o.read_only = a.read_only;
   o.secure_cookie = a.secure_cookie;
   o.max_scan = a.max_scan;
+  const double limit_s = require_duration("--query-timeout", a.query_timeout);
+  if (limit_s < 0.001 || limit_s > 3600)
+    throw failure(bad_usage, "--query-timeout: '" + one_line(a.query_timeout) +
+                                 "' is not between 1 ms and 1 hour");
+  o.query_timeout = std::chrono::milliseconds(std::int64_t(limit_s * 1000));
   return o;
 }
 #endif

@@ -37,10 +37,11 @@ bool unfinished(const std::string& status) {
 }
 
 // The workflow's status now, for the message of an action that did not apply.
-asio::awaitable<std::string> status_of(engine& eng, const std::string& id) {
+asio::awaitable<std::string> status_of(engine& eng, std::chrono::milliseconds limit,
+                                       const std::string& id) {
   const auto& st = detail::store_of(eng);
   auto q = st.workflow_get(id);
-  auto c = co_await eng.pool().acquire();
+  auto c = co_await bounded_connection::acquire(eng, limit);
   auto w = co_await store::fetch_one(*c, std::move(q));
   if (!w) throw not_found("no workflow has the id '" + id + "'");
   co_return w->status;
@@ -52,13 +53,14 @@ std::string target_text(const ojson& target) {
 
 // The action's audit row, written before it runs (result 'started', migration 16): its id.
 // Throws audit_unwritten when the row cannot be written: the action is then not done.
-asio::awaitable<std::int64_t> begin_audit(engine& eng, const actor& who, const std::string& action,
+asio::awaitable<std::int64_t> begin_audit(engine& eng, std::chrono::milliseconds limit,
+                                          const actor& who, const std::string& action,
                                           const ojson& target) {
   const auto& st = detail::store_of(eng);
   try {
     auto q = st.audit_insert(who.who, who.via, who.address, action, target_text(target), 0,
                              "started", "");
-    auto c = co_await eng.pool().acquire();
+    auto c = co_await bounded_connection::acquire(eng, limit);
     auto row = co_await store::fetch_one(*c, std::move(q));
     if (!row) throw std::runtime_error("the insert returned no row");
     co_return row->id;
@@ -79,9 +81,9 @@ asio::awaitable<std::int64_t> begin_audit(engine& eng, const actor& who, const s
 // that is not valid (bad_request) is refused before anything is attempted and leaves no row; an
 // action whose row cannot be written is not done (audit_unwritten).
 template <class Act>
-asio::awaitable<ojson> audited(engine& eng, const actor& who, const std::string& action,
-                               ojson& target, Act act) {
-  const std::int64_t id = co_await begin_audit(eng, who, action, target);
+asio::awaitable<ojson> audited(engine& eng, std::chrono::milliseconds limit, const actor& who,
+                               const std::string& action, ojson& target, Act act) {
+  const std::int64_t id = co_await begin_audit(eng, limit, who, action, target);
   ojson out;
   std::string result = "done", detail;
   std::int64_t count = 0;
@@ -110,7 +112,7 @@ asio::awaitable<ojson> audited(engine& eng, const actor& who, const std::string&
   try {
     const auto& st = detail::store_of(eng);
     auto q = st.audit_finish(id, target_text(target), count, result, detail);
-    auto c = co_await eng.pool().acquire();
+    auto c = co_await bounded_connection::acquire(eng, limit);
     (void)co_await store::fetch_one(*c, std::move(q));
   } catch (const std::exception& e) {
     if (failure) std::rethrow_exception(failure);  // the action's own error says more
@@ -148,8 +150,9 @@ std::string applies_to(const std::string& action) {
   return "retry runs the failed step of a dead-lettered workflow again";
 }
 
-asio::awaitable<ojson> workflow_action(engine& eng, const std::string& action,
-                                       const std::string& id, std::int64_t& count) {
+asio::awaitable<ojson> workflow_action(engine& eng, std::chrono::milliseconds limit,
+                                       const std::string& action, const std::string& id,
+                                       std::int64_t& count) {
   bool ok = false;
   try {
     ok = co_await act_on(eng, action, id);
@@ -157,7 +160,7 @@ asio::awaitable<ojson> workflow_action(engine& eng, const std::string& action,
     throw conflict(e.what());
   }
   if (!ok) {
-    const auto status = co_await status_of(eng, id);
+    const auto status = co_await status_of(eng, limit, id);
     throw conflict("'" + id + "' is " + status + ": " + applies_to(action));
   }
   count = 1;
@@ -169,6 +172,12 @@ asio::awaitable<ojson> workflow_action(engine& eng, const std::string& action,
 
 }  // namespace
 
+asio::awaitable<bounded_connection> bounded_connection::acquire(engine& eng,
+                                                                std::chrono::milliseconds limit) {
+  auto lease = co_await eng.pool().acquire();
+  co_return bounded_connection(std::move(lease), limit);
+}
+
 std::string fingerprint(const std::vector<std::string>& sorted_ids) {
   std::string all;
   for (const auto& id : sorted_ids) all.append(id).push_back('\n');
@@ -179,15 +188,16 @@ std::string fingerprint(const std::vector<std::string>& sorted_ids) {
   return out;
 }
 
-asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& who) {
+asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& who,
+                                  std::chrono::milliseconds limit) {
   if (!body.is_object()) throw bad_request("the body must be a JSON object");
   const auto action = text_field(body, "action");
   ojson target = ojson::object();
   if (action == "cancel" || action == "resume" || action == "retry") {
     const auto id = text_field(body, "id");
     target["id"] = id;
-    co_return co_await audited(eng, who, action, target, [&](std::int64_t& n) {
-      return workflow_action(eng, action, id, n);
+    co_return co_await audited(eng, limit, who, action, target, [&](std::int64_t& n) {
+      return workflow_action(eng, limit, action, id, n);
     });
   }
   if (action == "fork") {
@@ -201,7 +211,7 @@ asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& w
     target = ojson{{"id", id}, {"from_step", from}};
     if (!new_id.empty()) target["new_id"] = new_id;
     co_return co_await audited(
-        eng, who, action, target, [&](std::int64_t& n) -> asio::awaitable<ojson> {
+        eng, limit, who, action, target, [&](std::int64_t& n) -> asio::awaitable<ojson> {
           workflow_handle h;
           try {
             h = co_await eng.fork(id, from, new_id);
@@ -229,8 +239,8 @@ asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& w
     target = ojson{{"id", id}, {"topic", topic}};
     if (!key.empty()) target["key"] = key;
     co_return co_await audited(
-        eng, who, action, target, [&](std::int64_t& n) -> asio::awaitable<ojson> {
-          const auto status = co_await status_of(eng, id);
+        eng, limit, who, action, target, [&](std::int64_t& n) -> asio::awaitable<ojson> {
+          const auto status = co_await status_of(eng, limit, id);
           if (!unfinished(status))
             throw conflict("'" + id + "' is " + status +
                            ": a finished workflow receives no more messages; nothing was sent");
@@ -257,7 +267,7 @@ asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& w
     target["queue"] = queue;
     const bool pause = action == "pause_queue";
     co_return co_await audited(
-        eng, who, action, target, [&](std::int64_t& n) -> asio::awaitable<ojson> {
+        eng, limit, who, action, target, [&](std::int64_t& n) -> asio::awaitable<ojson> {
           if (pause)
             co_await eng.pause_queue(queue);
           else
@@ -273,7 +283,7 @@ asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& w
     const auto id = text_field(body, "schedule");
     target["schedule"] = id;
     co_return co_await audited(
-        eng, who, action, target, [&](std::int64_t& n) -> asio::awaitable<ojson> {
+        eng, limit, who, action, target, [&](std::int64_t& n) -> asio::awaitable<ojson> {
           if (action == "trigger_schedule") {
             std::string run;
             try {
@@ -308,8 +318,8 @@ asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& w
 }
 
 asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who,
-                                std::int64_t max_page, std::int64_t max_scan,
-                                std::function<void()> check) {
+                                std::chrono::milliseconds limit, std::int64_t max_page,
+                                std::int64_t max_scan, std::function<void()> check) {
   if (!body.is_object()) throw bad_request("the body must be a JSON object");
   const auto action = text_field(body, "action");
   if (action != "cancel" && action != "resume" && action != "retry")
@@ -337,7 +347,7 @@ asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who
   std::int64_t matched = 0;
   {
     auto q = st.admin_ids(filter);
-    auto c = co_await eng.pool().acquire();
+    auto c = co_await bounded_connection::acquire(eng, limit);
     auto rows = co_await store::fetch(*c, std::move(q));
     if (!rows.empty() && rows.front().edge)
       throw bad_request("this filter cannot be counted exactly: a status it covers has more than " +
@@ -383,10 +393,12 @@ asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who
   if (!confirm->is_object() || !confirm->contains("count") || !confirm->contains("fingerprint") ||
       !confirm->at("count").is_number_integer() || !confirm->at("fingerprint").is_string())
     throw bad_request("'confirm' must be {count, fingerprint} from the dry run");
-  ojson target{{"filter", echo}};
+  // The row written before the run names the set it acts on, so that a run stopped partway is
+  // known by its row alone.
+  ojson target{{"filter", echo}, {"ids", ids}};
   const auto confirmed = confirm->at("count").get<std::int64_t>();
   co_return co_await audited(
-      eng, who, "bulk_" + action, target, [&](std::int64_t& n) -> asio::awaitable<ojson> {
+      eng, limit, who, "bulk_" + action, target, [&](std::int64_t& n) -> asio::awaitable<ojson> {
         if (confirmed != count || confirm->at("fingerprint").get<std::string>() != print) {
           target["confirmed_count"] = confirmed;
           target["count_now"] = count;
@@ -400,7 +412,6 @@ asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who
                                    " confirmed: nothing was done; confirm the new count",
                          plan);
         }
-        target["ids"] = ids;
         ojson skipped = ojson::array();
         ojson done_ids = ojson::array();
         for (const auto& id : ids) {
@@ -433,14 +444,14 @@ asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who
       });
 }
 
-asio::awaitable<ojson> audit_page(engine& eng, std::int64_t limit,
-                                  std::optional<std::int64_t> before,
+asio::awaitable<ojson> audit_page(engine& eng, std::chrono::milliseconds query_limit,
+                                  std::int64_t limit, std::optional<std::int64_t> before,
                                   std::optional<std::string> action) {
   const auto& st = detail::store_of(eng);
   auto q = st.audit_list(limit + 1, before, action);
   std::vector<store::json_value> got;
   {
-    auto c = co_await eng.pool().acquire();
+    auto c = co_await bounded_connection::acquire(eng, query_limit);
     got = co_await store::fetch(*c, std::move(q));
   }
   ojson rows = ojson::array();

@@ -6,13 +6,17 @@
 #pragma once
 
 #include <asio/awaitable.hpp>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "durable/pg.hpp"
 
 namespace durable {
 class engine;
@@ -36,10 +40,34 @@ struct conflict : std::runtime_error {
       : std::runtime_error(message), extra(std::move(e)) {}
 };
 
-/// The action's audit row could not be written, so nothing was done (503 when the database is
-/// the cause, 500 otherwise; the message says which).
+/// The action's audit row could not be written, so nothing was done: 503 (it may be tried
+/// again), with the cause in the message.
 struct audit_unwritten : std::runtime_error {
   using std::runtime_error::runtime_error;
+};
+
+/// A connection of the engine's pool whose statements end within a limit
+/// (console_options::query_timeout); the pool's own deadline comes back when it goes.
+class bounded_connection {
+public:
+  static asio::awaitable<bounded_connection> acquire(engine& eng, std::chrono::milliseconds limit);
+  bounded_connection(bounded_connection&& o) noexcept
+      : lease_(std::move(o.lease_)), before_(o.before_), owner_(std::exchange(o.owner_, false)) {}
+  bounded_connection& operator=(bounded_connection&&) = delete;
+  ~bounded_connection() {
+    if (owner_) lease_->set_statement_timeout(before_);
+  }
+  pg::connection& operator*() const noexcept { return *lease_; }
+  pg::connection* operator->() const noexcept { return lease_.operator->(); }
+
+private:
+  bounded_connection(pg::pool::lease l, std::chrono::milliseconds limit)
+      : lease_(std::move(l)), before_(lease_->options().statement_timeout) {
+    lease_->set_statement_timeout(limit);
+  }
+  pg::pool::lease lease_;
+  std::chrono::milliseconds before_;
+  bool owner_ = true;
 };
 
 /// The most workflows one bulk action acts on; a filter that matches more is refused.
@@ -50,19 +78,21 @@ std::string fingerprint(const std::vector<std::string>& sorted_ids);
 
 /// POST /api/action: {action, id | queue | schedule, ...}. Throws bad_request (400), not_found
 /// (404), conflict (409), or what the database threw.
-asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& who);
+/// `limit`: console_options::query_timeout, for the console's own statements.
+asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& who,
+                                  std::chrono::milliseconds limit);
 
 /// POST /api/bulk: {action, filter, confirm?}. Without confirm a dry run: the count, the
 /// fingerprint and a sample. With confirm {count, fingerprint}: runs the action on exactly that
 /// set, or throws conflict when the filter matches another set now.
 /// `check` runs before each workflow's action and throws to stop (the console has stopped).
 asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who,
-                                std::int64_t max_page, std::int64_t max_scan,
-                                std::function<void()> check);
+                                std::chrono::milliseconds limit, std::int64_t max_page,
+                                std::int64_t max_scan, std::function<void()> check);
 
 /// GET /api/audit?limit=&before=&action=: {rows, next}.
-asio::awaitable<ojson> audit_page(engine& eng, std::int64_t limit,
-                                  std::optional<std::int64_t> before,
+asio::awaitable<ojson> audit_page(engine& eng, std::chrono::milliseconds query_limit,
+                                  std::int64_t limit, std::optional<std::int64_t> before,
                                   std::optional<std::string> action);
 
 }  // namespace durable::console_detail

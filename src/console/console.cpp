@@ -94,8 +94,7 @@ void reply(const restinio::request_handle_t& req, restinio::http_status_line_t s
 void reply_json(const restinio::request_handle_t& req, restinio::http_status_line_t status,
                 const ojson& body) {
   // error_handler_t::replace: a message (from an exception) that is not UTF-8 gets U+FFFD
-  // instead of failing the reply. (Rows come from the server's JSON, which is valid UTF-8 in a
-  // UTF-8 database.)
+  // instead of failing the reply (rows are the server's JSON: UTF-8 in a UTF-8 database).
   reply(req, std::move(status), "application/json; charset=utf-8",
         body.dump(-1, ' ', false, ojson::error_handler_t::replace));
 }
@@ -181,8 +180,7 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
     } catch (const console_detail::bad_request& e) {
       return refuse(req, 400, "Bad Request", e.what());
     }
-    // api() replies in every case and lets nothing escape; the completion handler has nothing
-    // left to do.
+    // api() replies in every case and lets nothing escape: the handler has nothing to do.
     asio::co_spawn(eng.executor(), api(shared_from_this(), req, path, std::move(p)),
                    [](std::exception_ptr) noexcept {});
     return restinio::request_accepted();
@@ -379,10 +377,11 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
     auto work = [&]() -> asio::awaitable<ojson> {
       self->check_running();
       if (path == "/api/bulk")
-        co_return co_await console_detail::run_bulk(self->eng, body, who, self->options.max_page,
-                                                    self->options.max_scan,
-                                                    [&self] { self->check_running(); });
-      co_return co_await console_detail::run_action(self->eng, body, who);
+        co_return co_await console_detail::run_bulk(
+            self->eng, body, who, self->options.query_timeout, self->options.max_page,
+            self->options.max_scan, [&self] { self->check_running(); });
+      co_return co_await console_detail::run_action(self->eng, body, who,
+                                                    self->options.query_timeout);
     };
     // A confirmed bulk run may take a while: it does not hold one of the pages' places.
     const bool long_run = path == "/api/bulk" && body.contains("confirm");
@@ -437,16 +436,16 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
           dynamic_cast<const pg::datetime_field_overflow*>(&e)) {
         status = restinio::status_bad_request();
         body = ojson{{"error", std::string("a time the server cannot read: ") + e.what()}};
-      } else if (dynamic_cast<const pg::statement_timeout*>(&e)) {
+      } else if (e.sqlstate() == "57014") {  // cancelled by the server: no answer in time
         status = restinio::status_service_unavailable();
-        body = ojson{{"error", "the database did not answer in time; try again"}};
+        body = ojson{{"error", console_detail::not_answering(e, self->options.query_timeout)}};
       } else {
         status = restinio::status_internal_server_error();
         body = ojson{{"error", e.what()}};
       }
     } catch (const pg::connection_error& e) {
       status = restinio::status_service_unavailable();
-      body = ojson{{"error", std::string("the database is unreachable: ") + e.what()}};
+      body = ojson{{"error", console_detail::not_answering(e, self->options.query_timeout)}};
     } catch (const stopped_error& e) {
       status = restinio::status_service_unavailable();
       body = ojson{{"error", e.what()}};
@@ -489,7 +488,7 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
 
   asio::awaitable<std::vector<ojson>> rows(query<store::json_value> q) {
     check_running();
-    auto c = co_await eng.pool().acquire();
+    auto c = co_await console_detail::bounded_connection::acquire(eng, options.query_timeout);
     check_running();
     co_return co_await json_rows(*c, std::move(q));
   }
@@ -521,7 +520,8 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
       }
       auto action = console_detail::optional_param(p, "action");
       check_running();
-      auto page = co_await console_detail::audit_page(eng, limit, before, action);
+      auto page =
+          co_await console_detail::audit_page(eng, options.query_timeout, limit, before, action);
       check_running();
       co_return page;
     }
@@ -529,7 +529,7 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
       // Four statements on one connection: a refresh takes one of the pool's, not four.
       ojson out = ojson::object();
       check_running();
-      auto c = co_await eng.pool().acquire();
+      auto c = co_await console_detail::bounded_connection::acquire(eng, options.query_timeout);
       check_running();
       auto stats = st.admin_stats(options.lease_s);
       out["stats"] = co_await json_one(*c, std::move(stats));

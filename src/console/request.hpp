@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <chrono>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -96,9 +98,17 @@ inline void check_text(const std::string& what, std::string_view value) {
   }
 }
 
+/// The deepest a POST's body may nest (the console's bodies nest two levels; a send's value a
+/// few more): deeper is refused, so that no body costs the check more than its size.
+inline constexpr int max_body_depth = 32;
+
 /// check_text() of every string in a POST's body, object keys too, each named by its path
-/// ("the field 'filter.id_prefix'").
-inline void check_body_text(const nlohmann::ordered_json& j, const std::string& path = {}) {
+/// ("the field 'filter.id_prefix'"); a body that nests deeper than max_body_depth is refused.
+inline void check_body_text(const nlohmann::ordered_json& j, const std::string& path = {},
+                            int depth = 0) {
+  if (depth > max_body_depth)
+    throw bad_request("the body nests more than " + std::to_string(max_body_depth) +
+                      " levels deep (at '" + path + "')");
   const auto name = [&] { return "the field '" + path + "'"; };
   if (j.is_string()) {
     check_text(name(), j.get_ref<const std::string&>());
@@ -106,12 +116,41 @@ inline void check_body_text(const nlohmann::ordered_json& j, const std::string& 
     for (const auto& [k, v] : j.items()) {
       const std::string at = path.empty() ? k : path + "." + k;
       check_text("the name of the field '" + at + "'", k);
-      check_body_text(v, at);
+      check_body_text(v, at, depth + 1);
     }
   } else if (j.is_array()) {
     for (std::size_t i = 0; i < j.size(); ++i)
-      check_body_text(j[i], path + "[" + std::to_string(i) + "]");
+      check_body_text(j[i], path + "[" + std::to_string(i) + "]", depth + 1);
   }
+}
+
+/// The 503 of a request whose database did not answer: the deadline passed (`limit`,
+/// console_options::query_timeout) or the connection failed, and why, in words; never where the
+/// database is (host, port, database, user: libpq's message holds them).
+inline std::string not_answering(const std::exception& e, std::chrono::milliseconds limit) {
+  const std::string head = "the database is not answering: ";
+  const std::string what = e.what();
+  const auto has = [&](const char* part) { return what.find(part) != std::string::npos; };
+  const auto* sql = dynamic_cast<const pg::sql_error*>(&e);
+  if (dynamic_cast<const pg::statement_timeout*>(&e) || (sql && sql->sqlstate() == "57014"))
+    return head + "a query of the console had no answer within " + std::to_string(limit.count()) +
+           " ms (console_options::query_timeout); try again later";
+  std::string why = "the connection to it failed";
+  if (has("Connection refused"))
+    why = "it refused the connection (is the server running?)";
+  else if (has("timeout expired") || has("timed out"))
+    why = "the connection timed out";
+  else if (has("authentication failed") || has("no pg_hba.conf entry"))
+    why = "it refused the console's credentials";
+  else if (has("does not exist"))
+    why = "the database or role of the console's connection settings does not exist";
+  else if (has("too many clients") || has("remaining connection slots"))
+    why = "it has no connection left for the console";
+  else if (has("starting up") || has("shutting down"))
+    why = "it is starting up or shutting down";
+  else if (dynamic_cast<const pg::connection_lost*>(&e))
+    why = "the connection to it was lost";
+  return head + why + "; the console's host can tell more (durable stats, or psql)";
 }
 
 /// Why a POST's body is refused (400): it is not a JSON object, or a string in it fails

@@ -11,7 +11,7 @@
 //     closes or SIGTERM. --token-file: the console's token (the file's content, surrounding
 //     whitespace trimmed), which turns its actions on; --read-only: none even so; --no-seed:
 //     serve SCHEMA as it is (filled by another fixture) with an engine that is never opened,
-//     as `durable ui` does.
+//     as `durable ui` does. The console's query_timeout is 2 s.
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -221,6 +221,7 @@ int main(int argc, char** argv) {
     co.port = 0;
     if (!token_file.empty()) co.token = trimmed(read_file(token_file));
     co.read_only = read_only;
+    co.query_timeout = 2s;  // a test of a database that does not answer waits less
     durable::console console(io, eng, co);
 
     std::exception_ptr failed;

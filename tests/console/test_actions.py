@@ -53,11 +53,17 @@ def auth_checks(base, token, schema):
               and body.get("skipped") == [{"status": "pending", "count": 4}]
               and "dead-lettered" in body.get("skip_reason", ""),
               f"a {verb} dry run counts what it applies to: 0 of 4, 4 pending skipped ({status} {body})")
-    status, _, body = post(base, "api/bulk", {"action": "cancel", "filter": {"queue": "bulk"}}, bearer)
-    finished = int(sql(f"SELECT count(*) FROM {q(schema)}.workflows WHERE queue = 'bulk' "
-                       "AND status IN ('succeeded', 'failed', 'cancelled')"))
-    check(status == 200 and body.get("count") == 4 and body.get("matched") == 4 + finished,
-          f"a cancel dry run counts the unfinished ones only ({finished} finished) ({status} {body})")
+    # Over every workflow (all statuses): a cancel applies to the unfinished ones only.
+    status, _, body = post(base, "api/bulk", {"action": "cancel", "filter": {}}, bearer)
+    by = dict(tuple(line.split("|")) for line in sql(
+        f"SELECT status || '|' || count(*) FROM {q(schema)}.workflows GROUP BY status").splitlines())
+    unfinished = sum(int(n) for st, n in by.items() if st not in ("succeeded", "failed", "cancelled"))
+    finished = {st: int(n) for st, n in by.items() if st in ("succeeded", "failed", "cancelled")}
+    check(status == 200 and finished and body.get("count") == unfinished
+          and body.get("matched") == unfinished + sum(finished.values())
+          and {x["status"]: x["count"] for x in body.get("skipped", [])} == finished,
+          f"a cancel dry run over every status counts the {unfinished} unfinished ones and skips "
+          f"{finished} ({status} {body})")
     status, _, body = post(base, "api/bulk", dry, dict(bearer, Origin="http://evil.example"))
     check(status == 403, f"a POST from a foreign Origin is refused 403, even with the token ({status} {body})")
     status, _, body = post(base, "api/bulk", dry, dict(bearer, Origin=base.rstrip("/")))
@@ -202,6 +208,33 @@ def audit_first_checks(base, token, schema):
               "neither changed anything: bulk-1..4 are still pending")
     finally:
         sql(f"DROP TRIGGER refuse_audit ON {s}.audit; DROP FUNCTION {s}.refuse_audit()")
+    # A schema older than migration 16 cannot record an action before it: nothing is done.
+    old_check = "CHECK (result IN ('done', 'refused', 'failed'))"
+    new_check = "CHECK (result IN ('started', 'done', 'refused', 'failed'))"
+    sql(f"ALTER TABLE {s}.audit DROP CONSTRAINT audit_result_check, "
+        f"ADD CONSTRAINT audit_result_check {old_check}")
+    try:
+        before = snapshot(schema)
+        status, _, answer = post(base, "api/action", {"action": "cancel", "id": "bulk-1"}, bearer)
+        check(status == 503 and "older than migration 16" in answer.get("error", "")
+              and "durable migrate" in answer.get("error", "") and snapshot(schema) == before,
+              f"under migration 15's audit table a cancel is refused 503, nothing done ({status} {answer})")
+    finally:
+        sql(f"ALTER TABLE {s}.audit DROP CONSTRAINT audit_result_check, "
+            f"ADD CONSTRAINT audit_result_check {new_check}")
+    # The action done, its result not written: 200, with audit_error, and the row says 'started'.
+    sql(f"CREATE FUNCTION {s}.refuse_end() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$BEGIN RAISE EXCEPTION 'the audit cannot end rows in this test'; END$$; "
+        f"CREATE TRIGGER refuse_end BEFORE UPDATE ON {s}.audit FOR EACH ROW "
+        f"EXECUTE FUNCTION {s}.refuse_end()")
+    try:
+        status, _, answer = post(base, "api/action", {"action": "pause_queue", "queue": "emails"}, bearer)
+        audit_id = answer.get("audit_id") if answer else None
+        check(status == 200 and "still says 'started'" in answer.get("audit_error", "")
+              and sql(f"SELECT result FROM {s}.audit WHERE id = {int(audit_id or 0)}") == "started",
+              f"an action whose result cannot be written is done and says so ({status} {answer})")
+    finally:
+        sql(f"DROP TRIGGER refuse_end ON {s}.audit; DROP FUNCTION {s}.refuse_end()")
 
 
 def api_with(base, path, headers):

@@ -40,7 +40,7 @@ except ImportError as e:  # pragma: no cover - depends on the machine
 # The helpers (checks, processes, HTTP, psql, the browser) and the actions' tests, beside this
 # file; no __pycache__ is left in the source tree.
 sys.dont_write_bytecode = True
-from browser_kit import CHROMIUM, DRIVER, Browser, api, check, failures, http, sql, start_server, stop_server  # noqa: E402
+from browser_kit import CHROMIUM, DRIVER, Browser, api, check, failures, http, sql, start_server, stop_server, wait_until  # noqa: E402
 import test_actions  # noqa: E402
 
 
@@ -93,6 +93,7 @@ def main():
         pages(browser, base)
         bounded_search(browser, base, cli_base, schema)
         hostile(browser, base)
+        stale_page(browser, base, schema)
         browser.open(cli_base + "#/workflows", "cli-workflows")
         check(len(browser.css("tr.wf-row")) > 0, "durable ui lists the workflows too")
         test_actions.browser_actions(browser, base, token, schema)
@@ -293,6 +294,51 @@ def pages(b, base):
     runs = list(b.rows_by_data("tr.wf-row", "data-id"))
     check(len(runs) == 1 and runs[0].startswith("nightly-report@trigger:"),
           f"the schedule's page lists its one run ({runs})")
+
+
+def stale_page(b, base, schema):
+    """A database that hangs: a session holds the workflows table locked, so the console's
+    queries get no answer. Each ends at the fixture's query_timeout (2 s) with a 503 that says
+    so without saying where the database is, and the open Overview keeps its numbers under a
+    banner "data as of HH:MM:SS"; once the lock goes, the next refresh clears it."""
+    print("a database that does not answer:", flush=True)
+    b.open(base + "#/")
+    b.wait(lambda d: (b.text("#updated") or "").startswith("updated "), "the overview has loaded")
+    url = urllib.parse.urlparse(os.environ["DURABLE_DATABASE_URL"])
+    where = [x for x in (url.hostname, str(url.port) if url.port else None) if x]
+    locker = subprocess.Popen(
+        ["psql", os.environ["DURABLE_DATABASE_URL"], "-Xqc",
+         f'BEGIN; LOCK TABLE "{schema}".workflows IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(300)'],
+        env=dict(os.environ, PGAPPNAME="durable-console-lock"), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: sql("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+                               "WHERE a.application_name = 'durable-console-lock' AND l.granted "
+                               "AND l.mode = 'AccessExclusiveLock'") != "0", timeout=30)
+        for _ in range(10):  # each refresh while locked: Chromium logs its 503
+            b.expect_status(503, "/api/overview")
+        status, _, body = http(base + "api/overview")
+        error = json.loads(body).get("error", "") if status == 503 else body
+        check(status == 503 and "the database is not answering" in error and "2000 ms" in error,
+              f"a request the database does not answer ends at the query timeout with a 503 ({status} {error})")
+        check(not any(w in error for w in where), f"the 503 does not say where the database is ({where}: {error})")
+        before = (b.text("#updated") or "")[len("updated "):]
+        banner = b.wait(lambda d: b.shown("#error") and b.text("#error"), "the page says its data is stale", timeout=60)
+        check(banner.startswith("data as of ") and "the database is not answering" in banner,
+              f"the banner says as of when, and why ({banner})")
+        stamp = b.text("#updated") or ""
+        check(stamp.startswith("data as of ") and "stale" in (b.attr("#updated", "class") or ""),
+              f"the header says 'data as of' too ({stamp}, the last refresh was {before})")
+        check(not any(w in banner for w in where), f"the banner does not say where the database is ({banner})")
+        b.shot("overview-stale")
+    finally:
+        sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = 'durable-console-lock'")
+        locker.wait(timeout=60)
+    b.wait(lambda d: not b.shown("#error") and (b.text("#updated") or "").startswith("updated "),
+           "the next refresh after the lock clears the banner", timeout=60)
+    check(b.d.execute_script("return document.body.dataset.stale === undefined"), "the page is live again")
+    b.log()
 
 
 def hostile(b, base):

@@ -178,6 +178,14 @@ inline asio::awaitable<int> nested_sync_wf(context& ctx) {
   });
 }
 
+/// A step whose name holds a NUL character: parked before its function runs.
+inline asio::awaitable<int> nul_step_wf(context& ctx) {
+  co_return co_await ctx.step(std::string("charge\0card", 11), [] {
+    ++probe.calls["nul step"];
+    return 1;
+  });
+}
+
 inline asio::awaitable<int> nested_async_wf(context& ctx) {
   co_return co_await ctx.step("outer", [&ctx]() -> asio::awaitable<int> {
     ++probe.calls["outer"];
@@ -266,6 +274,7 @@ inline void register_all(engine& e) {
   e.register_workflow("step_throws_bad_utf8", &step_throws_bad_utf8_wf);
   e.register_workflow("nested_sync", &nested_sync_wf);
   e.register_workflow("nested_async", &nested_async_wf);
+  e.register_workflow("nul_step", &nul_step_wf);
   e.register_workflow("hang", &test::counter_wf);
   e.register_workflow("paced", &paced_wf);
   e.register_workflow("long_step", &long_step_wf);

@@ -103,6 +103,14 @@ DURABLE_DECL asio::awaitable<void> continue_run(run_state& s, const std::string&
 }
 
 DURABLE_DECL void check_not_nested(run_state& s, const std::string& name) {
+  if (const auto at = name.find('\0'); at != std::string::npos) {
+    std::string shown;  // the name with each NUL as \0, to be read on a line
+    for (const char c : name) shown += c ? std::string(1, c) : std::string("\\0");
+    throw misuse(s, "workflow '" + s.id + "' (" + s.name + "): the step name '" + shown +
+                        "' holds a NUL character (at byte " + std::to_string(at) +
+                        "), which the journal cannot hold. The workflow is parked: fix the "
+                        "code, then resume it");
+  }
   if (s.step_functions_running == 0) return;
   throw misuse(s, "workflow '" + s.id + "' (" + s.name + "): step '" + name +
                       "' was issued while the function of step '" +

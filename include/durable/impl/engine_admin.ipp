@@ -53,6 +53,7 @@ DURABLE_DECL asio::awaitable<void> engine::configure_queue_hop(const queue_optio
 
 DURABLE_DECL asio::awaitable<bool> engine::cancel_on_strand(std::string id) {
   auto s = s_;
+  detail::refuse_nul("cancel()", "workflow id", id);
   const std::string reason = "cancelled by an operator (engine::cancel)";
   const std::string type = "durable::cancelled";
   // One statement: the status, a new epoch (the run in progress can write nothing more), and
@@ -76,6 +77,7 @@ DURABLE_DECL asio::awaitable<bool> engine::cancel_on_strand(std::string id) {
 
 DURABLE_DECL asio::awaitable<bool> engine::resume_on_strand(std::string id, bool dead_letter_only) {
   auto s = s_;
+  detail::refuse_nul(dead_letter_only ? "retry()" : "resume()", "workflow id", id);
   const std::vector<std::string> statuses =
       dead_letter_only ? std::vector<std::string>{"dead_letter"}
                        : std::vector<std::string>{"cancelled", "dead_letter", "parked"};
@@ -108,6 +110,8 @@ DURABLE_DECL asio::awaitable<bool> engine::resume_on_strand(std::string id, bool
 DURABLE_DECL asio::awaitable<workflow_handle> engine::fork_on_strand(std::string id, int from_step,
                                                                      std::string new_id) {
   auto s = s_;
+  detail::refuse_nul("fork()", "workflow id", id);
+  detail::refuse_nul("fork()", "new workflow id", new_id);
   if (from_step < 0)
     throw error("fork('" + id + "', " + std::to_string(from_step) +
                 "): the first step to run again must be 0 or more");
@@ -154,19 +158,15 @@ DURABLE_DECL asio::awaitable<std::vector<queue_depth>> engine::queue_depths_hop(
 }
 
 DURABLE_DECL asio::awaitable<bool> engine::cancel_impl(std::string id) {
-  detail::refuse_nul("cancel()", "workflow id", id);
   return detail::on_strand(s_, cancel_on_strand(std::move(id)));
 }
 
 DURABLE_DECL asio::awaitable<bool> engine::resume_impl(std::string id, bool dead_letter_only) {
-  detail::refuse_nul(dead_letter_only ? "retry()" : "resume()", "workflow id", id);
   return detail::on_strand(s_, resume_on_strand(std::move(id), dead_letter_only));
 }
 
 DURABLE_DECL asio::awaitable<workflow_handle> engine::fork_impl(std::string id, int from_step,
                                                                 std::string new_id) {
-  detail::refuse_nul("fork()", "workflow id", id);
-  detail::refuse_nul("fork()", "new workflow id", new_id);
   return detail::on_strand(s_, fork_on_strand(std::move(id), from_step, std::move(new_id)));
 }
 

@@ -246,9 +246,6 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded(std::string 
 DURABLE_DECL asio::awaitable<bool> engine::send_impl(std::string workflow_id, std::string topic,
                                                      std::string payload,
                                                      std::string idempotency_key) {
-  detail::refuse_nul("send()", "workflow id", workflow_id);
-  detail::refuse_nul("send()", "topic", topic);
-  detail::refuse_nul("send()", "idempotency key", idempotency_key);
   return detail::on_strand(s_, send_on_strand(std::move(workflow_id), std::move(topic),
                                               std::move(payload), std::move(idempotency_key)));
 }
@@ -256,6 +253,9 @@ DURABLE_DECL asio::awaitable<bool> engine::send_impl(std::string workflow_id, st
 DURABLE_DECL asio::awaitable<bool> engine::send_on_strand(std::string workflow_id,
                                                           std::string topic, std::string payload,
                                                           std::string idempotency_key) {
+  detail::refuse_nul("send()", "workflow id", workflow_id);
+  detail::refuse_nul("send()", "topic", topic);
+  detail::refuse_nul("send()", "idempotency key", idempotency_key);
   refuse_large("send('" + workflow_id + "', '" + topic + "'): the message", payload.size());
   std::optional<std::string> key;
   if (!idempotency_key.empty()) key = idempotency_key;
@@ -274,6 +274,8 @@ DURABLE_DECL asio::awaitable<bool> engine::send_on_strand(std::string workflow_i
 DURABLE_DECL asio::awaitable<std::optional<std::string>> engine::get_event_on_strand(
     std::string workflow_id, std::string key, std::chrono::milliseconds timeout) {
   auto s = s_;
+  detail::refuse_nul("get_event()", "workflow id", workflow_id);
+  detail::refuse_nul("get_event()", "key", key);
   const auto start = std::chrono::steady_clock::now();
   const std::string poke_key = "e:" + workflow_id;
   detail::waiter_registry::entry poke(&s->waiters, poke_key, s->ex);
@@ -322,8 +324,6 @@ DURABLE_DECL asio::awaitable<std::optional<std::string>> engine::get_event_on_st
 
 DURABLE_DECL asio::awaitable<std::optional<std::string>> engine::get_event_impl(
     std::string workflow_id, std::string key, std::chrono::milliseconds timeout) {
-  detail::refuse_nul("get_event()", "workflow id", workflow_id);
-  detail::refuse_nul("get_event()", "key", key);
   return detail::on_strand(s_,
                            get_event_on_strand(std::move(workflow_id), std::move(key), timeout));
 }

@@ -16,6 +16,9 @@ const STATUSES = ['pending', 'running', 'sleeping', 'succeeded', 'failed', 'park
 const FILTER_KEYS = ['status', 'name', 'queue', 'executor', 'id_prefix', 'since', 'until'];
 const FINAL = ['succeeded', 'failed', 'dead_letter', 'cancelled'];
 const REFRESH_MS = 5000;
+// A request the console has not answered in this long is given up (the console bounds its
+// own queries by its query_timeout, 5 s by default; this covers a console that hangs itself).
+const FETCH_MS = 20000;
 const PAGE_SIZE = 50;
 const SVG_NS = 'http://www.w3.org/2000/svg';
 
@@ -233,10 +236,15 @@ async function api(path, params) {
   }
   const url = path + (q.length ? '?' + q.join('&') : '');
   let res;
+  const give_up = new AbortController();
+  const timer = setTimeout(() => give_up.abort(), FETCH_MS);
   try {
-    res = await fetch(url, { headers: { Accept: 'application/json' }, credentials: 'same-origin', cache: 'no-store' });
+    res = await fetch(url, { headers: { Accept: 'application/json' }, credentials: 'same-origin', cache: 'no-store', signal: give_up.signal });
   } catch (e) {
-    throw new ApiError('the console is unreachable (' + (e && e.message ? e.message : e) + ')', 0);
+    throw new ApiError(give_up.signal.aborted ? `the console did not answer within ${FETCH_MS / 1000} s`
+      : 'the console is unreachable (' + (e && e.message ? e.message : e) + ')', 0);
+  } finally {
+    clearTimeout(timer);
   }
   let body = null;
   try { body = await res.json(); } catch (e) { body = null; }
@@ -421,10 +429,22 @@ async function load(ctx, first) {
       for (const d of ctx.root.querySelectorAll('details[data-key]')) if (open.includes(d.dataset.key)) d.open = true;
     }
     clearError();
-    $('#updated').textContent = 'updated ' + clock(new Date());
+    ctx.asOf = new Date();
+    delete document.body.dataset.stale;
+    $('#updated').classList.remove('stale');
+    $('#updated').textContent = 'updated ' + clock(ctx.asOf);
   } catch (e) {
     if (ctx !== state.ctx) return;
-    showError(messageOf(e));
+    // A refresh that failed leaves the page's data as it was: say as of when, in the banner
+    // and the header, so that old numbers never pass for live ones.
+    if (!first && ctx.asOf && !(e instanceof ApiError && e.status >= 400 && e.status < 500)) {
+      document.body.dataset.stale = '1';
+      $('#updated').classList.add('stale');
+      $('#updated').textContent = 'data as of ' + clock(ctx.asOf);
+      showError(`data as of ${clock(ctx.asOf)} — ${messageOf(e)}`);
+    } else {
+      showError(messageOf(e));
+    }
     // A request the server refuses (a bad filter, an unknown id) would be refused again.
     if (e instanceof ApiError && e.status >= 400 && e.status < 500) ctx.stop = true;
     if (first || ctx.stop) (ctx.body || ctx.root).replaceChildren(el('p', { class: 'failed' }, messageOf(e)));

@@ -17,6 +17,17 @@ DURABLE_DECL asio::awaitable<pg::result> group_committer::run_impl(pg::statement
 
 DURABLE_DECL asio::awaitable<fence_verdict> group_committer::append_impl(journal_row row) {
   if (!st_) throw error("group_committer::append: no store was given");
+  // A row whose text holds a NUL fails alone, here: its statement would be refused as the
+  // batch is built (pg::detail::refuse_nul), which would fail the whole batch.
+  for (const std::string* text :
+       {&row.workflow_id, &row.name, &row.kind, &row.status, row.output ? &*row.output : nullptr,
+        row.error ? &*row.error : nullptr})
+    if (const auto at = text ? text->find('\0') : std::string::npos; at != std::string::npos)
+      pg::throw_sql_error("22021",
+                          "a journal row's text holds a NUL character (at byte " +
+                              std::to_string(at) +
+                              "), which PostgreSQL text cannot hold: the row was not sent",
+                          "step_append");
   auto it = std::make_shared<item>(ex_);
   it->row = std::move(row);
   const auto submitted = std::chrono::steady_clock::now();
