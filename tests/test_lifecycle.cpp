@@ -155,9 +155,11 @@ TEST_CASE("an argument with a NUL character is refused before anything is done",
                          ".workflows) + (SELECT count(*) FROM " + test::q(schema) +
                          ".messages) + (SELECT count(*) FROM " + test::q(schema) + ".queues)");
     CHECK(r[0].get<long>(0) == 1);
-    probe.hang_before.clear();
-    const bool cancelled = co_await eng.cancel("ship-1");  // not by the refused one, by this
+    // Cancelled while its step still hangs (so that it cannot have ended meanwhile): by this
+    // call, not by any of the refused ones.
+    const bool cancelled = co_await eng.cancel("ship-1");
     CHECK(cancelled);
+    probe.hang_before.clear();
   });
   CHECK(refused == std::vector<std::string>{"workflow id", "workflow id", "new workflow id",
                                             "topic", "queue name", "workflow id", "schedule id"});

@@ -522,15 +522,20 @@ TEST_CASE("an end that lands before the listener listens, at its start or its re
     struct clear_hook {
       ~clear_hook() { durable::detail::listener_connected_hook = nullptr; }
     } clear_at_exit;
+    // The hook reads on a connection of its own: a cut listener abandons the hook's query,
+    // which leaves that connection unusable, and the test's `c` must go on.
     durable::detail::listener_connected_hook = [&]() -> asio::awaitable<void> {
       if (end_next.empty()) co_return;
       const std::string id = std::exchange(end_next, std::string());
-      if (co_await awaited(id)) marked_in_window.push_back(id);
+      auto own = co_await pg::connection::connect(test::conninfo());
+      auto mark =
+          co_await own->exec("SELECT awaited FROM " + q(schema) + ".workflows WHERE id = $1", id);
+      if (mark[0].get<bool>(0)) marked_in_window.push_back(id);
       (void)co_await sender.send(id, "go", "ended before LISTEN: " + id);
       ended_in_window.push_back(id);
       (void)co_await eventually([&]() -> asio::awaitable<bool> {
         auto r =
-            co_await c->exec("SELECT status FROM " + q(schema) + ".workflows WHERE id = $1", id);
+            co_await own->exec("SELECT status FROM " + q(schema) + ".workflows WHERE id = $1", id);
         co_return r[0].get<std::string>(0) == "succeeded";
       });
     };
