@@ -163,6 +163,7 @@ TEST_CASE("concurrent runs share commits, and no step resumes before its row is 
 TEST_CASE("journal rows of a batch share one statement, a fenced or faulty row fails alone",
           "[workflow][group-commit][fencing]") {
   const auto schema = test::fresh_schema("rows");
+  int nul_seq = -1;  // the row of this step number has a name with a NUL in it
   fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     auto ex = co_await asio::this_coro::executor;
     {
@@ -188,7 +189,7 @@ TEST_CASE("journal rows of a batch share one statement, a fenced or faulty row f
         r.workflow_id = id;
         r.epoch = epoch;
         r.seq = seq;
-        r.name = "s";
+        r.name = seq == nul_seq ? std::string("s\0x", 3) : std::string("s");
         r.kind = "step";
         r.status = "succeeded";
         r.output = "\"x\\\"y\"";  // a JSON string with a quote and a backslash
@@ -220,6 +221,15 @@ TEST_CASE("journal rows of a batch share one statement, a fenced or faulty row f
     for (const pg::row row : r) written.push_back(row.get<std::string>(0));
     CHECK(written == std::vector<std::string>{"a0", "a1", "a2", "a3", "c0"});
     CHECK(r[0].get<std::string>(1) == "\"x\\\"y\"");
+    // A row whose statement cannot be built (a NUL in its name: 22021, nothing sent) fails
+    // alone too, and the batch it was merged into goes on without it.
+    nul_seq = 5;
+    std::vector<std::tuple<std::string, int, int>> third = {{"a", 1, 4}, {"a", 1, 5}, {"c", 1, 2}};
+    outcomes = co_await submit(third);
+    CHECK(outcomes == std::vector<std::string>{"ok", "22021", "ok"});
+    r = co_await c->exec("SELECT count(*) FROM " + q(schema) +
+                         ".steps WHERE workflow_id || seq IN ('a4', 'a5', 'c2')");
+    CHECK(r[0].get<long>(0) == 2);
   });
 }
 

@@ -44,6 +44,10 @@ inline constexpr std::array all_workflow_states = {
 inline constexpr std::array finished_workflow_states = {
     workflow_state::succeeded, workflow_state::failed, workflow_state::cancelled};
 
+/// The statuses resume() continues a workflow from; retry() takes a dead letter only.
+inline constexpr std::array resumable_workflow_states = {
+    workflow_state::cancelled, workflow_state::dead_letter, workflow_state::parked};
+
 [[nodiscard]] constexpr std::string_view to_string(workflow_state s) noexcept {
   switch (s) {
     case workflow_state::pending:

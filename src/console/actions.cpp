@@ -91,20 +91,12 @@ asio::awaitable<ojson> audited(engine& eng, std::chrono::milliseconds limit, con
   try {
     out = co_await act(count);
     detail = out.value("message", std::string());
-  } catch (const conflict& e) {
-    result = "refused";
-    detail = e.what();
-    failure = std::current_exception();
-  } catch (const bad_request& e) {  // input found wrong once the action ran: it did nothing
-    result = "refused";
-    detail = e.what();
-    failure = std::current_exception();
-  } catch (const not_found& e) {
-    result = "refused";
-    detail = e.what();
-    failure = std::current_exception();
   } catch (const std::exception& e) {
-    result = "failed";
+    // A conflict, an unknown target, or input found wrong once the action ran: it did nothing
+    // (refused); anything else failed.
+    const bool refusal = dynamic_cast<const conflict*>(&e) || dynamic_cast<const not_found*>(&e) ||
+                         dynamic_cast<const bad_request*>(&e);
+    result = refusal ? "refused" : "failed";
     detail = e.what();
     failure = std::current_exception();
   }
@@ -136,10 +128,12 @@ asio::awaitable<bool> act_on(engine& eng, const std::string& action, const std::
 
 // Whether `action` can apply to a workflow in `status` now (what act_on's statement checks).
 bool applies(const std::string& action, const std::string& status) {
-  if (action == "cancel") return unfinished(status);
-  if (action == "resume")
-    return status == "cancelled" || status == "parked" || status == "dead_letter";
-  return status == "dead_letter";
+  const auto s = parse_workflow_state(status);
+  if (!s) return false;
+  if (action == "cancel") return !is_finished(*s);
+  if (action == "retry") return *s == workflow_state::dead_letter;
+  return std::find(resumable_workflow_states.begin(), resumable_workflow_states.end(), *s) !=
+         resumable_workflow_states.end();
 }
 
 std::string applies_to(const std::string& action) {

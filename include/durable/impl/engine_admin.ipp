@@ -78,9 +78,11 @@ DURABLE_DECL asio::awaitable<bool> engine::cancel_on_strand(std::string id) {
 DURABLE_DECL asio::awaitable<bool> engine::resume_on_strand(std::string id, bool dead_letter_only) {
   auto s = s_;
   detail::refuse_nul(dead_letter_only ? "retry()" : "resume()", "workflow id", id);
-  const std::vector<std::string> statuses =
-      dead_letter_only ? std::vector<std::string>{"dead_letter"}
-                       : std::vector<std::string>{"cancelled", "dead_letter", "parked"};
+  std::vector<std::string> statuses;
+  if (dead_letter_only)
+    statuses.emplace_back(to_string(workflow_state::dead_letter));
+  else
+    for (const workflow_state st : resumable_workflow_states) statuses.emplace_back(to_string(st));
   const std::string allowed = detail::text_array(statuses);
   std::vector<pg::statement> batch;
   batch.push_back(s->st.workflow_resume(id, allowed).st);

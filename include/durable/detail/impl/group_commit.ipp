@@ -17,17 +17,6 @@ DURABLE_DECL asio::awaitable<pg::result> group_committer::run_impl(pg::statement
 
 DURABLE_DECL asio::awaitable<fence_verdict> group_committer::append_impl(journal_row row) {
   if (!st_) throw error("group_committer::append: no store was given");
-  // A row whose text holds a NUL fails alone, here: its statement would be refused as the
-  // batch is built (pg::detail::refuse_nul), which would fail the whole batch.
-  for (const std::string* text :
-       {&row.workflow_id, &row.name, &row.kind, &row.status, row.output ? &*row.output : nullptr,
-        row.error ? &*row.error : nullptr})
-    if (const auto at = text ? text->find('\0') : std::string::npos; at != std::string::npos)
-      pg::throw_sql_error("22021",
-                          "a journal row's text holds a NUL character (at byte " +
-                              std::to_string(at) +
-                              "), which PostgreSQL text cannot hold: the row was not sent",
-                          "step_append");
   auto it = std::make_shared<item>(ex_);
   it->row = std::move(row);
   const auto submitted = std::chrono::steady_clock::now();
@@ -154,15 +143,31 @@ DURABLE_DECL asio::awaitable<void> group_committer::commit(std::vector<item_ptr>
       rows.front()->alone = true;
       rows.clear();
     }
+    // A statement that cannot be built (a text with a NUL: pg::detail::refuse_nul) fails its
+    // own items and nothing else, as a statement the server refuses does: merged rows are
+    // built again one by one, and a lone row that cannot be built gets the error.
     if (!rows.empty()) {
-      batch.push_back(merged_rows(rows));
+      try {
+        batch.push_back(merged_rows(rows));
+      } catch (const pg::sql_error&) {
+        for (const auto& it : rows) it->alone = true;
+        continue;
+      }
       groups.push_back(rows);
     }
     for (const auto& it : items) {
       if (it->row && !it->alone) continue;
-      batch.push_back(it->row ? single_row(*it->row) : it->st);
+      try {
+        batch.push_back(it->row ? single_row(*it->row) : it->st);
+      } catch (const pg::sql_error&) {
+        std::vector<item_ptr> one{it};
+        fail_all(one, std::current_exception());
+        continue;
+      }
       groups.push_back({it});
     }
+    std::erase_if(items, [](const item_ptr& it) { return it->finished; });
+    if (items.empty()) co_return;
     ++counters_.batches;
     counters_.largest_batch = std::max(counters_.largest_batch, items.size());
     // Journal rows in flight are what the lease keeper watches (a write that hangs must not
