@@ -424,6 +424,23 @@ TEST_CASE("cli: queues, executors, stats, gc and migrate report and maintain the
     auto queue_table = cli_in(schema, {"queues"});
     CHECK(contains(queue_table.out, "QUEUED"));
     CHECK(contains(queue_table.out, "slow"));
+    // A mistyped queue is not made (and paused) by a pause; a known one, or --create, is.
+    auto typo = cli_in(schema, {"queue", "pause", "slwo"});
+    CHECK(typo.status == 1);
+    CHECK(contains(typo.err, "no queue is named 'slwo'"));
+    CHECK(contains(typo.err, "--create"));
+    CHECK(cli_in(schema, {"queues", "--json"}).parsed().size() == queues.size());
+    CHECK(cli_in(schema, {"queue", "pause", "slow"}).status == 0);
+    CHECK(cli_in(schema, {"queue", "resume", "slow"}).status == 0);
+    CHECK(cli_in(schema, {"queue", "pause", "later", "--create"}).status == 0);
+    bool later_paused = false;
+    for (const auto& q : cli_in(schema, {"queues", "--json"}).parsed())
+      if (q["queue"] == "later") later_paused = q["paused"] == true;
+    CHECK(later_paused);
+    auto results = cli_in(schema, {"audit", "--action", "pause_queue", "--json"}).parsed();
+    REQUIRE(results.size() == 3);
+    CHECK(results[2]["result"] == "refused");  // newest first: later, slow, slwo
+    CHECK(results[1]["result"] == "done");
 
     auto executors = cli_in(schema, {"executors", "--json"}).parsed();
     REQUIRE(executors.size() == 1);

@@ -15,7 +15,8 @@ using namespace cli_cases;
 namespace {
 
 /// Whether a terminal shown `text` would only show it: no C0 control but the newline, no DEL,
-/// no C1 control (U+0080..U+009F), no bidirectional control, only valid UTF-8.
+/// no C1 control (U+0080..U+009F), no bidirectional control, no character that shows nothing
+/// (U+200B..U+200D, U+2060..U+2065, U+FEFF), only valid UTF-8.
 bool terminal_safe(const std::string& text) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const auto c = static_cast<unsigned char>(text[i]);
@@ -30,9 +31,12 @@ bool terminal_safe(const std::string& text) {
     if (c == 0xd8 && b1 == 0x9c) return false;  // U+061C
     if (n == 3 && c == 0xe2) {
       const auto b2 = static_cast<unsigned char>(text[i + 2]);
-      if (b1 == 0x80 && (b2 == 0x8e || b2 == 0x8f || (b2 >= 0xa8 && b2 <= 0xae))) return false;
-      if (b1 == 0x81 && b2 >= 0xa6 && b2 <= 0xa9) return false;  // U+2066..U+2069
+      // U+200B..U+200F (zero-width, direction marks), U+2028..U+202E
+      if (b1 == 0x80 && ((b2 >= 0x8b && b2 <= 0x8f) || (b2 >= 0xa8 && b2 <= 0xae))) return false;
+      if (b1 == 0x81 && b2 >= 0xa0 && b2 <= 0xa9) return false;  // U+2060..U+2069
     }
+    if (n == 3 && c == 0xef && b1 == 0xbb && static_cast<unsigned char>(text[i + 2]) == 0xbf)
+      return false;  // U+FEFF
     i += n - 1;
   }
   return true;
@@ -55,7 +59,7 @@ TEST_CASE("cli: database text reaches the terminal escaped, the list footer curs
   const std::string bidi =
       "b \xe2\x80\xae"
       "fdp.exe \xc2\x9b"
-      "2J \xe2\x81\xa6x";
+      "2J \xe2\x81\xa6x\xe2\x80\x8b\xef\xbb\xbf";
   const std::string queue = "q\x7f\xe2\x80\x8f";
   const std::string topic = "go\x1b[2J";
   fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {

@@ -39,6 +39,29 @@ TEST_CASE("a workflow journals each step and its outcome, visible in SQL", "[wor
   CHECK(probe.calls["s4"] == 1);
 }
 
+TEST_CASE("no journal row ends before it starts, however short its step", "[workflow][clock]") {
+  // A step that takes microseconds: its started_at is the engine's reading of the server's
+  // clock, its completed_at the server's now() at the commit. Estimated from the middle of a
+  // round trip, the start could land after the commit; the lower bound never does.
+  probe.reset();
+  const auto schema = test::fresh_schema("dur");
+  const int n = 300;
+  fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h1 = co_await eng.start("counter", "d1", n);
+    auto h2 = co_await eng.start("counter", "d2", n);
+    (void)co_await h1.result<int>();
+    (void)co_await h2.result<int>();
+    auto c = co_await eng.pool().acquire();
+    auto got = co_await c->exec(
+        "SELECT count(*) FILTER (WHERE completed_at < started_at), count(*), "
+        "coalesce(min(extract(epoch FROM completed_at - started_at)), 0)::float8 FROM " +
+        q(schema) + ".steps");
+    CHECK(got[0].get<std::int64_t>(1) == 2 * n);
+    INFO("shortest duration (s): " << got[0].get<double>(2));
+    CHECK(got[0].get<std::int64_t>(0) == 0);
+  });
+}
+
 TEST_CASE("a new step costs one round trip, resuming loads the journal in one query (I1, I2)",
           "[workflow][replay]") {
   probe.reset();

@@ -559,7 +559,7 @@ private:
     // The winner's row is counted now, before the branches run (the journal limit).
     std::optional<detail::row_hold> hold;
     if (!journaled) hold.emplace(s, seq, name);
-    const double started = detail::clock_now(s);
+    const double started = detail::journal_started_at(s);
     auto ex = co_await asio::this_coro::executor;
     auto j = std::make_shared<detail::join_state>(ex);
     auto v = std::make_shared<any_values<T...>>();

@@ -277,8 +277,10 @@ int cmd_schedules(session& s, const settings& g);
 /// delete schedule `id`.
 int cmd_schedule(session& s, const settings& g, const std::string& verb, const std::string& id,
                  const std::string& from, const std::string& to, std::size_t limit);
-/// pause or resume queue `name`.
-int cmd_queue(session& s, const settings& g, const std::string& verb, const std::string& name);
+/// pause or resume queue `name`; unless `create`, refused (not_done) when no queue of that name
+/// has settings or a workflow.
+int cmd_queue(session& s, const settings& g, const std::string& verb, const std::string& name,
+              bool create);
 
 // ---- the verbs that move journals (transfer.cpp) ---------------------------------------------
 

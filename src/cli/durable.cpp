@@ -182,6 +182,10 @@ int main(int argc, char** argv) {
       ->required()
       ->check(CLI::IsMember({"pause", "resume"}));
   queue->add_option("NAME", queue_name, "queue name")->required();
+  bool queue_create = false;
+  queue->add_flag("--create", queue_create,
+                  "act on a queue that has no settings and no workflow yet (else refused: a "
+                  "mistyped name would pause nothing)");
 
   auto* migrate = app.add_subcommand("migrate", "create or upgrade the schema");
   auto* stats = app.add_subcommand("stats", "counts: workflows by status, failures, queue, inbox");
@@ -356,7 +360,7 @@ int main(int argc, char** argv) {
     }
     if (queue->parsed())
       return audited(s, verb + "_queue", {{"queue", queue_name}},
-                     [&] { return cmd_queue(s, g, verb, queue_name); });
+                     [&] { return cmd_queue(s, g, verb, queue_name, queue_create); });
     if (exporting->parsed()) return cmd_export(s, g, id, with_children, output);
     if (importing->parsed()) return cmd_import(s, g, file, new_id);
     if (stats->parsed()) return cmd_stats(s, g, lease_s);

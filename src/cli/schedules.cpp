@@ -150,8 +150,25 @@ int cmd_schedule(session& s, const settings& g, const std::string& verb, const s
                                "'; use show, pause, resume, trigger, backfill or delete");
 }
 
-int cmd_queue(session& s, const settings& g, const std::string& verb, const std::string& name) {
+int cmd_queue(session& s, const settings& g, const std::string& verb, const std::string& name,
+              bool create) {
   const bool pause = verb == "pause";
+  if (!create) {
+    auto known = [&]() -> asio::awaitable<bool> {
+      auto q = s.st().admin_queue_known(name);
+      auto c = co_await s.eng.pool().acquire();
+      auto r = co_await durable::store::fetch_one(*c, std::move(q));
+      co_return r && r->n > 0;
+    };
+    if (!run(s.io, known()))
+      throw failure(not_done, "no queue is named '" + one_line(name) + "' in schema '" +
+                                  s.eng.schema_name() +
+                                  "': it has no settings and no workflow was ever enqueued on "
+                                  "it, so nothing was " +
+                                  (pause ? "paused" : "resumed") +
+                                  ". Check the name ('durable queues' lists them); to pause a "
+                                  "queue before its first workflow, add --create");
+  }
   (void)run(s.io, pause ? s.eng.pause_queue(name) : s.eng.resume_queue(name));
   print_action(g, verb, name,
                pause ? "paused queue '" + one_line(name) +

@@ -4,6 +4,7 @@
 #include "actions.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <exception>
 #include <map>
 #include <optional>
@@ -144,6 +145,16 @@ std::string applies_to(const std::string& action) {
   return "retry runs the failed step of a dead-lettered workflow again";
 }
 
+// Whether queue `name` has settings or ever had a workflow (admin_queue_known.sql).
+asio::awaitable<bool> queue_known(engine& eng, std::chrono::milliseconds limit,
+                                  const std::string& name) {
+  const auto& st = detail::store_of(eng);
+  auto q = st.admin_queue_known(name);
+  auto c = co_await bounded_connection::acquire(eng, limit);
+  auto row = co_await store::fetch_one(*c, std::move(q));
+  co_return row && row->n > 0;
+}
+
 asio::awaitable<ojson> workflow_action(engine& eng, std::chrono::milliseconds limit,
                                        const std::string& action, const std::string& id,
                                        std::int64_t& count) {
@@ -180,6 +191,20 @@ std::string fingerprint(const std::vector<std::string>& sorted_ids) {
   std::string out = std::to_string(sorted_ids.size()) + "-";
   for (int shift = 60; shift >= 0; shift -= 4) out.push_back(hex[(h >> shift) & 15]);
   return out;
+}
+
+asio::awaitable<void> audit_sign_in(engine& eng, std::chrono::milliseconds limit, actor who,
+                                    std::string result, std::string detail) {
+  const auto& st = detail::store_of(eng);
+  try {
+    auto q = st.audit_insert(who.who, who.via, who.address, "sign_in", "{}", 0, result, detail);
+    auto c = co_await bounded_connection::acquire(eng, limit);
+    (void)co_await store::fetch_one(*c, std::move(q));
+  } catch (const std::exception& e) {
+    throw audit_unwritten(std::string("the sign-in's audit row could not be written, so no "
+                                      "session was opened: ") +
+                          e.what());
+  }
 }
 
 asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& who,
@@ -260,8 +285,20 @@ asio::awaitable<ojson> run_action(engine& eng, const ojson& body, const actor& w
     const auto queue = text_field(body, "queue");
     target["queue"] = queue;
     const bool pause = action == "pause_queue";
+    const auto c = body.find("create");
+    if (c != body.end() && !c->is_boolean())
+      throw bad_request("the field 'create' must be true or false");
+    const bool create = c != body.end() && c->get<bool>();
+    if (create) target["create"] = true;
     co_return co_await audited(
         eng, limit, who, action, target, [&](std::int64_t& n) -> asio::awaitable<ojson> {
+          if (!create && !co_await queue_known(eng, limit, queue))
+            throw not_found("no queue is named '" + queue +
+                            "': it has no settings and no workflow was ever enqueued on it, so "
+                            "nothing was " +
+                            (pause ? "paused" : "resumed") +
+                            ". Check the name; to pause a queue before its first workflow, send "
+                            "\"create\": true");
           if (pause)
             co_await eng.pause_queue(queue);
           else
@@ -439,8 +476,23 @@ asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who
 }
 
 asio::awaitable<ojson> audit_page(engine& eng, std::chrono::milliseconds query_limit,
-                                  std::int64_t limit, std::optional<std::int64_t> before,
-                                  std::optional<std::string> action) {
+                                  const params& p, std::int64_t max_page) {
+  std::int64_t limit = 50;
+  if (auto l = optional_param(p, "limit")) {
+    const auto [end, ec] = std::from_chars(l->data(), l->data() + l->size(), limit);
+    if (ec != std::errc() || end != l->data() + l->size() || limit < 1 || limit > max_page)
+      throw bad_request("limit: '" + *l + "' is not a number of rows from 1 to " +
+                        std::to_string(max_page));
+  }
+  std::optional<std::int64_t> before;
+  if (auto b = optional_param(p, "before")) {
+    std::int64_t n = 0;
+    const auto [end, ec] = std::from_chars(b->data(), b->data() + b->size(), n);
+    if (ec != std::errc() || end != b->data() + b->size())
+      throw bad_request("before: '" + *b + "' is not an audit row's id");
+    before = n;
+  }
+  const auto action = optional_param(p, "action");
   const auto& st = detail::store_of(eng);
   auto q = st.audit_list(limit + 1, before, action);
   std::vector<store::json_value> got;

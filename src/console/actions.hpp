@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -25,6 +26,8 @@ class engine;
 namespace durable::console_detail {
 
 using ojson = nlohmann::ordered_json;
+/// A request's query parameters (request.hpp).
+using params = std::map<std::string, std::string>;
 
 /// Who asks: the name given at sign-in ("token" for a request that carries the token), through
 /// what, from which address. Written in the audit.
@@ -90,9 +93,15 @@ asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who
                                 std::chrono::milliseconds limit, std::int64_t max_page,
                                 std::int64_t max_scan, std::function<void()> check);
 
+/// The audit row of a sign-in (action 'sign_in'), written whole: result 'done' before its
+/// session opens, or 'refused' with `detail` for a wrong token. Throws audit_unwritten when the
+/// row cannot be written (a sign-in the audit cannot record opens no session).
+asio::awaitable<void> audit_sign_in(engine& eng, std::chrono::milliseconds limit, actor who,
+                                    std::string result, std::string detail);
+
 /// GET /api/audit?limit=&before=&action=: {rows, next}.
+/// Throws bad_request for a limit outside 1..max_page or a `before` that is not a number.
 asio::awaitable<ojson> audit_page(engine& eng, std::chrono::milliseconds query_limit,
-                                  std::int64_t limit, std::optional<std::int64_t> before,
-                                  std::optional<std::string> action);
+                                  const params& p, std::int64_t max_page);
 
 }  // namespace durable::console_detail

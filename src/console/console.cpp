@@ -242,7 +242,8 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
                         (options.read_only ? "it was started with --read-only"
                                            : "it was started without a token (--token-file)"));
     if (h.has_field(restinio::http_field::origin) &&
-        !origin_allowed(std::string(h.get_field(restinio::http_field::origin)), host))
+        !console_detail::origin_allowed(std::string(h.get_field(restinio::http_field::origin)),
+                                        host, options.allowed_hosts))
       return refuse(req, 403, "Forbidden",
                     "a POST sent from another site (Origin: " +
                         std::string(h.get_field(restinio::http_field::origin)) + ") is refused");
@@ -253,7 +254,8 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
       return refuse(req, 415, "Unsupported Media Type",
                     "the body must be JSON, sent with Content-Type: application/json");
     if (req->body().size() > (1u << 20))
-      return refuse(req, 413, "Payload Too Large", "the body is over 1 MiB");
+      return refuse(req, 413, "Payload Too Large",
+                    "the body is over 1 MiB; act on fewer workflows at once");
     ojson body;
     try {
       body = ojson::parse(req->body());
@@ -272,9 +274,9 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
     // Only a Bearer header is ours: a reverse proxy's Basic credentials pass through to the
     // cookie's check.
     if (auth.rfind(bearer, 0) == 0) {
-      if (!console_detail::same_secret(auth.substr(bearer.size()), options.token))
-        return refuse_later(req, "the Authorization header holds no valid token");
       who.who = "token";
+      if (!console_detail::same_secret(auth.substr(bearer.size()), options.token))
+        return refuse_later(req, "the Authorization header holds no valid token", who);
     } else {
       const auto* s = session_of(*req);
       if (!s)
@@ -308,68 +310,76 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
     return restinio::request_accepted();
   }
 
-  // Whether a POST's Origin is this console: the Host it was sent to, or a name given in
-  // allowed_hosts (a reverse proxy that rewrites Host keeps the browser's Origin).
-  bool origin_allowed(const std::string& origin, const std::string& host) const {
-    if (console_detail::origin_matches(origin, host)) return true;
-    const auto scheme = origin.find("://");
-    if (scheme == std::string::npos) return false;
-    const auto name = console_detail::host_name(origin.substr(scheme + 3), false);
-    if (!name) return false;
-    for (const auto& a : options.allowed_hosts)
-      if (a != "*" && console_detail::host_name(a, true) == name) return true;
-    return false;
-  }
-
   // A wrong token is answered 401 after a second, and one at a time: guessing it takes that
   // long per try, however many connections try at once.
+  // Each is written in the audit ('sign_in', refused) as it is answered.
   restinio::request_handling_status_t refuse_later(const restinio::request_handle_t& req,
-                                                   std::string message) {
+                                                   std::string message, console_detail::actor who) {
     const auto at =
         std::max(std::chrono::steady_clock::now(), next_refusal) + std::chrono::seconds(1);
     next_refusal = at;
     auto timer = std::make_shared<asio::steady_timer>(io, at);
-    timer->async_wait([timer, req, message = std::move(message)](const asio::error_code&) {
+    timer->async_wait([timer, req, message = std::move(message), who = std::move(who),
+                       weak = weak_from_this()](const asio::error_code&) {
       try {
         reply_error(req, restinio::status_unauthorized(), message);
       } catch (...) {  // the client has gone
       }
+      if (auto self = weak.lock(); self && !self->stopped)
+        asio::co_spawn(self->eng.executor(),
+                       console_detail::audit_sign_in(self->eng, self->options.query_timeout, who,
+                                                     "refused", message),
+                       [](std::exception_ptr) noexcept {});
     });
     return restinio::request_accepted();
   }
 
+  // A sign-in opens its session once the audit holds its row (503 when it cannot); a wrong
+  // token's row is written 'refused' as its answer goes out (refuse_later: one a second).
   restinio::request_handling_status_t login(const restinio::request_handle_t& req,
                                             const ojson& body) {
     const auto token = body.find("token");
     if (token == body.end() || !token->is_string())
       return refuse(req, 400, "Bad Request", "the field 'token' is required");
+    const console_detail::actor who{console_detail::signer_name(body), "console",
+                                    req->remote_endpoint().address().to_string()};
     if (!console_detail::same_secret(token->get<std::string>(), options.token))
-      return refuse_later(req, "this is not the console's token");
-    std::string who = "anonymous";
-    if (const auto name = body.find("name"); name != body.end() && name->is_string()) {
-      std::string clean;
-      for (const char c : name->get<std::string>())
-        if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f && clean.size() < 80)
-          clean.push_back(c);
-      if (clean.find_first_not_of(' ') != std::string::npos) who = clean;
-    }
-    // A sign-in over a session this browser still holds ends that one.
-    if (req->header().has_field(restinio::http_field::cookie))
-      if (const auto old = console_detail::cookie_value(
-              req->header().get_field(restinio::http_field::cookie), cookie_name()))
-        signed_in.close(*old);
-    const auto id = signed_in.open(who);
-    const auto* s = signed_in.find(id);
-    auto r = req->create_response(restinio::status_ok());
-    secure(r);
-    r.append_header(restinio::http_field::set_cookie,
-                    cookie_name() + "=" + id + "; Path=/; HttpOnly; SameSite=Strict" +
-                        (options.secure_cookie ? "; Secure" : ""));
-    r.append_header(restinio::http_field::content_type, "application/json; charset=utf-8");
-    r.set_body(ojson{{"signed_in", true}, {"who", s->who}, {"csrf", s->csrf}}.dump(
-        -1, ' ', false, ojson::error_handler_t::replace));
-    r.done();
+      return refuse_later(req, "this is not the console's token", who);
+    asio::co_spawn(eng.executor(),
+                   console_detail::audit_sign_in(eng, options.query_timeout, who, "done", ""),
+                   [self = shared_from_this(), req, who](std::exception_ptr e) {
+                     asio::post(self->io, [self, req, who, e] { self->open_session(req, who, e); });
+                   });
     return restinio::request_accepted();
+  }
+
+  void open_session(const restinio::request_handle_t& req, const console_detail::actor& who,
+                    std::exception_ptr unaudited) {
+    try {
+      if (unaudited) std::rethrow_exception(unaudited);
+      check_running();
+      // A sign-in over a session this browser still holds ends that one.
+      if (req->header().has_field(restinio::http_field::cookie))
+        if (const auto old = console_detail::cookie_value(
+                req->header().get_field(restinio::http_field::cookie), cookie_name()))
+          signed_in.close(*old);
+      const auto id = signed_in.open(who.who);
+      const auto* s = signed_in.find(id);
+      auto r = req->create_response(restinio::status_ok());
+      secure(r);
+      r.append_header(restinio::http_field::set_cookie,
+                      cookie_name() + "=" + id + "; Path=/; HttpOnly; SameSite=Strict" +
+                          (options.secure_cookie ? "; Secure" : ""));
+      r.append_header(restinio::http_field::content_type, "application/json; charset=utf-8");
+      r.set_body(ojson{{"signed_in", true}, {"who", s->who}, {"csrf", s->csrf}}.dump(
+          -1, ' ', false, ojson::error_handler_t::replace));
+      r.done();
+    } catch (const std::exception& e) {
+      try {
+        reply_error(req, restinio::status_service_unavailable(), e.what());
+      } catch (...) {  // the client has gone
+      }
+    }
   }
 
   static asio::awaitable<void> act(std::shared_ptr<impl> self, restinio::request_handle_t req,
@@ -501,27 +511,8 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
   asio::awaitable<ojson> answer(const std::string& path, const console_detail::params& p) {
     const auto& st = detail::store_of(eng);
     if (path == "/api/audit") {
-      std::int64_t limit = 50;
-      if (auto l = console_detail::optional_param(p, "limit")) {
-        const auto [end, ec] = std::from_chars(l->data(), l->data() + l->size(), limit);
-        if (ec != std::errc() || end != l->data() + l->size() || limit < 1 ||
-            limit > options.max_page)
-          throw console_detail::bad_request("limit: '" + *l +
-                                            "' is not a number of rows from 1 to " +
-                                            std::to_string(options.max_page));
-      }
-      std::optional<std::int64_t> before;
-      if (auto b = console_detail::optional_param(p, "before")) {
-        std::int64_t n = 0;
-        const auto [end, ec] = std::from_chars(b->data(), b->data() + b->size(), n);
-        if (ec != std::errc() || end != b->data() + b->size())
-          throw console_detail::bad_request("before: '" + *b + "' is not an audit row's id");
-        before = n;
-      }
-      auto action = console_detail::optional_param(p, "action");
-      check_running();
       auto page =
-          co_await console_detail::audit_page(eng, options.query_timeout, limit, before, action);
+          co_await console_detail::audit_page(eng, options.query_timeout, p, options.max_page);
       check_running();
       co_return page;
     }
@@ -611,10 +602,11 @@ void console::start() {
           .read_next_http_message_timelimit(std::chrono::seconds(10))
           // A bulk action of 10 000 workflows answers when done.
           .handle_request_timeout(std::chrono::minutes(10))
-          // Bodies over 1 MiB are refused while they arrive, not
-          // after being held whole in memory.
+          // A body over 1 MiB is answered 413 (handle_post); over 4 MiB
+          // the connection is closed while it arrives (RESTinio sends no
+          // answer), so that no request is held whole in memory.
           .incoming_http_msg_limits(
-              restinio::incoming_http_msg_limits_t{}.max_body_size(std::uint64_t(1) << 20))
+              restinio::incoming_http_msg_limits_t{}.max_body_size(std::uint64_t(4) << 20))
           .request_handler([weak](auto req) {
             if (auto self = weak.lock()) return self->handle(std::move(req));
             return restinio::request_rejected();

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "auth.hpp"
 #include "durable/duration.hpp"
 #include "durable/states.hpp"
 #include "durable/store.hpp"
@@ -163,6 +164,36 @@ inline std::optional<std::string> refused_body(const nlohmann::ordered_json& bod
     return e.what();
   }
   return std::nullopt;
+}
+
+/// Whether a POST's Origin is this console: the Host it was sent to, or a name given in
+/// `allowed_hosts` (a reverse proxy that rewrites Host keeps the browser's Origin).
+inline bool origin_allowed(const std::string& origin, const std::string& host,
+                           const std::vector<std::string>& allowed_hosts) {
+  if (origin_matches(origin, host)) return true;
+  const auto scheme = origin.find("://");
+  if (scheme == std::string::npos) return false;
+  const auto name = host_name(origin.substr(scheme + 3), false);
+  if (!name) return false;
+  for (const auto& a : allowed_hosts)
+    if (a != "*" && host_name(a, true) == name) return true;
+  return false;
+}
+
+/// The name a sign-in gives for the audit ("anonymous" when none): controls, bidirectional
+/// controls and characters that show nothing written out as escapes (printable_name), cut to 80
+/// bytes at a character's start. The body has passed refused_body(): it is UTF-8.
+inline std::string signer_name(const nlohmann::ordered_json& body) {
+  const auto name = body.find("name");
+  if (name == body.end() || !name->is_string()) return "anonymous";
+  std::string clean = detail::printable_name(name->get_ref<const std::string&>());
+  if (clean.size() > 80) {
+    std::size_t end = 80;
+    while (end > 0 && (static_cast<unsigned char>(clean[end]) & 0xc0) == 0x80) --end;
+    clean.resize(end);
+  }
+  const auto first = clean.find_first_not_of(' ');
+  return first == std::string::npos ? "anonymous" : clean;
 }
 
 /// A request's query string as browsers and curl send it: pairs split at '&', a name and its

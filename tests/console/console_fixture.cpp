@@ -123,6 +123,12 @@ asio::awaitable<void> fill(durable::engine& eng) {
   (void)co_await bad.result<std::map<std::string, std::string>>();
   auto bad_url = co_await eng.start("<img src=x onerror=alert(2)>", "javascript:alert(5)");
   (void)co_await bad_url.result<std::map<std::string, std::string>>();
+  // An id with a right-to-left override and its end (U+202E, U+202C): shown raw, it reads as
+  // another id.
+  auto bidi = co_await eng.start("<img src=x onerror=alert(2)>",
+                                 "mark-\xe2\x80\xae"
+                                 "evil\xe2\x80\xac");
+  (void)co_await bidi.result<std::map<std::string, std::string>>();
   auto tree = co_await eng.start("parent", "order-tree");
   (void)co_await tree.result<int>();
   auto w = co_await eng.start("waiter", "shipment-9");

@@ -74,12 +74,20 @@ def auth_checks(base, token, schema):
     check(status == 409 and body and "error" in body,
           f"cancelling a finished workflow is a 409 ({status} {body})")
 
-    status, _, body = post(base, "api/login", {"token": "not-the-token", "name": "x"})
+    status, _, body = post(base, "api/login", {"token": "not-the-token", "name": "x-refused"})
     check(status == 401 and body and body.get("error"), f"signing in with a wrong token is a 401 ({status} {body})")
+    signs = lambda who, result: int(sql(
+        f"SELECT count(*) FROM {q(schema)}.audit WHERE action = 'sign_in' AND actor = '{who}' "
+        f"AND result = '{result}'"))
+    check(wait_until(lambda: signs("x-refused", "refused") == 1) and signs("x-refused", "done") == 0,
+          "a refused sign-in is written in the audit: 'sign_in', refused, with the name given")
+    check(wait_until(lambda: signs("token", "refused") >= 1),
+          "a wrong Bearer token is written in the audit as a refused sign-in")
     status, headers, body = post(base, "api/login", {"token": token, "name": "http-check"})
     check(status == 200 and body.get("signed_in") is True and body.get("who") == "http-check"
           and isinstance(body.get("csrf"), str) and body["csrf"],
           f"signing in with the token answers who and a CSRF value ({status} {body})")
+    check(signs("http-check", "done") == 1, "a sign-in is in the audit before its session answers")
     set_cookie = headers.get("Set-Cookie", "")
     check("httponly" in set_cookie.lower(), f"the session cookie is HttpOnly ({set_cookie.split(';')[1:]})")
     cookie = {"Cookie": set_cookie.split(";")[0]}
@@ -99,6 +107,32 @@ def auth_checks(base, token, schema):
     check(status == 200 and body.get("signed_in") is False, f"signing out ({status} {body})")
     status, _, body = post(base, "api/bulk", dry, dict(cookie, **{"X-Durable-CSRF": csrf}))
     check(status == 401, f"the cookie is void after signing out: 401 ({status} {body})")
+
+
+def queue_and_body_checks(base, token, schema):
+    """A queue nobody named is not created by a pause (a typo would pause nothing while the real
+    queue runs on) unless asked; a body over 1 MiB is answered 413, not dropped."""
+    print("unknown queues and large bodies:", flush=True)
+    bearer = {"Authorization": f"Bearer {token}"}
+    queues = lambda: sql(f"SELECT string_agg(name || ':' || paused, ',' ORDER BY name) FROM {q(schema)}.queues")
+    before = queues()
+    for verb in ("pause_queue", "resume_queue"):
+        status, _, body = post(base, "api/action", {"action": verb, "queue": "emials"}, bearer)
+        check(status == 404 and "no queue is named 'emials'" in body.get("error", "")
+              and '"create": true' in body.get("error", "") and queues() == before,
+              f"{verb} of an unknown queue is refused 404 and creates nothing ({status} {body})")
+    check(sql(f"SELECT result FROM {q(schema)}.audit WHERE action = 'pause_queue' "
+              f"AND target->>'queue' = 'emials' ORDER BY id DESC LIMIT 1") == "refused",
+          "the refused pause is in the audit")
+    status, _, body = post(base, "api/action", {"action": "pause_queue", "queue": "emials", "create": True}, bearer)
+    check(status == 200 and "emials:t" in queues(), f"with create, the pause makes a paused queue ({status} {body})")
+    sql(f"DELETE FROM {q(schema)}.queues WHERE name = 'emials'")
+    status, _, body = post(base, "api/action", {"action": "pause_queue", "queue": "emails", "create": "yes"}, bearer)
+    check(status == 400 and "'create'" in body.get("error", ""), f"create must be a boolean ({status} {body})")
+    big = {"action": "cancel", "id": "x" * (1536 * 1024)}
+    status, _, body = post(base, "api/action", big, bearer)
+    check(status == 413 and "over 1 MiB" in (body or {}).get("error", ""),
+          f"a body of 1.5 MiB is answered 413 with the reason ({status} {str(body)[:200]})")
 
 
 def snapshot(schema):

@@ -84,6 +84,7 @@ def main():
         http_checks(base, cli_base)
         test_actions.auth_checks(base, token, schema)
         test_actions.nul_checks(base, token, schema)
+        test_actions.queue_and_body_checks(base, token, schema)
         test_actions.documented_queries(base, schema)
         test_actions.audit_first_checks(base, token, schema)
         test_actions.read_only_checks(ro_base, cli_base, token)
@@ -368,6 +369,18 @@ def hostile(b, base):
     b.open(base + "#/workflow?id=" + urllib.parse.quote("javascript:alert(5)", safe=""))
     check(b.text("#wf-id") == "javascript:alert(5)", "a javascript: id is shown as text")
     check(b.no_alert(), "no alert fired on the pages")
+    # A right-to-left override in an id: written out and marked, never applied.
+    bidi_id = "mark-\u202eevil\u202c"
+    marked = "mark-\u27e8U+202E\u27e9evil\u27e8U+202C\u27e9"
+    b.open(base + "#/workflows?name=" + urllib.parse.quote("<img src=x onerror=alert(2)>", safe=""))
+    rows = b.rows_by_data("tr.wf-row", "data-id")
+    check(bidi_id in rows and marked in rows[bidi_id].text,
+          f"the list shows an id's U+202E written out ({rows[bidi_id].text if bidi_id in rows else list(rows)})")
+    b.open(base + "#/workflow?id=" + urllib.parse.quote(bidi_id, safe=""), "workflow-hidden-chars")
+    check(b.text("#wf-id") == marked, f"the workflow page marks the id's bidi controls ({b.text('#wf-id')!r})")
+    check(len(b.css("#wf-id .hidden-char")) == 2, "each hidden character is a marked element")
+    body = b.d.find_element(By.TAG_NAME, "body").text
+    check("\u202e" not in body and "\u202c" not in body, "no bidi control reaches the page's text")
 
 
 if __name__ == "__main__":

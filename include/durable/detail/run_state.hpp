@@ -290,6 +290,12 @@ inline double clock_earliest(const run_state& s) noexcept {
 inline double clock_latest(const run_state& s) noexcept {
   return s.io ? s.io->latest_now() : unix_seconds();
 }
+/// When a step (or a wait, a send) began, as its journal row's started_at: the earliest the
+/// server's clock can have read then. The row's completed_at is the server's own now() when its
+/// statement runs, after the step ended; an estimate from the middle of a reading's round trip
+/// (clock_now) can be later than that by half the trip, which made short steps end before they
+/// began. So a duration is never below zero, and reads at most the clock's uncertainty long.
+inline double journal_started_at(const run_state& s) noexcept { return clock_earliest(s); }
 
 DURABLE_DECL asio::awaitable<void> sleep_for(std::chrono::milliseconds d);
 /// Sleeps `d` on the run's clock (its virtual clock in the test kit, else real time); throws

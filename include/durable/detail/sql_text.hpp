@@ -1058,6 +1058,9 @@ SELECT w.id, w.name, w.status, w.queue, w.executor_id AS executor, w.created_at,
 UNION ALL
 SELECT json_build_object('scanned_to', json_build_object('created_at', e.created_at, 'id', e.id))::text
   FROM edge e)durable_sql"},
+  {"admin_queue_known",
+   R"durable_sql(SELECT (EXISTS (SELECT 1 FROM :"schema".queues q WHERE q.name = $1::text)
+        OR EXISTS (SELECT 1 FROM :"schema".workflows w WHERE w.queue = $1::text))::int::bigint)durable_sql"},
   {"admin_queues",
    R"durable_sql(SELECT row_to_json(t)::text FROM (
 SELECT n.queue,

@@ -40,7 +40,7 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
   detail::step_function_scope scope(s, name);
   if (history && history->next_attempt_at) co_await detail::wait_until_due(s, seq, name, history);
 
-  const double first_started = detail::clock_now(s);
+  const double first_started = detail::journal_started_at(s);
   int attempt = history ? history->last_attempt : 0;
   int failures = history ? history->failures : 0;
   std::shared_ptr<detail::left_behind> abandoned;  // attempts left at their timeout
@@ -53,7 +53,7 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
       ++attempt;
       ++failures;
       s.current_seq = seq;
-      const double started = detail::clock_now(s);
+      const double started = detail::journal_started_at(s);
       const step_info info{seq, name, attempt, s.key(seq)};
       std::optional<detail::stored_t<T>> value;
       detail::captured_error failure;
@@ -154,13 +154,13 @@ asio::awaitable<T> run_transaction(run_state& s, int seq, std::string name, F fn
   detail::step_function_scope scope(s, name);  // in progress until its row commits (I4)
   if (history && history->next_attempt_at) co_await detail::wait_until_due(s, seq, name, history);
 
-  const double first_started = detail::clock_now(s);
+  const double first_started = detail::journal_started_at(s);
   int attempt = history ? history->last_attempt : 0;
   int failures = history ? history->failures : 0;
   int contended_in_a_row = 0;
   for (;;) {
     s.current_seq = seq;
-    const double started = detail::clock_now(s);
+    const double started = detail::journal_started_at(s);
     std::optional<detail::stored_t<T>> value;
     detail::captured_error failure;
     bool may_retry = false;

@@ -315,7 +315,7 @@ DURABLE_DECL asio::awaitable<std::optional<double>> wait_deadline(
   if (timeout == forever) co_return std::nullopt;
   const double deadline = clock_now(s) + double(timeout.count()) / 1000.0;
   const std::string output = nlohmann::json(deadline).dump();
-  co_await journal_value(s, seq, name, kind, output, clock_now(s));
+  co_await journal_value(s, seq, name, kind, output, journal_started_at(s));
   co_return deadline;
 }
 
@@ -395,7 +395,7 @@ DURABLE_DECL asio::awaitable<std::string> receive(run_state& s, int seq, const s
                         "for one topic with a timeout (ctx.recv(topic, timeout)) instead. The "
                         "workflow is parked: fix the code, then resume it");
   }
-  const double started = clock_now(s);
+  const double started = journal_started_at(s);
   std::optional<std::string> got;
   const std::function<asio::awaitable<bool>()> look = [&s, seq, &topic, started, &got] {
     return take_message(s, seq + 1, topic, started, got);
@@ -428,7 +428,7 @@ DURABLE_DECL asio::awaitable<void> send_message(run_state& s, int seq, const std
   check_value_size(s, payload.size(),
                    "the message of step " + std::to_string(seq) + " (send '" + topic + "')",
                    "the send runs again");
-  const double started = clock_now(s);
+  const double started = journal_started_at(s);
   const std::string key = s.key(seq);
   reserve_row(s, seq, topic);
   const bool delivered = co_await journaling(
@@ -461,7 +461,7 @@ DURABLE_DECL asio::awaitable<void> publish_event(run_state& s, int seq, const st
                    "the step runs again");
   reserve_row(s, seq, key);
   const bool published = co_await journaling(
-      s, seq, key, io_of(s).set_event(s.id, s.epoch, seq, key, value, clock_now(s)));
+      s, seq, key, io_of(s).set_event(s.id, s.epoch, seq, key, value, journal_started_at(s)));
   if (!published) throw error("workflow '" + s.id + "': event '" + key + "' was not published");
   if (s.counters) ++s.counters->steps_executed;
 }
@@ -495,7 +495,7 @@ DURABLE_DECL asio::awaitable<std::string> await_event(run_state& s, int seq,
     co_return e->output;
   }
   require_live(s, seq + 1, name);
-  const double started = clock_now(s);
+  const double started = journal_started_at(s);
   std::optional<std::string> got;
   const std::function<asio::awaitable<bool>()> look = [&s, seq, &name, &workflow_id, &key, started,
                                                        &got] {
@@ -562,7 +562,7 @@ DURABLE_DECL asio::awaitable<std::string> await_child(run_state& s, int seq,
     co_return e->output;
   }
   require_live(s, seq, child);
-  const double started = clock_now(s);
+  const double started = journal_started_at(s);
   std::optional<std::string> got;
   const std::function<asio::awaitable<bool>()> look = [&s, seq, &child, started, &got] {
     return look_for_child(s, seq, child, started, got);
@@ -596,7 +596,7 @@ DURABLE_DECL asio::awaitable<std::string> start_child_workflow(run_state& s, int
   reserve_row(s, seq, name);
   const bool started = co_await journaling(
       s, seq, name,
-      io_of(s).start_child(s.id, s.epoch, seq, child, name, inputs, clock_now(s),
+      io_of(s).start_child(s.id, s.epoch, seq, child, name, inputs, journal_started_at(s),
                            s.app_version ? *s.app_version : no_version));
   if (!started) {
     throw misuse(s, "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +

@@ -113,7 +113,7 @@ const loginPage = {
         Object.assign(state.session, { signed_in: true, who: r.who ?? null, csrf: r.csrf ?? null });
         navigate(next);
       } catch (err) {
-        message.textContent = messageOf(err);
+        message.textContent = visible(messageOf(err));
         token.select();
       } finally {
         submit.disabled = false;
@@ -190,7 +190,7 @@ function workflowControls(ctx) {
   };
   const buttons = WF_ACTIONS.map(([action, label, , ask]) => button('act-' + action, label, 'act', () => {
     pending = action;
-    question.textContent = ask;
+    question.textContent = visible(ask);
     yes.textContent = 'Yes, ' + action;
     confirmBox.hidden = false;
     yes.focus();

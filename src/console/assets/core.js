@@ -41,6 +41,20 @@ const $ = (selector) => document.querySelector(selector);
 const SAFE_ATTR = /^(id|class|title|type|name|placeholder|for|colspan|scope|role|autocomplete|spellcheck|disabled|hidden|open|lang|value|rows|inputmode|required|aria-[a-z]+|data-[a-z0-9-]+)$/;
 const SAFE_SVG_ATTR = /^(x|y|x1|x2|y1|y2|width|height|rx|points|viewBox|preserveAspectRatio|class|text-anchor|role|aria-label|data-[a-z0-9-]+)$/;
 
+// Characters that show nothing or reorder what follows (bidirectional controls, zero-width
+// marks, separators): an id holding U+202E reads backwards, one holding U+200B looks like
+// another. Text from the API never shows them raw: each is drawn as a marked ⟨U+202E⟩.
+const HIDDEN_CHARS = /[\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\u3164\ufeff]/g;
+const codeOf = (ch) => 'U+' + ch.codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
+
+/** `s` with each hidden character written out as ⟨U+XXXX⟩ (for attributes and plain text). */
+function visible(s) {
+  return String(s).replace(HIDDEN_CHARS, (ch) => '\u27e8' + codeOf(ch) + '\u27e9');
+}
+
+// Attributes whose text is shown to the reader (the others are values the page uses).
+const SHOWN_ATTR = /^(title|placeholder|aria-label)$/;
+
 function setAttrs(e, attrs, allowed) {
   if (!attrs) return;
   for (const [k, v] of Object.entries(attrs)) {
@@ -48,9 +62,24 @@ function setAttrs(e, attrs, allowed) {
     if (k === 'href') {
       if (typeof v === 'string' && v.startsWith('#/')) e.setAttribute('href', v);
     } else if (allowed.test(k)) {
-      e.setAttribute(k, v === true ? '' : String(v));
+      e.setAttribute(k, v === true ? '' : SHOWN_ATTR.test(k) ? visible(v) : String(v));
     }
   }
+}
+
+/** Text as nodes: plain text, with each hidden character a marked <span class="hidden-char">. */
+function appendText(e, s) {
+  let at = 0;
+  for (const m of s.matchAll(HIDDEN_CHARS)) {
+    if (m.index > at) e.appendChild(document.createTextNode(s.slice(at, m.index)));
+    const mark = document.createElement('span');
+    mark.className = 'hidden-char';
+    mark.title = 'an invisible or direction-changing character (' + codeOf(m[0]) + ') in the text';
+    mark.textContent = '\u27e8' + codeOf(m[0]) + '\u27e9';
+    e.appendChild(mark);
+    at = m.index + m[0].length;
+  }
+  if (at < s.length || s.length === 0) e.appendChild(document.createTextNode(s.slice(at)));
 }
 
 function append(e, children) {
@@ -58,7 +87,7 @@ function append(e, children) {
     if (c === null || c === undefined || c === false || c === true) continue;
     if (Array.isArray(c)) append(e, c);
     else if (c instanceof Node) e.appendChild(c);
-    else e.appendChild(document.createTextNode(String(c)));
+    else appendText(e, String(c));
   }
 }
 
@@ -300,7 +329,7 @@ const messageOf = (e) => (e && e.message ? e.message : String(e));
 /** The banner; `sticky` (an action's error) stays until the next page or the next action. */
 function showError(msg, sticky) {
   const b = $('#error');
-  b.textContent = msg;
+  b.textContent = visible(msg);
   b.hidden = false;
   state.stickyError = !!sticky;
 }

@@ -20,11 +20,12 @@ enum class printable_style { text, json };
 /// `s` made safe to print on a terminal, on one line: what a terminal would act on instead of
 /// showing is escaped. C0 controls and DEL as \xNN (newline, tab and carriage return as \n,
 /// \t, \r); C1 controls (U+0080..U+009F), the bidirectional controls (U+061C, U+200E, U+200F,
-/// U+202A..U+202E, U+2066..U+2069) and the line and paragraph separators (U+2028, U+2029) as
-/// \uXXXX; bytes that are not UTF-8 as \xNN. Everything else, backslashes included, is kept.
-/// With printable_style::json, `s` is JSON text (as nlohmann dumps it) and every escape is a
-/// JSON one; invalid UTF-8 becomes \ufffd. The CLI's output and the library's messages about
-/// names use it.
+/// U+202A..U+202E, U+2066..U+2069), the line and paragraph separators (U+2028, U+2029) and the
+/// characters that show nothing (U+115F, U+1160, U+180E, U+200B..U+200D, U+2060..U+2065,
+/// U+3164, U+FEFF) as \uXXXX; bytes that are not UTF-8 as \xNN. Everything else, backslashes
+/// included, is kept. With printable_style::json, `s` is JSON text (as nlohmann dumps it) and every
+/// escape is a JSON one; invalid UTF-8 becomes \ufffd. The CLI's output and the library's messages
+/// about names use it.
 inline std::string printable_name(std::string_view s,
                                   printable_style style = printable_style::text) {
   static constexpr char hex[] = "0123456789abcdef";
@@ -79,9 +80,11 @@ inline std::string printable_name(std::string_view s,
       ++i;
       continue;
     }
-    const bool control = (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || cp == 0x200e ||
-                         cp == 0x200f || (cp >= 0x202a && cp <= 0x202e) ||
-                         (cp >= 0x2066 && cp <= 0x2069) || cp == 0x2028 || cp == 0x2029;
+    // Controls, and what shows nothing: two ids that differ only by one read the same.
+    const bool control = (cp >= 0x80 && cp <= 0x9f) || cp == 0x061c || cp == 0x115f ||
+                         cp == 0x1160 || cp == 0x180e || (cp >= 0x200b && cp <= 0x200f) ||
+                         (cp >= 0x2028 && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2069) ||
+                         cp == 0x3164 || cp == 0xfeff;
     if (control)
       u_escape(cp);
     else

@@ -82,6 +82,10 @@ public:
   [[nodiscard]] query<count_row> admin_gc_count(double age_s, const std::string& statuses) const {
     return {call("admin_gc_count", age_s, statuses)};
   }
+  /// 1 when queue `name` has a row or a workflow was enqueued on it, else 0.
+  [[nodiscard]] query<count_row> admin_queue_known(const std::string& name) const {
+    return {call("admin_queue_known", name)};
+  }
   /// The ids a bulk action over `f` acts on (f's limit; its paging fields are ignored). A row
   /// with `edge` set holds no id of the set: f.scan was too small to read the set whole.
   struct id_row {
