@@ -381,6 +381,40 @@ TEST_CASE("cli: list filters by status, name, queue, executor and time, and page
     auto bad_limit = cli_in(schema, {"list", "--limit", "0"});
     CHECK(bad_limit.status == 2);
 
+    // Search: the text in the ids or the inputs ("x" of the cold ones), in any case.
+    auto found = cli_in(schema, {"list", "--text", "COLD-3", "--json"}).parsed();
+    REQUIRE(found["workflows"].size() == 1);
+    CHECK(found["workflows"][0]["id"] == "cold-3");
+    CHECK(cli_in(schema, {"list", "--text", "\"x\"", "--json"}).parsed()["workflows"].size() ==
+          10);  // cold-0..6 and the 3 newcomers
+    CHECK(
+        cli_in(schema, {"list", "--changed-since", "1h", "--json"}).parsed()["workflows"].size() ==
+        13);
+    CHECK(cli_in(schema, {"list", "--retrying", "--json"}).parsed()["workflows"].empty());
+    auto bad_changed = cli_in(schema, {"list", "--changed-since", "2026-01-01"});
+    CHECK(bad_changed.status == 2);
+    CHECK(contains(bad_changed.err, "not an age"));
+    // Bounded: 2 rows read of each status, the 2 newest pending are not "cold-1": the page says
+    // how far back it searched and where to go on; following it finds cold-1.
+    auto bounded =
+        cli_in(schema, {"list", "--text", "cold-1", "--max-scan", "2", "--json"}).parsed();
+    CHECK(bounded["workflows"].empty());
+    REQUIRE(!bounded["searched"].is_null());
+    CHECK(bounded["searched"]["rows"] == 2);
+    std::string next = bounded["next_cursor"];
+    bool reached = false;
+    for (int page = 0; page < 10 && !next.empty() && !reached; ++page) {
+      auto p =
+          cli_in(schema, {"list", "--text", "cold-1", "--max-scan", "2", "--after", next, "--json"})
+              .parsed();
+      reached = !p["workflows"].empty() && p["workflows"][0]["id"] == "cold-1";
+      next = p["next_cursor"].is_null() ? std::string() : p["next_cursor"].get<std::string>();
+    }
+    CHECK(reached);
+    auto footer = cli_in(schema, {"list", "--text", "cold-1", "--max-scan", "2"});
+    CHECK(contains(footer.err, "searched the workflows created down to"));
+    CHECK(contains(footer.err, "--after '"));
+
     const json m = json::parse(R"({"done":1})");
     (void)co_await eng.send("here", "go", m);
     (void)co_await h.result<std::string>();

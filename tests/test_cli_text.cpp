@@ -498,3 +498,101 @@ TEST_CASE("console statements: a sparse filter read a few rows at a time finds e
     CHECK(cut_first);
   }());
 }
+
+TEST_CASE("console statements: a list finds workflows by change time, a retrying step and text",
+          "[cli]") {
+  const std::string schema = test::fresh_schema("list_find");
+  test::run(migrated(schema));
+  test::run([&]() -> asio::awaitable<void> {
+    engine eng(co_await asio::this_coro::executor, test::options(schema));
+    const auto s = test::q(schema);
+    co_await sql_in(
+        schema,
+        "INSERT INTO " + s +
+            ".workflows (id, name, status, inputs, last_error, status_reason, updated_at) VALUES "
+            "('a-1', 'order', 'failed', '[\"order ORD-4711\", 3]', 'card declined', NULL, "
+            " now() - interval '30 minutes'), "
+            "('a-2', 'order', 'failed', '[]', 'Gateway TIMEOUT', NULL, now() - interval '2 "
+            "hours'), "
+            "('a-3', 'order', 'running', '[]', NULL, NULL, now()), "
+            "('a-4', 'order', 'running', '[]', NULL, NULL, now()), "
+            "('a-5', 'order', 'running', '[]', NULL, NULL, now()), "
+            "('a-6', 'order', 'cancelled', '[]', NULL, 'cancelled by Ops', now()), "
+            "('a-7', 'order', 'pending', '[\"100%\"]', NULL, NULL, now())");
+    // a-3 retries step 0; a-4's step 0 retried, then succeeded (its row); a-5's last attempt of
+    // step 0 failed for good; a-6 was cancelled while step 0 retried.
+    co_await sql_in(schema,
+                    "INSERT INTO " + s +
+                        ".step_attempts (workflow_id, seq, attempt, name, kind, outcome, epoch) "
+                        "VALUES ('a-3', 0, 1, 'charge', 'step', 'retrying', 0), "
+                        "('a-4', 0, 1, 'charge', 'step', 'retrying', 0), "
+                        "('a-5', 0, 1, 'charge', 'step', 'retrying', 0), "
+                        "('a-5', 0, 2, 'charge', 'step', 'failed', 0), "
+                        "('a-6', 0, 1, 'charge', 'step', 'retrying', 0)");
+    co_await sql_in(schema,
+                    "INSERT INTO " + s +
+                        ".steps (workflow_id, seq, name, kind, status, attempts, epoch) VALUES "
+                        "('a-4', 0, 'charge', 'step', 'succeeded', 2, 0)");
+    const auto found = [&](list_filter f) -> asio::awaitable<std::vector<std::string>> {
+      f.limit = 100;
+      f.scan = 1000;
+      std::vector<std::string> ids;
+      const auto rows = co_await listed(eng, f);
+      for (const auto& r : rows) ids.push_back(r.value("id", "edge"));
+      std::sort(ids.begin(), ids.end());
+      // The bulk's set is the same one.
+      auto c = co_await eng.pool().acquire();
+      auto q = detail::store_of(eng).admin_ids(f);
+      std::vector<std::string> bulk;
+      const auto set = co_await durable::store::fetch(*c, std::move(q));
+      for (const auto& r : set) bulk.push_back(r.id);
+      if (bulk != ids) throw std::runtime_error("admin_ids and admin_list disagree");
+      co_return ids;
+    };
+    using ids = std::vector<std::string>;
+    ids got;
+    list_filter by_text;
+    by_text.text = "ord-4711";  // in the inputs, in another case
+    got = co_await found(by_text);
+    CHECK(got == ids{"a-1"});
+    by_text.text = "timeout";  // in the last error
+    got = co_await found(by_text);
+    CHECK(got == ids{"a-2"});
+    by_text.text = "BY OPS";  // in the status reason
+    got = co_await found(by_text);
+    CHECK(got == ids{"a-6"});
+    by_text.text = "a-7";  // in the id
+    got = co_await found(by_text);
+    CHECK(got == ids{"a-7"});
+    by_text.text = "0%";  // '%' and '_' are no wildcards
+    got = co_await found(by_text);
+    CHECK(got == ids{"a-7"});
+    by_text.text = "_";
+    got = co_await found(by_text);
+    CHECK(got.empty());
+
+    list_filter changed;  // the overview's "failed, last hour"
+    changed.statuses = {"failed", "dead_letter"};
+    changed.changed_since_s = 3600;
+    got = co_await found(changed);
+    CHECK(got == ids{"a-1"});
+    changed.changed_since_s = 86400;
+    got = co_await found(changed);
+    CHECK(got == ids{"a-1", "a-2"});
+
+    list_filter retrying;
+    retrying.retrying = true;
+    got = co_await found(retrying);
+    CHECK(got == ids{"a-3", "a-6"});
+    retrying.statuses = {"pending", "running", "sleeping"};  // the overview's card
+    got = co_await found(retrying);
+    CHECK(got == ids{"a-3"});
+
+    // The overview's count of retrying steps counts the unfinished workflows' only.
+    auto c = co_await eng.pool().acquire();
+    auto stats_q = detail::store_of(eng).admin_stats(5.0);
+    const auto stats = co_await durable::store::fetch_one(*c, std::move(stats_q));
+    REQUIRE(stats);
+    CHECK(json::parse(stats->json)["steps_retrying"] == 1);
+  }());
+}

@@ -10,6 +10,9 @@
 -- $9 limit bigint
 -- $10 id_prefix text, null = any
 -- $11 scan bigint, null = unbounded
+-- $12 changed_since_s double precision, null allowed
+-- $13 retrying boolean
+-- $14 text text, null = any
 --
 -- The ids of the workflows admin_list's filter matches (same parameters, same meaning, read the
 -- same way: each status from workflows_status_created within the time range; a status named twice
@@ -35,8 +38,27 @@ SELECT v.id, v.edge, s.status
             ($2::text IS NULL OR r.name = $2::text)
               AND ($3::text IS NULL OR r.queue = $3::text)
               AND ($4::text IS NULL OR r.executor_id = $4::text)
-              AND ($10::text IS NULL OR starts_with(r.id, $10::text)) AS hit
-       FROM (SELECT w.id, w.created_at, w.name, w.queue, w.executor_id
+              AND ($10::text IS NULL OR starts_with(r.id, $10::text)) AND r.held AS hit
+       FROM (SELECT w.id, w.created_at, w.name, w.queue, w.executor_id,
+                    -- what the row holds: changed since $12, retrying a step ($13), text $14
+                    ($12::double precision IS NULL
+                       OR w.updated_at >= now() - make_interval(secs => $12::double precision))
+                    AND (NOT coalesce($13::boolean, false) OR EXISTS (
+                          SELECT 1 FROM :"schema".step_attempts a
+                           WHERE a.workflow_id = w.id AND a.outcome = 'retrying'
+                             AND NOT EXISTS (SELECT 1 FROM :"schema".step_attempts b
+                                              WHERE b.workflow_id = a.workflow_id
+                                                AND b.seq = a.seq AND b.id > a.id)
+                             AND NOT EXISTS (SELECT 1 FROM :"schema".steps s
+                                              WHERE s.workflow_id = a.workflow_id
+                                                AND s.seq = a.seq)))
+                    AND ($14::text IS NULL
+                         OR strpos(lower(w.id), lower($14::text)) > 0
+                         OR strpos(lower(w.inputs::text), lower($14::text)) > 0
+                         OR strpos(lower(coalesce(w.last_error, '')), lower($14::text)) > 0
+                         OR strpos(lower(coalesce(w.error->>'message', '')), lower($14::text)) > 0
+                         OR strpos(lower(coalesce(w.status_reason, '')), lower($14::text)) > 0)
+                      AS held
                FROM :"schema".workflows w
               WHERE w.status = s.status
                 AND w.created_at >= coalesce(greatest(now() - make_interval(

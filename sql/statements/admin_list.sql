@@ -13,6 +13,9 @@
 -- $12 after_id text, null allowed
 -- $13 id_prefix text, null = any
 -- $14 scan bigint, null = unbounded
+-- $15 changed_since_s double precision, null allowed
+-- $16 retrying boolean
+-- $17 text text, null = any
 --
 -- ---- operator queries (the `durable` command-line program, the web console) ---------------
 -- Each returns its rows as JSON objects (row_to_json), columns in order, so that the
@@ -22,10 +25,15 @@
 -- seconds ago, $8 before (each NULL = unbounded), $9 limit, $10 offset, $11 and $12 the
 -- cursor: only rows after (created_at $11, id $12) in the order (NULL: from the start),
 -- $13 only ids that start with it (a schedule's runs: '<schedule>@'), $14 how many rows of
--- each status past the cursor it may look at (NULL: all). A status named twice counts once.
+-- each status past the cursor it may look at (NULL: all), $15 only rows changed (updated_at) at
+-- most this many seconds ago, $16 only workflows retrying a step (its latest attempt says
+-- 'retrying' and it has no journal row yet), $17 only rows that hold this text, in any case, in
+-- their id, inputs (as JSON text), last error, error message or status reason. A status named
+-- twice counts once.
 -- Newest first. Each status is read from workflows_status_created, newest first from the cursor
 -- and within the time range (index conditions), and the merged heads are sorted: a status few
--- rows have costs a probe. Name, queue, executor and id prefix are filters on those rows; with
+-- rows have costs a probe. Name, queue, executor, id prefix, change time, retrying and text are
+-- filters on those rows; with
 -- $14 a status stops after $14 rows, and its last row read is returned as a row of its own,
 -- {"scanned_to": {"created_at", "id"}}, the newest such edge of all statuses (a status of exactly
 -- $14 rows has none: one row more is read to tell): every row of the
@@ -51,8 +59,27 @@ SELECT v.id, v.created_at, v.hit, v.edge
             ($2::text IS NULL OR r.name = $2::text)
               AND ($3::text IS NULL OR r.queue = $3::text)
               AND ($4::text IS NULL OR r.executor_id = $4::text)
-              AND ($13::text IS NULL OR starts_with(r.id, $13::text)) AS hit
-       FROM (SELECT w.id, w.created_at, w.name, w.queue, w.executor_id
+              AND ($13::text IS NULL OR starts_with(r.id, $13::text)) AND r.held AS hit
+       FROM (SELECT w.id, w.created_at, w.name, w.queue, w.executor_id,
+                    -- what the row holds: changed since $15, retrying a step ($16), text $17
+                    ($15::double precision IS NULL
+                       OR w.updated_at >= now() - make_interval(secs => $15::double precision))
+                    AND (NOT coalesce($16::boolean, false) OR EXISTS (
+                          SELECT 1 FROM :"schema".step_attempts a
+                           WHERE a.workflow_id = w.id AND a.outcome = 'retrying'
+                             AND NOT EXISTS (SELECT 1 FROM :"schema".step_attempts b
+                                              WHERE b.workflow_id = a.workflow_id
+                                                AND b.seq = a.seq AND b.id > a.id)
+                             AND NOT EXISTS (SELECT 1 FROM :"schema".steps s
+                                              WHERE s.workflow_id = a.workflow_id
+                                                AND s.seq = a.seq)))
+                    AND ($17::text IS NULL
+                         OR strpos(lower(w.id), lower($17::text)) > 0
+                         OR strpos(lower(w.inputs::text), lower($17::text)) > 0
+                         OR strpos(lower(coalesce(w.last_error, '')), lower($17::text)) > 0
+                         OR strpos(lower(coalesce(w.error->>'message', '')), lower($17::text)) > 0
+                         OR strpos(lower(coalesce(w.status_reason, '')), lower($17::text)) > 0)
+                      AS held
                FROM :"schema".workflows w
               WHERE w.status = s.status
                 AND w.created_at >= coalesce(greatest(now() - make_interval(

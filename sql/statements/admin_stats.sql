@@ -42,7 +42,9 @@ SELECT json_build_object(
                                         ELSE c.reltuples::bigint END
                               FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                              WHERE n.nspname = $2::text AND c.relname = 'steps'),
-  'steps_retrying', (SELECT count(*) FROM :"schema".step_retries WHERE outcome = 'retrying'),
+  -- steps of unfinished workflows only: a workflow cancelled or failed mid-retry retries nothing
+  'steps_retrying', (SELECT count(*) FROM :"schema".step_retries
+                      WHERE outcome = 'retrying' AND status IN ('pending', 'running', 'sleeping')),
   'finished_last_hour', (SELECT count(*) FROM :"schema".workflows
                           WHERE status IN ('succeeded', 'failed', 'cancelled')
                             AND completed_at > now() - interval '1 hour'),

@@ -186,7 +186,10 @@ void print_action(const settings& g, const std::string& verb, const std::string&
 struct list_args {
   std::vector<std::string> statuses;
   std::string name, queue, executor, id_prefix, since, until, after;
+  std::string changed_since, text;  // an age; a text to find in ids, inputs and errors
+  bool retrying = false;
   std::int64_t limit = 50, offset = 0;
+  std::int64_t max_scan = 100000;  // rows read per status at most (as the console's)
 };
 
 int cmd_list(session& s, const settings& g, const list_args& a);

@@ -75,6 +75,18 @@ int main(int argc, char** argv) {
                    "only ids that start with this (a schedule's runs: --id-prefix 'nightly@')");
   list->add_option("--since", la.since, "created within this long (2h, 7d) or since a timestamp");
   list->add_option("--until", la.until, "created at least this long ago, or before a timestamp");
+  list->add_option("--changed-since", la.changed_since,
+                   "changed (updated) within this long: 1h, 7d (failed in the last hour: "
+                   "--status failed,dead_letter --changed-since 1h)");
+  list->add_flag("--retrying", la.retrying, "only workflows retrying a step");
+  list->add_option("--text", la.text,
+                   "only workflows holding this text (any case) in their id, inputs, last error "
+                   "or status reason: an order number, an email");
+  list->add_option("--max-scan", la.max_scan,
+                   "read at most this many workflows of each status per page; past it the page "
+                   "says how far back it searched and --after goes on")
+      ->check(CLI::Range(std::int64_t(1), std::int64_t(100000000)))
+      ->capture_default_str();
   list->add_option("--limit", la.limit, "rows per page")->check(CLI::Range(1, 100000));
   list->add_option("--offset", la.offset, "rows to skip")->check(CLI::Range(0, 1000000000));
   list->add_option("--after", la.after,

@@ -50,6 +50,18 @@ int cmd_list(session& s, const settings& g, const list_args& a) {
   if (!a.id_prefix.empty()) f.id_prefix = a.id_prefix;
   time_bound(a.since, f.since_s, f.since_at);
   time_bound(a.until, f.until_s, f.until_at);
+  if (!a.changed_since.empty()) {
+    f.changed_since_s = parse_duration(a.changed_since);
+    if (!f.changed_since_s)
+      throw failure(bad_usage, "--changed-since: '" + one_line(a.changed_since) +
+                                   "' is not an age; give how long ago: 30m, 1h, 7d");
+  }
+  f.retrying = a.retrying;
+  if (!a.text.empty()) {
+    if (a.text.find('\0') != std::string::npos) throw failure(bad_usage, "--text holds a NUL");
+    f.text = a.text;
+  }
+  f.scan = a.max_scan;
   f.limit = a.limit + 1;  // one more: is there a next page?
   f.offset = a.offset;
   if (!a.after.empty()) {
@@ -69,8 +81,19 @@ int cmd_list(session& s, const settings& g, const list_args& a) {
   } catch (const durable::pg::datetime_field_overflow& e) {
     bad_time(e);
   }
+  // A last row {"scanned_to"}: a status had more than --max-scan rows, and every match is
+  // listed down to that edge only; unless the page is full anyway, the next one starts there.
+  ojson edge = nullptr;
+  if (!rows.empty() && rows.back().contains("scanned_to")) {
+    edge = std::move(rows.back()["scanned_to"]);
+    rows.pop_back();
+  }
   const bool more = std::int64_t(rows.size()) > a.limit;
   if (more) rows.pop_back();
+  const bool searched = !more && !edge.is_null();
+  std::string next;
+  if (more) next = cursor_of(rows.back());
+  if (searched) next = cursor_of(edge);
   if (g.json) {
     ojson out = ojson::object();
     out["workflows"] = rows;
@@ -78,12 +101,23 @@ int cmd_list(session& s, const settings& g, const list_args& a) {
     out["limit"] = a.limit;
     out["next_offset"] = more ? ojson(a.offset + a.limit) : ojson(nullptr);
     // Keyset paging: stable while workflows come and go (offsets shift).
-    out["next_cursor"] = more ? ojson(cursor_of(rows.back())) : ojson(nullptr);
+    out["next_cursor"] = next.empty() ? ojson(nullptr) : ojson(next);
+    out["searched"] =
+        searched ? ojson{{"to", edge["created_at"]}, {"rows", a.max_scan}} : ojson(nullptr);
     print_json(out);
     return done;
   }
+  const auto searched_note = [&] {
+    if (searched)
+      std::fprintf(stderr,
+                   "(searched the workflows created down to %s, %lld of each status: every "
+                   "match since then is listed; older ones: add --after %s)\n",
+                   cell("created_at", edge["created_at"]).c_str(), (long long)a.max_scan,
+                   shell_word(next).c_str());
+  };
   if (rows.empty()) {
     std::puts(a.offset > 0 ? "no more workflows" : "no workflows match");
+    searched_note();
     return done;
   }
   print_table(rows, {{"id", 36},
@@ -105,6 +139,7 @@ int cmd_list(session& s, const settings& g, const list_args& a) {
                        "written as a bash/zsh $'...' string (or use --json: next_cursor)"
                      : "");
   }
+  searched_note();
   return done;
 }
 

@@ -363,9 +363,10 @@ asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who
     if (k == "cursor" || k == "limit") continue;  // paging, not the set
     if (!v.is_string()) throw bad_request("the filter's '" + k + "' must be a string");
     if (k != "status" && k != "name" && k != "queue" && k != "executor" && k != "since" &&
-        k != "until" && k != "id_prefix")
+        k != "until" && k != "id_prefix" && k != "changed_since" && k != "retrying" && k != "text")
       throw bad_request("the filter has no field '" + k +
-                        "'; it takes status, name, queue, executor, since, until, id_prefix");
+                        "'; it takes status, name, queue, executor, since, until, id_prefix, "
+                        "changed_since, retrying, text");
     p.emplace(k, v.get<std::string>());
   }
   auto filter = list_filter_of(p, max_page);

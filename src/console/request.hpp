@@ -258,6 +258,9 @@ inline std::string required(const params& p, const std::string& key) {
 /// The workflow list's filter from the page's parameters: status (comma-separated), name, queue,
 /// executor, id_prefix, since and until (a relative age such as 15m, or a timestamp the server
 /// reads), cursor (the previous page's "next") and limit (1..max_page, 50 when absent).
+/// The longest text a list searches for (`text`): a customer's order number, an email, an error.
+inline constexpr std::size_t max_search_text = 200;
+
 inline store::list_filter list_filter_of(const params& p, std::int64_t max_page) {
   store::list_filter f;
   if (auto s = optional_param(p, "status")) {
@@ -294,6 +297,23 @@ inline store::list_filter list_filter_of(const params& p, std::int64_t max_page)
       f.until_s = age;
     else
       f.until_at = until;
+  }
+  if (auto changed = optional_param(p, "changed_since")) {
+    f.changed_since_s = relative_age(*changed);
+    if (!f.changed_since_s)
+      throw bad_request("changed_since: '" + *changed +
+                        "' is not an age; give how long ago, for example 30m, 1h or 7d");
+  }
+  if (auto retrying = optional_param(p, "retrying")) {
+    if (*retrying != "1" && *retrying != "true" && *retrying != "0" && *retrying != "false")
+      throw bad_request("retrying: '" + *retrying + "' is not 1, true, 0 or false");
+    f.retrying = *retrying == "1" || *retrying == "true";
+  }
+  if (auto text = optional_param(p, "text")) {
+    if (text->size() > max_search_text)
+      throw bad_request("text: the search text has " + std::to_string(text->size()) +
+                        " bytes; at most " + std::to_string(max_search_text) + " are searched for");
+    f.text = std::move(*text);
   }
   if (auto limit = optional_param(p, "limit")) {
     std::int64_t n = 0;

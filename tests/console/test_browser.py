@@ -92,6 +92,7 @@ def main():
         browser.open(base + "#/")
         browser.probe()
         pages(browser, base)
+        search_and_cards(browser, base)
         bounded_search(browser, base, cli_base, schema)
         hostile(browser, base)
         stale_page(browser, base, schema)
@@ -217,6 +218,39 @@ def bounded_search(b, base, cli_base, schema):
         WebDriverWait(b.d, 15).until(lambda d: d.current_url != before)
         b.ready()
     check(shown == want, f"Next through the stopped searches shows every invoice once ({len(shown)} of {len(want)})")
+
+
+def search_and_cards(b, base):
+    """Each overview card links to the list of what it counts; the list finds a workflow by a text
+    in its inputs or its last error."""
+    print("cards and search:", flush=True)
+    stats = api(base, "api/overview")["stats"]
+    b.open(base + "#/")
+    failed_hour = b.css("[data-stat=failed_last_hour]")[0]
+    check("changed_since=1h" in (failed_hour.get_attribute("href") or ""),
+          f"'failed, last hour' links to the failures of the last hour ({failed_hour.get_attribute('href')})")
+    retrying = b.css("[data-stat=steps_retrying]")
+    check(retrying and "retrying=1" in (retrying[0].get_attribute("href") or ""),
+          "'steps retrying' links to the workflows retrying a step")
+    failed_hour.click()
+    b.ready("workflows-failed-last-hour")
+    rows = b.rows_by_data("tr.wf-row", "data-id")
+    check(len(rows) == stats["failed_last_hour"] and "charge-7" in rows and "report-broken" in rows,
+          f"the card's list shows the {stats['failed_last_hour']} it counts ({list(rows)})")
+    check(b.d.find_element(By.ID, "f-changed_since").get_attribute("value") == "1h",
+          "the filter form shows the change window")
+    # By a text of the last error (any case), then of the inputs.
+    b.open(base + "#/workflows")
+    b.type("#f-text", "DECLINED")
+    b.click("#apply")
+    b.wait(lambda d: "text=DECLINED" in d.current_url and list(b.rows_by_data("tr.wf-row", "data-id")) == ["charge-7"],
+           "a search for a word of the last error finds charge-7 alone")
+    b.shot("workflows-search")
+    found = api(base, "api/workflows?text=4200")["rows"]
+    check([r["id"] for r in found] == ["charge-7"], f"a search for its input (4200) finds charge-7 ({found})")
+    status, _, text = http(base + "api/workflows?changed_since=2026-01-01")
+    check(status == 400 and "not an age" in text, f"changed_since takes an age ({status} {text})")
+    b.log()
 
 
 def pages(b, base):

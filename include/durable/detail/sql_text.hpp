@@ -907,8 +907,27 @@ SELECT json_build_object(
             ($2::text IS NULL OR r.name = $2::text)
               AND ($3::text IS NULL OR r.queue = $3::text)
               AND ($4::text IS NULL OR r.executor_id = $4::text)
-              AND ($10::text IS NULL OR starts_with(r.id, $10::text)) AS hit
-       FROM (SELECT w.id, w.created_at, w.name, w.queue, w.executor_id
+              AND ($10::text IS NULL OR starts_with(r.id, $10::text)) AND r.held AS hit
+       FROM (SELECT w.id, w.created_at, w.name, w.queue, w.executor_id,
+                    -- what the row holds: changed since $12, retrying a step ($13), text $14
+                    ($12::double precision IS NULL
+                       OR w.updated_at >= now() - make_interval(secs => $12::double precision))
+                    AND (NOT coalesce($13::boolean, false) OR EXISTS (
+                          SELECT 1 FROM :"schema".step_attempts a
+                           WHERE a.workflow_id = w.id AND a.outcome = 'retrying'
+                             AND NOT EXISTS (SELECT 1 FROM :"schema".step_attempts b
+                                              WHERE b.workflow_id = a.workflow_id
+                                                AND b.seq = a.seq AND b.id > a.id)
+                             AND NOT EXISTS (SELECT 1 FROM :"schema".steps s
+                                              WHERE s.workflow_id = a.workflow_id
+                                                AND s.seq = a.seq)))
+                    AND ($14::text IS NULL
+                         OR strpos(lower(w.id), lower($14::text)) > 0
+                         OR strpos(lower(w.inputs::text), lower($14::text)) > 0
+                         OR strpos(lower(coalesce(w.last_error, '')), lower($14::text)) > 0
+                         OR strpos(lower(coalesce(w.error->>'message', '')), lower($14::text)) > 0
+                         OR strpos(lower(coalesce(w.status_reason, '')), lower($14::text)) > 0)
+                      AS held
                FROM :"schema".workflows w
               WHERE w.status = s.status
                 AND w.created_at >= coalesce(greatest(now() - make_interval(
@@ -1017,8 +1036,27 @@ SELECT v.id, v.created_at, v.hit, v.edge
             ($2::text IS NULL OR r.name = $2::text)
               AND ($3::text IS NULL OR r.queue = $3::text)
               AND ($4::text IS NULL OR r.executor_id = $4::text)
-              AND ($13::text IS NULL OR starts_with(r.id, $13::text)) AS hit
-       FROM (SELECT w.id, w.created_at, w.name, w.queue, w.executor_id
+              AND ($13::text IS NULL OR starts_with(r.id, $13::text)) AND r.held AS hit
+       FROM (SELECT w.id, w.created_at, w.name, w.queue, w.executor_id,
+                    -- what the row holds: changed since $15, retrying a step ($16), text $17
+                    ($15::double precision IS NULL
+                       OR w.updated_at >= now() - make_interval(secs => $15::double precision))
+                    AND (NOT coalesce($16::boolean, false) OR EXISTS (
+                          SELECT 1 FROM :"schema".step_attempts a
+                           WHERE a.workflow_id = w.id AND a.outcome = 'retrying'
+                             AND NOT EXISTS (SELECT 1 FROM :"schema".step_attempts b
+                                              WHERE b.workflow_id = a.workflow_id
+                                                AND b.seq = a.seq AND b.id > a.id)
+                             AND NOT EXISTS (SELECT 1 FROM :"schema".steps s
+                                              WHERE s.workflow_id = a.workflow_id
+                                                AND s.seq = a.seq)))
+                    AND ($17::text IS NULL
+                         OR strpos(lower(w.id), lower($17::text)) > 0
+                         OR strpos(lower(w.inputs::text), lower($17::text)) > 0
+                         OR strpos(lower(coalesce(w.last_error, '')), lower($17::text)) > 0
+                         OR strpos(lower(coalesce(w.error->>'message', '')), lower($17::text)) > 0
+                         OR strpos(lower(coalesce(w.status_reason, '')), lower($17::text)) > 0)
+                      AS held
                FROM :"schema".workflows w
               WHERE w.status = s.status
                 AND w.created_at >= coalesce(greatest(now() - make_interval(
@@ -1166,7 +1204,9 @@ SELECT json_build_object(
                                         ELSE c.reltuples::bigint END
                               FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                              WHERE n.nspname = $2::text AND c.relname = 'steps'),
-  'steps_retrying', (SELECT count(*) FROM :"schema".step_retries WHERE outcome = 'retrying'),
+  -- steps of unfinished workflows only: a workflow cancelled or failed mid-retry retries nothing
+  'steps_retrying', (SELECT count(*) FROM :"schema".step_retries
+                      WHERE outcome = 'retrying' AND status IN ('pending', 'running', 'sleeping')),
   'finished_last_hour', (SELECT count(*) FROM :"schema".workflows
                           WHERE status IN ('succeeded', 'failed', 'cancelled')
                             AND completed_at > now() - interval '1 hour'),

@@ -302,6 +302,9 @@ function filterWords(f) {
   if (f.id_prefix) parts.push('id starting with ' + q(f.id_prefix));
   if (f.since) parts.push('created since ' + f.since);
   if (f.until) parts.push('created before ' + f.until);
+  if (f.changed_since) parts.push('changed in the last ' + f.changed_since);
+  if (f.retrying === '1' || f.retrying === 'true') parts.push('retrying a step');
+  if (f.text) parts.push('holding ' + q(f.text));
   return parts.length ? parts.join(', ') : 'no filter: every workflow of the schema';
 }
 

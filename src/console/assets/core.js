@@ -13,7 +13,7 @@
 // ---- constants and state ------------------------------------------------------------------
 
 const STATUSES = ['pending', 'running', 'sleeping', 'succeeded', 'failed', 'parked', 'dead_letter', 'cancelled'];
-const FILTER_KEYS = ['status', 'name', 'queue', 'executor', 'id_prefix', 'since', 'until'];
+const FILTER_KEYS = ['status', 'name', 'queue', 'executor', 'id_prefix', 'since', 'until', 'changed_since', 'retrying', 'text'];
 const FINAL = ['succeeded', 'failed', 'dead_letter', 'cancelled'];
 const REFRESH_MS = 5000;
 // A request the console has not answered in this long is given up (the console bounds its

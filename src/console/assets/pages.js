@@ -24,15 +24,17 @@ function statCard(key, label, value, hash, sub, alert) {
 }
 
 function activityCards(s) {
-  const failed = hashOf('workflows', { status: 'failed,dead_letter' });
+  // Each card links to the list of what it counts.
+  const failed = (within) => hashOf('workflows', { status: 'failed,dead_letter', changed_since: within });
+  const retrying = hashOf('workflows', { status: 'pending,running,sleeping', retrying: '1' });
   return el('div', { class: 'cards' },
-    statCard('failed_last_hour', 'failed, last hour', s.failed_last_hour, failed, null, num(s.failed_last_hour) > 0),
-    statCard('failed_last_day', 'failed, last day', s.failed_last_day, failed, null, num(s.failed_last_day) > 0),
+    statCard('failed_last_hour', 'failed, last hour', s.failed_last_hour, failed('1h'), null, num(s.failed_last_hour) > 0),
+    statCard('failed_last_day', 'failed, last day', s.failed_last_day, failed('1d'), null, num(s.failed_last_day) > 0),
     statCard('finished_last_hour', 'finished, last hour', s.finished_last_hour),
     statCard('queued', 'queued', s.queued, '#/queues',
       s.oldest_queued_s === null || s.oldest_queued_s === undefined ? 'none waiting' : 'oldest ' + fmtAge(s.oldest_queued_s)),
     statCard('executors_alive', 'executors alive', s.executors_alive, '#/executors', null, s.executors_alive === 0),
-    statCard('steps_retrying', 'steps retrying', s.steps_retrying, null, null, num(s.steps_retrying) > 0),
+    statCard('steps_retrying', 'steps retrying', s.steps_retrying, retrying, null, num(s.steps_retrying) > 0),
     statCard('messages_unconsumed', 'unconsumed messages', s.messages_unconsumed),
     statCard('journal_rows_estimate', 'journal rows (est.)', s.journal_rows_estimate, null,
       s.schema_version === null || s.schema_version === undefined ? null : 'schema version ' + s.schema_version));
@@ -181,6 +183,8 @@ function filterForm(params, onEdit) {
   }));
   status.addEventListener('input', syncChecks);
   syncChecks();
+  const retrying = el('input', { type: 'checkbox', name: 'retrying', id: 'f-retrying' });
+  retrying.checked = params.retrying === '1' || params.retrying === 'true';
   const apply = el('button', { type: 'submit', id: 'apply', class: 'primary' }, 'Apply');
   const clear = el('button', { type: 'button', id: 'clear-filters' }, 'Clear');
   clear.addEventListener('click', () => navigate('#/workflows'));
@@ -191,13 +195,16 @@ function filterForm(params, onEdit) {
     el('div', { class: 'fields' },
       field('name', 'Name', 'exact'), field('queue', 'Queue', 'exact'), field('executor', 'Executor', 'exact'),
       field('id_prefix', 'Id prefix', 'e.g. nightly@'), field('since', 'Created since', '15m, 2h, 7d or ISO'),
-      field('until', 'Created until', '15m, 2h, 7d or ISO'),
+      field('until', 'Created until', '15m, 2h, 7d or ISO'), field('changed_since', 'Changed within', '15m, 2h, 7d'),
+      field('text', 'Search', 'in ids, inputs, errors'),
+      el('label', { class: 'check field-retrying', for: 'f-retrying' }, retrying, ' retrying a step'),
       el('div', { class: 'actions' }, apply, clear)));
   form.addEventListener('submit', (e) => {
     e.preventDefault();
     const p = {};
     for (const k of FILTER_KEYS) {
-      const v = form.elements.namedItem(k).value.trim();
+      const i = form.elements.namedItem(k);
+      const v = i.type === 'checkbox' ? (i.checked ? '1' : '') : i.value.trim();
       if (v) p[k] = k === 'status' ? normStatus(v) : v;
     }
     navigate(hashOf('workflows', p));

@@ -32,11 +32,19 @@ public:
     /// result is whole down to there, and a request with that as its cursor goes on; admin_ids
     /// starts with a row whose `edge` is true (sql/statements/admin_list.sql).
     std::optional<std::int64_t> scan;
+    /// Only rows changed (updated_at) at most this many seconds ago.
+    std::optional<double> changed_since_s;
+    /// Only workflows retrying a step (its latest attempt 'retrying', no journal row yet).
+    bool retrying = false;
+    /// Only rows holding this text (any case) in their id, inputs, last error, error message or
+    /// status reason.
+    std::optional<std::string> text;
   };
   [[nodiscard]] query<store_rows::json_value> admin_list(const list_filter& f) const {
     return {call("admin_list", detail::text_array(f.statuses), f.name, f.queue, f.executor,
                  f.since_s, f.since_at, f.until_s, f.until_at, f.limit, f.offset,
-                 f.after_created_at, f.after_id, f.id_prefix, f.scan)};
+                 f.after_created_at, f.after_id, f.id_prefix, f.scan, f.changed_since_s, f.retrying,
+                 f.text)};
   }
   /// One JSON object about workflow `id`: workflow, history, steps, children, inbox, events.
   [[nodiscard]] query<store_rows::json_value> admin_show(const std::string& id) const {
@@ -98,7 +106,8 @@ public:
   };
   [[nodiscard]] query<id_row> admin_ids(const list_filter& f) const {
     return {call("admin_ids", text_array(f.statuses), f.name, f.queue, f.executor, f.since_s,
-                 f.since_at, f.until_s, f.until_at, f.limit, f.id_prefix, f.scan)};
+                 f.since_at, f.until_s, f.until_at, f.limit, f.id_prefix, f.scan, f.changed_since_s,
+                 f.retrying, f.text)};
   }
   /// One audit row (migration 13): its id. `target` is JSON text.
   struct audit_id {
