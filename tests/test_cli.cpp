@@ -72,6 +72,23 @@ TEST_CASE("cli: a dead-lettered workflow is found, explained, fixed and retried 
     for (const auto& row : after["history"]) was_dead_letter |= row["status"] == "dead_letter";
     CHECK(was_dead_letter);
     CHECK(after["history"].back()["status"] == "succeeded");
+    // Every attempt of the charge, oldest first: the two before the dead letter with their
+    // error and times, the retry's reset, the attempt that succeeded.
+    std::vector<std::string> outcomes;
+    for (const auto& a : after["attempts"]) {
+      CHECK(a["seq"] == 1);
+      outcomes.push_back(a["outcome"]);
+      if (a["outcome"] == "retrying" || a["outcome"] == "failed") {
+        CHECK(contains(a["error"].get<std::string>(), "card declined"));
+        CHECK(a["duration_ms"].get<double>() >= 0);
+        CHECK(a["ended_at"].is_string());
+      }
+    }
+    INFO(after["attempts"].dump());
+    CHECK(outcomes == std::vector<std::string>{"retrying", "failed", "reset", "succeeded"});
+    auto after_table = cli_in(schema, {"show", id});
+    CHECK(contains(after_table.out, "attempts (4)"));
+    CHECK(contains(after_table.out, "DURATION_MS"));
 
     // A second retry is refused: exit status 1, one line saying why.
     auto again = cli_in(schema, {"retry", id});

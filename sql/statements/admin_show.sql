@@ -5,8 +5,10 @@
 -- workflow_history recorded, and its end), its steps (journal rows, journaled true, and
 -- the steps that have none yet: their status is the outcome of their latest attempt,
 -- retrying, failed (for good), reset (retry() gave it fresh attempts) or due (resume()
--- made its next attempt due now)), its children, its unconsumed messages and its events.
--- admin_list counts the same steps. No row: no such workflow.
+-- made its next attempt due now)), every attempt of its steps (the newest 1 000: each failed
+-- or retrying attempt's row, the marks of retry() and resume(), and the attempt that succeeded,
+-- from its journal row, for a step that had more than one), its children, its unconsumed
+-- messages and its events. admin_list counts the same steps. No row: no such workflow.
 SELECT json_build_object(
   'workflow', row_to_json(w),
   'history', (SELECT coalesce(json_agg(json_build_object(
@@ -44,6 +46,24 @@ SELECT json_build_object(
       SELECT r.seq, r.step, r.kind, r.outcome, false, r.failed_attempts::integer, NULL, NULL, r.last_attempt_at, r.next_attempt_at,
              r.last_error, NULL
         FROM :"schema".step_retries r WHERE r.workflow_id = w.id) x),
+  'attempts', (SELECT coalesce(json_agg(x ORDER BY x.seq, x.ended_at, x.attempt), '[]') FROM (
+      SELECT * FROM (
+        SELECT a.seq, a.name, a.kind, a.attempt, a.outcome, a.error->>'type' AS error_type,
+               a.error->>'message' AS error, a.started_at, a.ended_at,
+               round((extract(epoch FROM a.ended_at - a.started_at) * 1000)::numeric, 3)
+                 AS duration_ms,
+               a.next_attempt_at, a.epoch
+          FROM :"schema".step_attempts a WHERE a.workflow_id = w.id
+        UNION ALL
+        SELECT s.seq, s.name, s.kind, s.attempts, s.status, s.error->>'type', s.error->>'message',
+               s.started_at, s.completed_at,
+               round((extract(epoch FROM s.completed_at - s.started_at) * 1000)::numeric, 3),
+               NULL, s.epoch
+          FROM :"schema".steps s
+         WHERE s.workflow_id = w.id
+           AND EXISTS (SELECT 1 FROM :"schema".step_attempts a
+                        WHERE a.workflow_id = s.workflow_id AND a.seq = s.seq)
+        ORDER BY ended_at DESC, attempt DESC LIMIT 1000) newest) x),
   'children', (SELECT coalesce(json_agg(c ORDER BY c.created_at, c.id), '[]') FROM (
       SELECT id, name, status, created_at, completed_at
         FROM :"schema".workflows WHERE parent_id = w.id) c),

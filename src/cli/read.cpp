@@ -238,6 +238,24 @@ int cmd_show(session& s, const settings& g, const std::string& id, std::size_t l
                {"next_attempt_at", 19},
                {"last_error", 60}},
               "  ");
+  // Every attempt of the steps that had more than one: each failure with its error and times,
+  // the marks of retry() and resume(), and the attempt that succeeded.
+  if (const auto attempts = all.value("attempts", ojson::array()); !attempts.empty()) {
+    std::puts("");
+    std::printf("attempts (%zu%s)\n", attempts.size(),
+                attempts.size() >= 1000 ? ", the newest; --json has the same" : "");
+    print_table(attempts.get<std::vector<ojson>>(),
+                {{"seq", 6},
+                 {"name", 24},
+                 {"attempt", 7},
+                 {"outcome", 9},
+                 {"started_at", 19},
+                 {"ended_at", 19},
+                 {"duration_ms", 12},
+                 {"next_attempt_at", 19},
+                 {"error", 60}},
+                "  ");
+  }
   for (const char* part : {"children", "inbox", "events"}) {
     const auto items = all[part].get<std::vector<ojson>>();
     if (items.empty()) continue;

@@ -57,6 +57,22 @@ asio::awaitable<int> charge(durable::context& ctx, int cents) {
   });
 }
 
+// The gateway answers 503 twice, then the capture goes through: three attempts of one step,
+// the workflow page's attempt history.
+std::atomic<int> capture_attempts{0};
+
+asio::awaitable<int> capture(durable::context& ctx, int cents) {
+  const durable::retry quick{.max_attempts = 5, .initial = 20ms, .factor = 2.0, .jitter = 0};
+  co_return co_await ctx.step(
+      "capture payment",
+      [&]() -> int {
+        if (capture_attempts.fetch_add(1) < 2)
+          throw std::runtime_error(fmt::format("gateway answered 503 for {} cents", cents));
+        return cents;
+      },
+      quick);
+}
+
 // Queued in the paused queue 'bulk', which no executor serves: they stay pending for the bulk
 // actions of the browser test.
 asio::awaitable<int> bulk_sync(durable::context& ctx, int n) {
@@ -129,6 +145,8 @@ asio::awaitable<void> fill(durable::engine& eng) {
                                  "mark-\xe2\x80\xae"
                                  "evil\xe2\x80\xac");
   (void)co_await bidi.result<std::map<std::string, std::string>>();
+  auto flaky = co_await eng.start("capture", "capture-3", 990);
+  (void)co_await flaky.result<int>();
   auto tree = co_await eng.start("parent", "order-tree");
   (void)co_await tree.result<int>();
   auto w = co_await eng.start("waiter", "shipment-9");
@@ -216,6 +234,7 @@ int main(int argc, char** argv) {
     durable::engine eng(io.get_executor(), o);
     eng.register_workflow("invoice", &invoice);
     eng.register_workflow("charge", &charge);
+    eng.register_workflow("capture", &capture);
     eng.register_workflow("broken", &broken);
     eng.register_workflow("<img src=x onerror=alert(2)>", &hostile);
     eng.register_workflow("child_task", &child_task);

@@ -93,6 +93,7 @@ def main():
         browser.probe()
         pages(browser, base)
         search_and_cards(browser, base)
+        attempt_history(browser, base)
         bounded_search(browser, base, cli_base, schema)
         hostile(browser, base)
         stale_page(browser, base, schema)
@@ -250,6 +251,29 @@ def search_and_cards(b, base):
     check([r["id"] for r in found] == ["charge-7"], f"a search for its input (4200) finds charge-7 ({found})")
     status, _, text = http(base + "api/workflows?changed_since=2026-01-01")
     check(status == 400 and "not an age" in text, f"changed_since takes an age ({status} {text})")
+    b.log()
+
+
+def attempt_history(b, base):
+    """A step that failed twice and then succeeded shows its three attempts: each failure with
+    its error, start, end and duration, and the attempt that succeeded."""
+    print("attempt history:", flush=True)
+    b.open(base + "#/workflow?id=capture-3")
+    b.d.execute_script("document.getElementById('wf-attempts').scrollIntoView(); window.scrollBy(0, -200)")
+    b.shot("workflow-attempts")
+    rows = b.css("tr.attempt-row")
+    got = [(r.get_attribute("data-seq"), r.get_attribute("data-attempt"), r.get_attribute("data-outcome")) for r in rows]
+    check(got == [("0", "1", "retrying"), ("0", "2", "retrying"), ("0", "3", "succeeded")],
+          f"the attempts section lists the three attempts of step 0 in order ({got})")
+    texts = [r.text for r in rows]
+    check(all("gateway answered 503 for 990 cents" in t for t in texts[:2]) and "gateway" not in texts[2],
+          f"each failed attempt shows its error, the succeeded one none ({texts})")
+    cells = [r.find_elements(By.TAG_NAME, "td") for r in rows]
+    check(all(c[4].text.strip() not in ("", "–") and c[5].text.strip() not in ("", "–") and c[6].text.strip().endswith("ms")
+              for c in cells), "each attempt shows its start, its end and its duration")
+    api_rows = api(base, "api/workflow?id=capture-3")["attempts"]
+    check(all(a["duration_ms"] is not None and a["duration_ms"] >= 0 for a in api_rows),
+          f"no attempt ends before it starts ({[a['duration_ms'] for a in api_rows]})")
     b.log()
 
 

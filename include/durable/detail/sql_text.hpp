@@ -1160,6 +1160,24 @@ SELECT n.queue,
       SELECT r.seq, r.step, r.kind, r.outcome, false, r.failed_attempts::integer, NULL, NULL, r.last_attempt_at, r.next_attempt_at,
              r.last_error, NULL
         FROM :"schema".step_retries r WHERE r.workflow_id = w.id) x),
+  'attempts', (SELECT coalesce(json_agg(x ORDER BY x.seq, x.ended_at, x.attempt), '[]') FROM (
+      SELECT * FROM (
+        SELECT a.seq, a.name, a.kind, a.attempt, a.outcome, a.error->>'type' AS error_type,
+               a.error->>'message' AS error, a.started_at, a.ended_at,
+               round((extract(epoch FROM a.ended_at - a.started_at) * 1000)::numeric, 3)
+                 AS duration_ms,
+               a.next_attempt_at, a.epoch
+          FROM :"schema".step_attempts a WHERE a.workflow_id = w.id
+        UNION ALL
+        SELECT s.seq, s.name, s.kind, s.attempts, s.status, s.error->>'type', s.error->>'message',
+               s.started_at, s.completed_at,
+               round((extract(epoch FROM s.completed_at - s.started_at) * 1000)::numeric, 3),
+               NULL, s.epoch
+          FROM :"schema".steps s
+         WHERE s.workflow_id = w.id
+           AND EXISTS (SELECT 1 FROM :"schema".step_attempts a
+                        WHERE a.workflow_id = s.workflow_id AND a.seq = s.seq)
+        ORDER BY ended_at DESC, attempt DESC LIMIT 1000) newest) x),
   'children', (SELECT coalesce(json_agg(c ORDER BY c.created_at, c.id), '[]') FROM (
       SELECT id, name, status, created_at, completed_at
         FROM :"schema".workflows WHERE parent_id = w.id) c),

@@ -40,7 +40,6 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
   detail::step_function_scope scope(s, name);
   if (history && history->next_attempt_at) co_await detail::wait_until_due(s, seq, name, history);
 
-  const double first_started = detail::journal_started_at(s);
   int attempt = history ? history->last_attempt : 0;
   int failures = history ? history->failures : 0;
   std::shared_ptr<detail::left_behind> abandoned;  // attempts left at their timeout
@@ -109,7 +108,8 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
           output = detail::journal_text_here(*value, tree);
           if (!output) output = co_await detail::journal_text_off_loop(*value, tree);
         }
-        co_await detail::append(s, seq, name, kind, output, no_error, attempt, first_started);
+        // started_at: this attempt's (the failed ones before it have rows of their own).
+        co_await detail::append(s, seq, name, kind, output, no_error, attempt, started);
         result = std::move(value);
         break;
       }
@@ -154,7 +154,6 @@ asio::awaitable<T> run_transaction(run_state& s, int seq, std::string name, F fn
   detail::step_function_scope scope(s, name);  // in progress until its row commits (I4)
   if (history && history->next_attempt_at) co_await detail::wait_until_due(s, seq, name, history);
 
-  const double first_started = detail::journal_started_at(s);
   int attempt = history ? history->last_attempt : 0;
   int failures = history ? history->failures : 0;
   int contended_in_a_row = 0;
@@ -223,7 +222,7 @@ asio::awaitable<T> run_transaction(run_state& s, int seq, std::string name, F fn
           // commit together or not at all.
           // (A named row, moved: GCC 12 destroys an aggregate temporary passed by value to a
           // coroutine twice.)
-          step_row row{seq, name, kind, output, std::nullopt, attempt + 1, first_started};
+          step_row row{seq, name, kind, output, std::nullopt, attempt + 1, started};
           co_await tx->commit(s.id, s.epoch, std::move(row));
         } catch (const journal_fenced&) {
           throw ownership_lost(s.id, "workflow '" + s.id + "': transaction step " +

@@ -264,7 +264,13 @@ function outputSection(w) {
 }
 
 /** The steps as a table with a bar per step, placed between the workflow's creation and its end. */
-function timelineSection(ctx, w, steps) {
+function timelineSection(ctx, w, steps, attempts) {
+  // A step's bar starts at its first attempt (its row's started_at is the attempt that succeeded).
+  const first = new Map();
+  for (const a of arr(attempts)) {
+    const m = msOf(a.started_at);
+    if (m !== null && (!first.has(a.seq) || m < first.get(a.seq))) first.set(a.seq, m);
+  }
   const t0 = msOf(w.created_at);
   let t1 = t0 === null ? null : t0 + 1;
   for (const v of [w.completed_at, w.updated_at].concat(...steps.map((s) => [s.started_at, s.completed_at]))) {
@@ -274,7 +280,8 @@ function timelineSection(ctx, w, steps) {
   if (!FINAL.includes(w.status) && t1 !== null) t1 = Math.max(t1, Date.now());
   const span = t1 !== null ? Math.max(t1 - t0, 1) : 1;
   const bar = (s) => {
-    const a = msOf(s.started_at);
+    const own = msOf(s.started_at);
+    const a = first.has(s.seq) && (own === null || first.get(s.seq) < own) ? first.get(s.seq) : own;
     if (t0 === null || a === null) return dash();
     const b = msOf(s.completed_at) ?? a;
     const x = Math.min(Math.max(((a - t0) / span) * 1000, 0), 997);
@@ -298,6 +305,21 @@ function timelineSection(ctx, w, steps) {
   const headers = ['#', 'Step', 'Kind', 'Status', 'Attempts', 'Duration', 'Timeline', 'Last error', 'Next attempt', 'Output']
     .concat(ctx.controls ? ['Fork'] : []);
   return section('wf-timeline', `Steps (${steps.length})`, table(ctx, 'steps', headers, steps, row, 'No steps yet.', 'timeline'));
+}
+
+/** Every attempt of the steps that had more than one, step by step, oldest first. */
+function attemptsSection(ctx, attempts) {
+  const row = (a) => {
+    const err = a.error === null || a.error === undefined ? '' : (a.error_type ? a.error_type + ': ' : '') + String(a.error);
+    return el('tr', { class: 'attempt-row', 'data-seq': a.seq, 'data-attempt': a.attempt, 'data-outcome': a.outcome },
+      numCell(a.seq), cell(text(a.name)), numCell(a.attempt), cell(statusBadge(a.outcome)),
+      cell(timeEl(a.started_at)), cell(timeEl(a.ended_at)), el('td', { class: 'num' }, fmtDuration(a.duration_ms)),
+      el('td', { class: 'error-text', title: err || null }, err ? truncate(err, 300) : dash()),
+      cell(timeEl(a.next_attempt_at)));
+  };
+  const title = `Attempts (${attempts.length}${attempts.length >= 1000 ? ', the newest' : ''})`;
+  return section('wf-attempts', title, table(ctx, 'attempts', ['#', 'Step', 'Attempt', 'Outcome', 'Started', 'Ended', 'Duration', 'Error', 'Next attempt'],
+    attempts, row, 'No step was attempted more than once.'));
 }
 
 /** Children as a tree; a child's own children are fetched when it is expanded. */
@@ -358,7 +380,8 @@ const workflowPage = {
       ctx.controls ? ctx.controls.update(w) : signInHint('cancel, resume, retry, fork or message it') || '',
       memo(ctx, 'wf-inputs', w.inputs, () => section('wf-inputs', 'Inputs', jsonBlock(w.inputs))),
       memo(ctx, 'wf-output', [w.output, w.error, w.last_error], () => outputSection(w)),
-      memo(ctx, 'wf-timeline', [w.created_at, w.updated_at, w.completed_at, w.status, steps], () => timelineSection(ctx, w, steps)),
+      memo(ctx, 'wf-timeline', [w.created_at, w.updated_at, w.completed_at, w.status, steps, d.attempts], () => timelineSection(ctx, w, steps, d.attempts)),
+      memo(ctx, 'wf-attempts', arr(d.attempts), () => attemptsSection(ctx, arr(d.attempts))),
       memo(ctx, 'wf-children', kids, () => section('wf-children', `Children (${kids.length})`, childTree(ctx, kids, 0))),
       section('wf-inbox', `Unconsumed messages (${arr(d.inbox).length})`,
         table(ctx, 'inbox', ['Id', 'Topic', 'Payload', 'Sent'], arr(d.inbox), (m) => el('tr', { class: 'message-row', 'data-id': m.id },
