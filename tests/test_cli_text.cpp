@@ -596,3 +596,179 @@ TEST_CASE("console statements: a list finds workflows by change time, a retrying
     CHECK(json::parse(stats->json)["steps_retrying"] == 1);
   }());
 }
+
+TEST_CASE("console statements: why a workflow waits, in words, the same in every view", "[cli]") {
+  const std::string schema = test::fresh_schema("why_wait");
+  test::run(migrated(schema));
+  test::run([&]() -> asio::awaitable<void> {
+    engine eng(co_await asio::this_coro::executor, test::options(schema));
+    const auto s = test::q(schema);
+    // A live executor that runs 'order' from queues 'default' and 'slow'; a dead one (its last
+    // heartbeat 47 minutes ago, its lease 10 s).
+    co_await sql_in(schema, "INSERT INTO " + s +
+                                ".executors (id, host, pid, heartbeat_at, lease_ms, workflows, "
+                                "queues) VALUES ('live-1', 'h', 1, now(), 10000, '{order}', "
+                                "'{default,slow}'), ('dead-1', 'h', 2, now() - interval '47 "
+                                "minutes', 10000, '{order}', '{default}')");
+    co_await sql_in(schema, "INSERT INTO " + s + ".queues (name, paused) VALUES ('emails', true)");
+    // One that shut down gracefully (executor_release: its heartbeat '-infinity') and left a
+    // workflow running; a wait for an event of a workflow with a non-ASCII id (its length in
+    // wait_for is in bytes); a wait for an event of a workflow that does not exist, no timeout.
+    co_await sql_in(schema, "INSERT INTO " + s +
+                                ".executors (id, host, pid, heartbeat_at, lease_ms) VALUES "
+                                "('gone-1', 'h', 3, '-infinity', 10000)");
+    co_await sql_in(schema, "INSERT INTO " + s +
+                                ".workflows (id, name, status, inputs, executor_id, wait_for) "
+                                "VALUES ('run-released', 'order', 'running', '[]', 'gone-1', "
+                                "NULL), ('n\xc3\xa5p', 'order', 'sleeping', '[]', NULL, NULL), "
+                                "('ev-utf', 'order', 'sleeping', '[]', NULL, "
+                                "'event:4:n\xc3\xa5p:st\xc3\xa5ge'), "
+                                "('ev-none', 'order', 'sleeping', '[]', NULL, "
+                                "'event:8:ghost-wf:stage')");
+    co_await sql_in(
+        schema,
+        "INSERT INTO " + s +
+            ".workflows (id, name, status, inputs, executor_id, queue, wait_for, wake_at, "
+            "status_reason) VALUES "
+            "('run-live', 'order', 'running', '[]', 'live-1', NULL, NULL, NULL, NULL), "
+            "('run-dead', 'order', 'running', '[]', 'dead-1', NULL, NULL, NULL, NULL), "
+            "('run-orphan', 'invoice', 'running', '[]', 'dead-1', NULL, NULL, NULL, NULL), "
+            "('q-paused', 'order', 'pending', '[]', NULL, 'emails', NULL, NULL, NULL), "
+            "('q-unserved', 'order', 'pending', '[]', NULL, 'bulk', NULL, NULL, NULL), "
+            "('q-room', 'order', 'pending', '[]', NULL, 'slow', NULL, NULL, NULL), "
+            "('q-later', 'order', 'pending', '[]', NULL, 'slow', NULL, now() + interval '1 h', "
+            "NULL), "
+            "('msg', 'order', 'sleeping', '[]', NULL, NULL, 'msg:approval', NULL, NULL), "
+            "('nap', 'order', 'sleeping', '[]', NULL, NULL, NULL, now() + interval '1 day', NULL), "
+            "('overslept', 'invoice', 'sleeping', '[]', NULL, NULL, NULL, "
+            "now() - interval '5 minutes', NULL), "
+            "('parent', 'order', 'sleeping', '[]', NULL, NULL, 'child:kid', NULL, NULL), "
+            "('kid', 'order', 'dead_letter', '[]', NULL, NULL, NULL, NULL, 'step 0 failed'), "
+            "('ev', 'order', 'sleeping', '[]', NULL, NULL, 'event:3:nap:stage', "
+            "now() + interval '1 hour', NULL), "
+            "('retry', 'order', 'sleeping', '[]', NULL, NULL, NULL, now() + interval '10 min', "
+            "NULL), "
+            "('stopped', 'order', 'parked', '[]', NULL, NULL, NULL, NULL, 'the code changed'), "
+            "('done', 'order', 'succeeded', '[]', NULL, NULL, NULL, NULL, NULL)");
+    co_await sql_in(schema, "INSERT INTO " + s +
+                                ".messages (workflow_id, topic, payload) VALUES "
+                                "('msg', 'aproval', '1')");
+    // ev's wait has a timeout: its deadline row, the latest of its journal. (Its wake_at is only
+    // when the engine looks again.)
+    co_await sql_in(schema, "INSERT INTO " + s +
+                                ".steps (workflow_id, seq, name, kind, status, output, attempts, "
+                                "epoch) VALUES ('ev', 0, 'stage', 'deadline', 'succeeded', "
+                                "to_jsonb(extract(epoch FROM now() + interval '2 hours')), 1, 0)");
+    // Step 3 of 'retry' failed three times (its policy allows 5), the next attempt in 10 min.
+    co_await sql_in(schema, "INSERT INTO " + s +
+                                ".step_attempts (workflow_id, seq, attempt, name, kind, outcome, "
+                                "epoch, error, next_attempt_at, max_attempts) VALUES "
+                                "('retry', 3, 1, 'charge', 'step', 'retrying', 0, "
+                                "'{\"message\": \"503\"}', now(), 5), "
+                                "('retry', 3, 2, 'charge', 'step', 'retrying', 0, "
+                                "'{\"message\": \"503\"}', now(), 5), "
+                                "('retry', 3, 3, 'charge', 'step', 'retrying', 0, "
+                                "'{\"message\": \"gateway 503\"}', now() + interval '10 min', 5)");
+    auto c = co_await eng.pool().acquire();
+    auto got = co_await c->exec("SELECT id, kind, blocked::text, reason FROM " + s +
+                                ".waiting ORDER BY id");
+    std::map<std::string, std::tuple<std::string, bool, std::string>> why;
+    for (int i = 0; i < got.rows(); ++i)
+      why[got[i].get<std::string>(0)] = {got[i].get<std::string>(1),
+                                         got[i].get<std::string>(2) == "true",
+                                         got[i].get<std::string>(3)};
+    const auto kind = [&](const std::string& id) { return std::get<0>(why[id]); };
+    const auto blocked = [&](const std::string& id) { return std::get<1>(why[id]); };
+    const auto reason = [&](const std::string& id) { return std::get<2>(why[id]); };
+    CHECK(why.size() == 19);  // every one that has not ended, and no other
+    CHECK(why.count("done") == 0);
+
+    CHECK(kind("run-live") == "running");
+    CHECK(contains(reason("run-live"), "running on executor 'live-1' (last heartbeat "));
+    CHECK(kind("run-dead") == "takeover");
+    CHECK(contains(reason("run-dead"), "running on executor 'dead-1', last heartbeat 47 min ago"));
+    CHECK(contains(reason("run-dead"), "its lease ended at "));
+    CHECK(contains(reason("run-dead"), "the next live executor takes it over"));
+    CHECK_FALSE(blocked("run-dead"));
+    CHECK(contains(reason("run-orphan"), "no live executor runs the workflow 'invoice'"));
+    CHECK(reason("run-released") ==
+          "running on executor 'gone-1', which shut down and released "
+          "it: the next live executor takes it over");
+    CHECK(reason("ev-utf") ==
+          "waiting for event 'st\xc3\xa5ge' of workflow 'n\xc3\xa5p', which is "
+          "sleeping");
+    CHECK(reason("ev-none") ==
+          "waiting for event 'stage' of workflow 'ghost-wf', which does not exist (yet)");
+    CHECK_FALSE(blocked("ev-none"));
+    CHECK(blocked("run-orphan"));
+
+    CHECK(reason("q-paused") == "pending: queue 'emails' is paused (durable queue resume emails)");
+    CHECK(blocked("q-paused"));
+    CHECK(contains(reason("q-unserved"), "no live executor serves queue 'bulk'"));
+    CHECK(blocked("q-unserved"));
+    CHECK(contains(reason("q-room"), "waiting for room in queue 'slow'"));
+    CHECK_FALSE(blocked("q-room"));
+    CHECK(contains(reason("q-later"), "pending: delayed until "));
+
+    CHECK(contains(reason("msg"), "waiting for a message on topic 'approval' since "));
+    CHECK(contains(reason("msg"), "(1 unconsumed message on topic 'aproval')"));
+    CHECK_FALSE(contains(reason("msg"), "until"));  // no timeout
+    CHECK(contains(reason("nap"), "sleeping until "));
+    CHECK_FALSE(blocked("nap"));
+    CHECK(contains(reason("overslept"),
+                   "but not woken: no live executor runs the workflow "
+                   "'invoice'"));
+    CHECK(blocked("overslept"));
+    CHECK(reason("parent") ==
+          "waiting for child 'kid', which is dead_letter: it waits until the "
+          "child is resumed, retried or cancelled");
+    CHECK(blocked("parent"));
+    CHECK(contains(reason("ev"), "waiting for event 'stage' of workflow 'nap' until "));
+    CHECK(contains(reason("ev"), "(its timeout), which is sleeping"));
+    CHECK(kind("retry") == "retrying");
+    CHECK(contains(reason("retry"), "retrying step 3 'charge': attempt 4 of 5 at "));
+    CHECK(contains(reason("retry"), "(attempt 3 failed: gateway 503)"));
+    CHECK(contains(reason("stopped"), "parked: the code changed"));
+    CHECK(contains(reason("kid"), "dead-lettered: step 0 failed"));
+
+    // The same words in the stuck and queued views, durable show's and the list's.
+    auto stuck = co_await c->exec("SELECT id, reason FROM " + s + ".stuck ORDER BY id");
+    std::vector<std::string> stuck_ids;
+    for (int i = 0; i < stuck.rows(); ++i) {
+      stuck_ids.push_back(stuck[i].get<std::string>(0));
+      CHECK(stuck[i].get<std::string>(1) == reason(stuck_ids.back()));
+    }
+    CHECK(stuck_ids == std::vector<std::string>{"overslept", "parent", "q-paused", "q-unserved",
+                                                "run-dead", "run-orphan", "run-released"});
+    auto queued = co_await c->exec("SELECT reason FROM " + s + ".queued WHERE id = 'q-paused'");
+    CHECK(queued[0].get<std::string>(0) == reason("q-paused"));
+    auto show_q = detail::store_of(eng).admin_show("parent");
+    const auto shown = co_await durable::store::fetch_one(*c, std::move(show_q));
+    REQUIRE(shown);
+    const json w = json::parse(shown->json)["waiting"];
+    CHECK(w["reason"] == reason("parent"));
+    CHECK(w["blocked"] == true);
+    CHECK(w["kind"] == "child");
+    list_filter f;
+    f.statuses = {"pending"};
+    const auto rows = co_await listed(eng, f);
+    for (const auto& r : rows) {
+      CHECK(r["reason"] == reason(r["id"].get<std::string>()));
+      CHECK(r["blocked"] == blocked(r["id"].get<std::string>()));
+    }
+    CHECK(rows.size() == 4);
+  }());
+  // durable stuck lists the stuck view, longest first, with the same words; durable show says it.
+  auto stuck = cli_in(schema, {"stuck", "--json"}).parsed();
+  REQUIRE(stuck.size() == 7);
+  for (const auto& r : stuck) CHECK(r["reason"].is_string());
+  auto table = cli_in(schema, {"stuck"});
+  CHECK(table.status == 0);
+  CHECK(contains(table.out, "no live executor serves queue 'bulk'"));
+  auto shown = cli_in(schema, {"show", "parent"});
+  CHECK(contains(shown.out, "stuck"));
+  CHECK(contains(shown.out, "waiting for child 'kid', which is dead_letter"));
+  auto later = cli_in(schema, {"show", "q-later"});
+  CHECK(contains(later.out, "pending: delayed until"));
+  CHECK(contains(later.out, "moves at"));
+}

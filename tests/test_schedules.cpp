@@ -520,7 +520,7 @@ TEST_CASE("queues: a paused queue dispatches nothing, lets what runs finish, and
         CHECK(sql_long("SELECT count(*) FROM " + q(schema) +
                        ".workflows WHERE starts_with(id, 'b-') AND status = 'pending'") == 10);
         CHECK(sql_value("SELECT reason FROM " + q(schema) + ".queued WHERE id = 'b-0'") ==
-              "queue 'work' is paused (durable queue resume work)");
+              "pending: queue 'work' is paused (durable queue resume work)");
         // Its limits change while it runs, without a restart: one at a time from now on.
         co_await eng.configure_queue({.name = "work", .concurrency = 1});
         co_await eng.resume_queue("work");

@@ -232,10 +232,10 @@ public:
                                             int attempt, const std::string& name,
                                             const std::string& kind, const std::string& outcome,
                                             const std::string& error, double started_at,
-                                            const std::optional<double>& pause_ms,
-                                            bool unload) const {
+                                            const std::optional<double>& pause_ms, bool unload,
+                                            const std::optional<int>& max_attempts) const {
     return {call("attempt_record", id, epoch, seq, attempt, name, kind, outcome, error, started_at,
-                 pause_ms, unload),
+                 pause_ms, unload, max_attempts),
             fenced_write::fence::matches_no_row};
   }
 
@@ -502,12 +502,13 @@ public:
 
   /// Registers this process (`instance`) under executor `id` unless another live process
   /// holds it (its heartbeat younger than `lease_ms`), or when `force`: then one row.
+  /// `workflows` and `queues` (text[] literals): the names it registered, the queues it serves.
   [[nodiscard]] query<executor_registered> executor_register(
       const std::string& id, const std::string& host, int pid, const std::string& app_version,
-      const std::string& versions, const std::string& instance, std::int64_t lease_ms,
-      bool force) const {
-    return {
-        call("executor_register", id, host, pid, app_version, versions, instance, lease_ms, force)};
+      const std::string& versions, const std::string& instance, std::int64_t lease_ms, bool force,
+      const std::string& workflows, const std::string& queues) const {
+    return {call("executor_register", id, host, pid, app_version, versions, instance, lease_ms,
+                 force, workflows, queues)};
   }
 
   /// Who holds executor `id`, and how long ago it heartbeat.

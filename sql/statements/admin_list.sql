@@ -41,7 +41,9 @@
 -- hold unread rows between), and a next request with the edge as its cursor goes on from there.
 -- steps: the steps `durable show` lists, journal rows and steps with attempts but no row yet
 -- (retrying, failed for good, reset, due), counted for the rows returned only. reason: why it
--- is where it is; an error of an earlier run (last_error) only while it has not succeeded.
+-- is where it is: for a workflow that has not ended, what it waits for (the view waiting;
+-- blocked: it cannot move on its own); else its status reason or error, and an error of an
+-- earlier run (last_error) unless it succeeded.
 WITH head AS (
 SELECT v.id, v.created_at, v.hit, v.edge
   FROM unnest(CASE WHEN cardinality($1::text[]) = 0
@@ -109,12 +111,17 @@ SELECT p.id, p.name, p.status, p.queue, p.executor, p.created_at, p.updated_at, 
              WHERE a.workflow_id = p.id
                AND NOT EXISTS (SELECT 1 FROM :"schema".steps s
                                 WHERE s.workflow_id = a.workflow_id AND s.seq = a.seq))
-         AS steps, p.reason
+         AS steps, p.reason, p.blocked
   FROM (
 SELECT w.id, w.name, w.status, w.queue, w.executor_id AS executor, w.created_at, w.updated_at,
-       w.completed_at, coalesce(w.status_reason, w.error->>'message',
-                CASE WHEN w.status <> 'succeeded' THEN w.last_error END) AS reason
-  FROM page g JOIN :"schema".workflows w ON w.id = g.id) p
+       w.completed_at,
+       -- unfinished: why it waits (the view waiting); ended: its reason or error
+       CASE WHEN w.status IN ('pending', 'running', 'sleeping') THEN x.reason
+            ELSE coalesce(w.status_reason, w.error->>'message',
+                          CASE WHEN w.status <> 'succeeded' THEN w.last_error END) END AS reason,
+       x.blocked
+  FROM page g JOIN :"schema".workflows w ON w.id = g.id
+  LEFT JOIN :"schema".waiting x ON x.id = g.id) p
  ORDER BY p.created_at DESC, p.id DESC) t
 UNION ALL
 SELECT json_build_object('scanned_to', json_build_object('created_at', e.created_at, 'id', e.id))::text

@@ -1,7 +1,7 @@
 -- admin_show
 -- $1 id text
 --
--- $1 id. One JSON object: the workflow's row, its history (created, started, what
+-- $1 id. One JSON object: the workflow's row, why it waits (null once it has ended), its history (created, started, what
 -- workflow_history recorded, and its end), its steps (journal rows, journaled true, and
 -- the steps that have none yet: their status is the outcome of their latest attempt,
 -- retrying, failed (for good), reset (retry() gave it fresh attempts) or due (resume()
@@ -11,6 +11,10 @@
 -- messages and its events. admin_list counts the same steps. No row: no such workflow.
 SELECT json_build_object(
   'workflow', row_to_json(w),
+  -- why it is where it is, for a workflow that has not ended (the view waiting, migration 17)
+  'waiting', (SELECT json_build_object('kind', x.kind, 'reason', x.reason, 'blocked', x.blocked,
+                                       'since', x.since, 'next_at', x.next_at)
+                FROM :"schema".waiting x WHERE x.id = w.id),
   'history', (SELECT coalesce(json_agg(json_build_object(
       'at', h.at, 'previous', h.previous, 'status', h.status, 'reason', h.reason,
       'executor_id', h.executor_id, 'previous_executor', h.previous_executor, 'epoch', h.epoch)

@@ -205,6 +205,8 @@ void wait_for_end(session& s, const std::string& id, double timeout_s,
 int cmd_wait(session& s, const settings& g, const std::string& id, double timeout_s,
              const std::string& timeout_text);
 int cmd_queues(session& s, const settings& g);
+/// The workflows that do not move (the view stuck), longest stuck first, with why.
+int cmd_stuck(session& s, const settings& g, std::int64_t limit);
 int cmd_executors(session& s, const settings& g, double lease_s);
 int cmd_stats(session& s, const settings& g, double lease_s);
 int cmd_metrics(session& s, double lease_s, const std::string& listen);

@@ -80,8 +80,8 @@ int main(int argc, char** argv) {
                    "--status failed,dead_letter --changed-since 1h)");
   list->add_flag("--retrying", la.retrying, "only workflows retrying a step");
   list->add_option("--text", la.text,
-                   "only workflows holding this text (any case) in their id, inputs, last error "
-                   "or status reason: an order number, an email");
+                   "only workflows holding this text (any case) in their id, inputs, last error, "
+                   "error or status reason: an order number, an email");
   list->add_option("--max-scan", la.max_scan,
                    "read at most this many workflows of each status per page; past it the page "
                    "says how far back it searched and --after goes on")
@@ -198,6 +198,11 @@ int main(int argc, char** argv) {
   queue->add_flag("--create", queue_create,
                   "act on a queue that has no settings and no workflow yet (else refused: a "
                   "mistyped name would pause nothing)");
+
+  std::int64_t stuck_limit = 100;
+  auto* stuck = app.add_subcommand(
+      "stuck", "workflows that do not move, longest first, with why (the view stuck)");
+  stuck->add_option("--limit", stuck_limit, "rows at most")->capture_default_str();
 
   auto* migrate = app.add_subcommand("migrate", "create or upgrade the schema");
   auto* stats = app.add_subcommand("stats", "counts: workflows by status, failures, queue, inbox");
@@ -348,6 +353,7 @@ int main(int argc, char** argv) {
                      [&] { return cmd_send(s, g, id, topic, message, key); });
     }
     if (queues->parsed()) return cmd_queues(s, g);
+    if (stuck->parsed()) return cmd_stuck(s, g, stuck_limit);
     if (executors->parsed()) return cmd_executors(s, g, lease_s);
     if (gc->parsed()) {
       if (dry_run) return cmd_gc(s, g, older_than, gc_statuses, batch, dry_run);

@@ -83,7 +83,8 @@ namespace {
 
 /// Columns that hold timestamps (the program's sessions run in UTC: see main()).
 bool timestamp_column(std::string_view key) {
-  return key == "at" || key == "deadline" || (key.size() > 3 && key.ends_with("_at"));
+  return key == "at" || key == "deadline" || key == "since" ||
+         (key.size() > 3 && key.ends_with("_at"));
 }
 
 std::string upper(std::string s) {

@@ -177,6 +177,12 @@ int cmd_show(session& s, const settings& g, const std::string& id, std::size_t l
       fields.emplace_back("earlier error", field("last_error") + " (not current: the workflow is " +
                                                field("status") + ")");
   }
+  // Why it is where it is, while it has not ended (the view waiting).
+  if (const auto& v = all.value("waiting", ojson()); v.is_object() && v["reason"].is_string()) {
+    const bool blocked = v["blocked"].is_boolean() && v["blocked"].get<bool>();
+    fields.emplace_back(blocked ? "stuck" : "waiting", cell("reason", v["reason"]));
+    if (!v["next_at"].is_null()) fields.emplace_back("moves at", cell("next_at", v["next_at"]));
+  }
   fields.emplace_back("queue", field("queue"));
   const std::string claims = field("attempts");
   fields.emplace_back("executor", field("executor_id") + " (epoch " + field("epoch") +
@@ -269,6 +275,14 @@ int cmd_show(session& s, const settings& g, const std::string& id, std::size_t l
       print_table(items, {{"key", 24}, {"updated_at", 19}, {"value", 60}}, "  ");
   }
   return done;
+}
+
+int cmd_stuck(session& s, const settings& g, std::int64_t limit) {
+  if (limit < 1) throw failure(bad_usage, "--limit must be at least 1");
+  const auto rows = s.rows(s.st().admin_stuck(limit));
+  return print_rows(
+      g, rows, "nothing is stuck: every workflow that has not ended can move on its own",
+      {{"id", 36}, {"name", 20}, {"status", 9}, {"since", 19}, {"blocked", 7}, {"reason", 100}});
 }
 
 int cmd_queues(session& s, const settings& g) {

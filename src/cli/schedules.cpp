@@ -53,9 +53,9 @@ std::chrono::sys_seconds parse_time(const std::string& option, const std::string
 }
 
 std::vector<column> schedule_columns() {
-  return {{"id", 24},    {"cron", 16},         {"time_zone", 16},    {"workflow_name", 16},
-          {"paused", 6}, {"next_fire_at", 19}, {"last_slot_at", 19}, {"last_status", 11},
-          {"fired", 6},  {"missed", 6},        {"late", 5}};
+  return {{"id", 24},          {"cron", 16},         {"time_zone", 16}, {"workflow_name", 16},
+          {"paused", 6},       {"next_fire_at", 19}, {"overdue", 10},   {"last_slot_at", 19},
+          {"last_status", 11}, {"fired", 6},         {"missed", 6},     {"late", 5}};
 }
 
 /// The rows of schedules_list with their Unix times as UTC text.

@@ -329,7 +329,7 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
         asio::co_spawn(self->eng.executor(),
                        console_detail::audit_sign_in(self->eng, self->options.query_timeout, who,
                                                      "refused", message),
-                       [](std::exception_ptr) noexcept {});
+                       [self](std::exception_ptr) noexcept {});
     });
     return restinio::request_accepted();
   }

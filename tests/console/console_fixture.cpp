@@ -73,6 +73,29 @@ asio::awaitable<int> capture(durable::context& ctx, int cents) {
       quick);
 }
 
+// Waits for an approval; the fixture sends it under a mistyped topic ('aproval'), so the workflow
+// page says what it waits for and what came instead.
+asio::awaitable<std::string> approval(durable::context& ctx) {
+  auto v = co_await ctx.recv<std::string>("approval");
+  co_return v ? *v : std::string();
+}
+
+// Waits for its child, which waits for an approval nobody sends.
+asio::awaitable<std::string> supervisor(durable::context& ctx) {
+  auto child = co_await ctx.start_child("approval");
+  co_return co_await child.result<std::string>();
+}
+
+// The bank's API is down: the next attempt is an hour away (the workflow is unloaded until
+// then), the second of four.
+asio::awaitable<int> settle(durable::context& ctx) {
+  const durable::retry hourly{
+      .max_attempts = 4, .initial = 1h, .factor = 1.0, .max = 1h, .jitter = 0};
+  co_return co_await ctx.step(
+      "settle batch", []() -> int { throw std::runtime_error("the bank's API answered 503"); },
+      hourly);
+}
+
 // Queued in the paused queue 'bulk', which no executor serves: they stay pending for the bulk
 // actions of the browser test.
 asio::awaitable<int> bulk_sync(durable::context& ctx, int n) {
@@ -147,6 +170,11 @@ asio::awaitable<void> fill(durable::engine& eng) {
   (void)co_await bidi.result<std::map<std::string, std::string>>();
   auto flaky = co_await eng.start("capture", "capture-3", 990);
   (void)co_await flaky.result<int>();
+  (void)co_await eng.start("approval", "approval-5");
+  const std::string typo = "yes";
+  (void)co_await eng.send("approval-5", "aproval", typo);
+  (void)co_await eng.start("supervisor", "supervisor-2");
+  (void)co_await eng.start("settle", "settle-1");
   auto tree = co_await eng.start("parent", "order-tree");
   (void)co_await tree.result<int>();
   auto w = co_await eng.start("waiter", "shipment-9");
@@ -235,6 +263,9 @@ int main(int argc, char** argv) {
     eng.register_workflow("invoice", &invoice);
     eng.register_workflow("charge", &charge);
     eng.register_workflow("capture", &capture);
+    eng.register_workflow("approval", &approval);
+    eng.register_workflow("supervisor", &supervisor);
+    eng.register_workflow("settle", &settle);
     eng.register_workflow("broken", &broken);
     eng.register_workflow("<img src=x onerror=alert(2)>", &hostile);
     eng.register_workflow("child_task", &child_task);

@@ -94,6 +94,7 @@ def main():
         pages(browser, base)
         search_and_cards(browser, base)
         attempt_history(browser, base)
+        why_waiting(browser, base, schema)
         bounded_search(browser, base, cli_base, schema)
         hostile(browser, base)
         stale_page(browser, base, schema)
@@ -274,6 +275,90 @@ def attempt_history(b, base):
     api_rows = api(base, "api/workflow?id=capture-3")["attempts"]
     check(all(a["duration_ms"] is not None and a["duration_ms"] >= 0 for a in api_rows),
           f"no attempt ends before it starts ({[a['duration_ms'] for a in api_rows]})")
+    b.log()
+
+
+def why_waiting(b, base, schema):
+    """Every workflow that has not ended says why it waits, in words, on its page and in the list,
+    from real runs of each kind: a message sent under a mistyped topic, a child that waits, a
+    retry an hour away, a long sleep, a paused queue, a dead letter; and a workflow whose
+    executor stopped 47 minutes ago (planted: its name is one no live executor runs, so nobody
+    takes it over while the test looks). A schedule whose slot passed 11 minutes ago unfired (a
+    session holds its row, so the fixture's scheduler skips it) is marked overdue."""
+    print("why a workflow waits:", flush=True)
+    s = test_actions.q(schema)
+    sql(f"INSERT INTO {s}.executors (id, host, pid, heartbeat_at, lease_ms) "
+        "VALUES ('gone-exec', 'old-host', 4242, now() - interval '47 minutes', 10000); "
+        f"INSERT INTO {s}.workflows (id, name, status, inputs, executor_id, started_at) "
+        "VALUES ('orphan-1', 'ledger', 'running', '[]', 'gone-exec', now() - interval '50 minutes')")
+    want = {
+        "approval-5": ("message", False, ["waiting for a message on topic 'approval' since ",
+                                          "(1 unconsumed message on topic 'aproval')"]),
+        "supervisor-2": ("child", False, ["waiting for child '", "(sleeping)"]),
+        "settle-1": ("retrying", False, ["retrying step 0 'settle batch': attempt 2 of 4 at ",
+                                         "(attempt 1 failed: the bank's API answered 503)"]),
+        "shipment-9": ("sleeping", False, ["sleeping until "]),
+        "email-1": ("queue_paused", True, ["pending: queue 'emails' is paused (durable queue resume emails)"]),
+        "orphan-1": ("takeover", True, ["running on executor 'gone-exec', last heartbeat 47 min ago",
+                                        "its lease ended at ", "no live executor runs the workflow 'ledger'"]),
+        "charge-7": ("dead_letter", True, ["dead-lettered: ", "durable retry"]),
+    }
+    for wf, (kind, blocked, parts) in want.items():
+        # The waits unload after the fixture's unload_after (2 s): until then they are running.
+        seen = wait_until(lambda: (lambda v: v if v.get("kind") == kind else None)(
+            api(base, "api/workflow?id=" + urllib.parse.quote(wf, safe="")).get("waiting") or {}), timeout=30)
+        check(seen and seen.get("blocked") is blocked and all(p in seen.get("reason", "") for p in parts)
+              and (wf != "approval-5" or "until" not in seen.get("reason", "")),
+              f"{wf}: {kind}{', blocked' if blocked else ''}: {seen}")
+        shot = {"approval-5": "workflow-waiting-message", "orphan-1": "workflow-waiting-takeover",
+                "settle-1": "workflow-waiting-retry"}.get(wf)
+        b.open(base + "#/workflow?id=" + urllib.parse.quote(wf, safe=""), shot)
+        line = b.css("#wf-waiting")
+        check(line and all(p in line[0].text for p in parts)
+              and line[0].get_attribute("data-kind") == kind
+              and line[0].get_attribute("data-blocked") == ("true" if blocked else "false"),
+              f"{wf}'s page says why it waits ({line[0].text if line else None})")
+    b.open(base + "#/workflows?status=pending,running,sleeping", "workflows-why")
+    rows = b.rows_by_data("tr.wf-row", "data-id")
+    reason = lambda wf: rows[wf].find_element(By.CSS_SELECTOR, "td.reason") if wf in rows else None
+    check(reason("approval-5") is not None and "unconsumed message on topic 'aproval'" in (reason("approval-5").get_attribute("title") or ""),
+          "the list's reason says what a run waits for")
+    check(reason("email-1") is not None and "blocked" in (reason("email-1").get_attribute("class") or ""),
+          "the list marks a workflow that cannot move on its own")
+    b.open(base + "#/workflow?id=invoice-1")
+    check(not b.css("#wf-waiting"), "a finished workflow says nothing about waiting")
+
+    # An overdue schedule: its slot passed 11 minutes ago; a session holds its row, so the
+    # fixture's scheduler (SKIP LOCKED) does not fire it while the page is looked at.
+    sql(f"INSERT INTO {s}.schedules (id, cron, time_zone, workflow_name, inputs, next_fire_at) "
+        "VALUES ('late-report', '*/5 * * * *', 'UTC', 'report', '[\"late\"]', now() - interval '11 minutes')")
+    locker = subprocess.Popen(
+        ["psql", os.environ["DURABLE_DATABASE_URL"], "-Xqc",
+         f"BEGIN; SELECT 1 FROM {s}.schedules WHERE id = 'late-report' FOR UPDATE; SELECT pg_sleep(300)"],
+        env=dict(os.environ, PGAPPNAME="durable-schedule-lock"), stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                               "'durable-schedule-lock' AND query LIKE '%pg_sleep%' AND state = 'active'") != "0", timeout=30)
+        check(sql(f"SELECT next_fire_at < now() - interval '10 minutes' FROM {s}.schedules WHERE id = 'late-report'") == "t",
+              "the planted slot is still unfired")
+        b.open(base + "#/schedules", "schedules-overdue")
+        badge = b.css("tr.schedule-row[data-id='late-report'] .badge.overdue")
+        check(badge and badge[0].text.startswith("overdue by 1") and "min" in badge[0].text,
+              f"the schedules page marks the schedule overdue ({badge[0].text if badge else None})")
+        check(not b.css("tr.schedule-row[data-id='nightly-report'] .badge.overdue"), "an on-time schedule is not marked")
+        # Paused before the lock goes (this UPDATE waits for it): the scheduler never fires it.
+        pause = subprocess.Popen(["psql", os.environ["DURABLE_DATABASE_URL"], "-Xqc",
+                                  f"UPDATE {s}.schedules SET paused = true WHERE id = 'late-report'"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_until(lambda: sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                               "AND query LIKE '%late-report%' AND query LIKE 'UPDATE%'") != "0", timeout=30)
+    finally:
+        sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'durable-schedule-lock'")
+        locker.wait(timeout=60)
+    pause.wait(timeout=60)
+    sql(f"DELETE FROM {s}.schedules WHERE id = 'late-report'")
+    sql(f"DELETE FROM {s}.workflows WHERE id = 'orphan-1'; DELETE FROM {s}.executors WHERE id = 'gone-exec'")
     b.log()
 
 

@@ -249,7 +249,8 @@ DURABLE_DECL asio::awaitable<std::chrono::milliseconds> record_failure(
   const std::string err = failure.to_json();
   std::optional<double> pause_ms;
   if (!final) pause_ms = double(pause.count());
-  attempt_row row{seq, attempt, name, kind, outcome, err, started, pause_ms, unloads};
+  attempt_row row{seq, attempt, name,     kind,    outcome,
+                  err, started, pause_ms, unloads, std::max(policy.max_attempts, 1)};
   const std::string if_fenced = "workflow '" + s.id + "': the failed attempt " +
                                 std::to_string(attempt) + " of step " + std::to_string(seq) + " '" +
                                 name +

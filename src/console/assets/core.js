@@ -41,10 +41,10 @@ const $ = (selector) => document.querySelector(selector);
 const SAFE_ATTR = /^(id|class|title|type|name|placeholder|for|colspan|scope|role|autocomplete|spellcheck|disabled|hidden|open|lang|value|rows|inputmode|required|aria-[a-z]+|data-[a-z0-9-]+)$/;
 const SAFE_SVG_ATTR = /^(x|y|x1|x2|y1|y2|width|height|rx|points|viewBox|preserveAspectRatio|class|text-anchor|role|aria-label|data-[a-z0-9-]+)$/;
 
-// Characters that show nothing or reorder what follows (bidirectional controls, zero-width
-// marks, separators): an id holding U+202E reads backwards, one holding U+200B looks like
-// another. Text from the API never shows them raw: each is drawn as a marked ⟨U+202E⟩.
-const HIDDEN_CHARS = /[\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\u3164\ufeff]/g;
+// Characters that show nothing or reorder what follows (C0 and C1 controls but the tab and the
+// newline, bidirectional controls, zero-width marks, separators): an id holding U+202E reads
+// backwards, one holding U+200B or U+0001 looks like another. Text from the API never shows them raw: each is drawn as a marked ⟨U+202E⟩.
+const HIDDEN_CHARS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u061c\u115f\u1160\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\u3164\ufeff]/g;
 const codeOf = (ch) => 'U+' + ch.codePointAt(0).toString(16).toUpperCase().padStart(4, '0');
 
 /** `s` with each hidden character written out as ⟨U+XXXX⟩ (for attributes and plain text). */

@@ -118,7 +118,7 @@ function wfRow(r) {
     cell(timeEl(r.created_at)),
     cell(timeEl(r.updated_at)),
     numCell(r.steps),
-    el('td', { class: 'reason', title: reason || null }, reason ? truncate(reason, 120) : dash()));
+    el('td', { class: 'reason' + (r.blocked ? ' blocked' : ''), title: reason || null }, reason ? truncate(reason, 160) : dash()));
 }
 
 /**
@@ -245,6 +245,14 @@ function workflowHeader(w) {
     el('dl', { class: 'facts' },
       fact('Name', text(w.name)), fact('Queue', optLink('queue', w.queue)), fact('Executor', optLink('executor', w.executor_id)),
       fact('Created', timeEl(w.created_at)), fact('Updated', timeEl(w.updated_at)), fact('Completed', timeEl(w.completed_at))));
+}
+
+/** Why a workflow that has not ended is where it is (the view `waiting`), in words. */
+function waitingLine(v) {
+  if (!v || !v.reason) return '';
+  return el('p', { id: 'wf-waiting', class: 'waiting-line' + (v.blocked ? ' blocked' : ''), 'data-kind': v.kind, 'data-blocked': v.blocked ? 'true' : 'false' },
+    el('strong', null, v.blocked ? 'Cannot move on its own: ' : 'Waiting: '), text(v.reason),
+    v.next_at ? el('span', { class: 'muted' }, ' (next: ', timeEl(v.next_at), ')') : null);
 }
 
 function outputSection(w) {
@@ -377,6 +385,7 @@ const workflowPage = {
     const kids = arr(d.children);
     ctx.root.replaceChildren(
       memo(ctx, 'wf-head', w, () => workflowHeader(w)),
+      memo(ctx, 'wf-waiting', d.waiting, () => waitingLine(d.waiting)),
       ctx.controls ? ctx.controls.update(w) : signInHint('cancel, resume, retry, fork or message it') || '',
       memo(ctx, 'wf-inputs', w.inputs, () => section('wf-inputs', 'Inputs', jsonBlock(w.inputs))),
       memo(ctx, 'wf-output', [w.output, w.error, w.last_error], () => outputSection(w)),
@@ -468,7 +477,9 @@ function scheduleRow(ctx, s) {
     cell(link(hashOf('schedule', { id: s.id }), text(s.id)), 'id'), cell(el('code', { class: 'cron' }, text(s.cron))),
     cell(text(s.time_zone)), cell(text(s.workflow_name)), cell(text(s.queue)),
     cell(s.paused ? el('span', { class: 'badge paused' }, 'paused') : el('span', { class: 'badge active' }, 'active')),
-    cell(fireEl(s.next_fire_at, now)), cell(fireEl(s.last_fired_at ?? s.last_slot_at, now)),
+    cell([fireEl(s.next_fire_at, now), s.overdue ? [' ', el('span', { class: 'badge overdue', 'data-overdue-s': s.overdue_s,
+      title: 'the slot passed and was not fired: no live executor runs schedules, or they are behind' }, 'overdue by ' + s.overdue)] : null]),
+    cell(fireEl(s.last_fired_at ?? s.last_slot_at, now)),
     cell(s.last_workflow_id ? [s.last_status ? statusBadge(s.last_status) : null, ' ',
       link(hashOf('workflow', { id: s.last_workflow_id }), String(s.last_workflow_id))] : dash(), 'last-run'),
     numCell(s.fired), numCell(s.missed), numCell(s.late), canAct() ? cell(scheduleButtons(ctx, s)) : null);

@@ -70,6 +70,7 @@ struct attempt_row {
   double started_at = 0;
   std::optional<double> pause_ms;
   bool unloads = false;
+  int max_attempts = 0;  // the attempts the step's policy allows in all (0: not said)
 };
 
 /// What a waiting step waits for, as workflows.wait_for records it: a message of a topic, an

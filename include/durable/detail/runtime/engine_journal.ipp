@@ -48,8 +48,10 @@ DURABLE_DECL asio::awaitable<void> engine_journal::append(const std::string& id,
 DURABLE_DECL asio::awaitable<void> engine_journal::record_attempt(const std::string& id,
                                                                   std::int64_t epoch,
                                                                   attempt_row a) {
+  const std::optional<int> allowed =
+      a.max_attempts > 0 ? std::optional<int>(a.max_attempts) : std::nullopt;
   fenced_write w = st_.attempt_record(id, epoch, a.seq, a.attempt, a.name, a.kind, a.outcome,
-                                      a.error, a.started_at, a.pause_ms, a.unloads);
+                                      a.error, a.started_at, a.pause_ms, a.unloads, allowed);
   const pg::result r = co_await write(std::move(w.st));
   if (w.verdict(r).fenced_out()) throw journal_fenced();
 }

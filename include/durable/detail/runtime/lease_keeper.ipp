@@ -42,7 +42,8 @@ inline asio::awaitable<void> register_executor(std::shared_ptr<engine_state> s) 
   for (;;) {
     {
       auto reg = s->st.executor_register(o.executor_id, host, pid, o.app_version, s->versions,
-                                         s->instance, std::int64_t(o.lease_timeout.count()), force);
+                                         s->instance, std::int64_t(o.lease_timeout.count()), force,
+                                         s->names, detail::text_array(s->queues));
       auto c = co_await s->pool.acquire();
       const auto sent = std::chrono::steady_clock::now();
       const auto registered = co_await store::fetch_one(*c, std::move(reg));

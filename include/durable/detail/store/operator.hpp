@@ -90,6 +90,10 @@ public:
   [[nodiscard]] query<count_row> admin_gc_count(double age_s, const std::string& statuses) const {
     return {call("admin_gc_count", age_s, statuses)};
   }
+  /// The workflows that do not move (the view stuck), longest stuck first, at most `limit`.
+  [[nodiscard]] query<store_rows::json_value> admin_stuck(std::int64_t limit) const {
+    return {call("admin_stuck", limit)};
+  }
   /// 1 when queue `name` has a row or a workflow was enqueued on it, else 0.
   [[nodiscard]] query<count_row> admin_queue_known(const std::string& name) const {
     return {call("admin_queue_known", name)};
