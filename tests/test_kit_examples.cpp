@@ -228,6 +228,16 @@ TEST_CASE("kit: durable import loads a journal into another schema, and resume f
   CHECK(durable_cli("--schema " + to + " import " + file + " --id staged") == 1);
   CHECK_THAT(slurp("/tmp/kit-cli.out"), Catch::Contains("exists already"));
   CHECK(durable_cli("--schema " + to + " import /dev/null") == 2);
+  // Each import is in the audit (what was loaded, how many workflows), the refused one too; a
+  // file that is no export leaves no row.
+  REQUIRE(durable_cli("--schema " + to + " --json audit --action import") == 0);
+  const auto audit = nlohmann::json::parse(slurp("/tmp/kit-cli.out"));
+  REQUIRE(audit.size() == 2);
+  CHECK(audit[1]["result"] == "done");  // newest first
+  CHECK(audit[1]["target"]["root"] == "p-2");
+  CHECK(audit[1]["target"]["new_id"] == "staged");
+  CHECK(audit[1]["count"] == 2);  // the pipeline and its child
+  CHECK(audit[0]["result"] == "refused");
   REQUIRE(durable_cli("--schema " + to + " resume staged") == 0);
   test::with_open_engine(test::options(to), register_v1, [](engine& eng) -> asio::awaitable<void> {
     (void)co_await eng.send("staged", "approval", std::string("yes"));

@@ -293,8 +293,11 @@ int cmd_queue(session& s, const settings& g, const std::string& verb, const std:
 /// "-": standard output).
 int cmd_export(session& s, const settings& g, const std::string& id, bool children,
                const std::string& output);
-/// Loads a document of cmd_export from `file` ("-": standard input) as new workflows.
-int cmd_import(session& s, const settings& g, const std::string& file, const std::string& new_id);
+/// A document of cmd_export read from `file` ("-": standard input) and checked (bad_usage when it
+/// is not one, or `new_id` holds a '/'), before the import's audit row is written.
+ojson read_import(const std::string& file, const std::string& new_id);
+/// Loads `doc` (read_import) as new workflows, the root as `new_id` if not empty.
+int cmd_import(session& s, const settings& g, const ojson& doc, const std::string& new_id);
 
 // ---- errors (output.cpp) ---------------------------------------------------------------------
 

@@ -45,7 +45,7 @@ int cmd_export(session& s, const settings&, const std::string& id, bool children
   return done;
 }
 
-int cmd_import(session& s, const settings& g, const std::string& file, const std::string& new_id) {
+ojson read_import(const std::string& file, const std::string& new_id) {
   const std::string text = read_all(file);
   ojson doc;
   try {
@@ -65,10 +65,14 @@ int cmd_import(session& s, const settings& g, const std::string& file, const std
     throw failure(bad_usage, "import: '" + one_line(file) + "' names no root or no workflows");
   if (!new_id.empty() && new_id.find('/') != std::string::npos)
     throw failure(bad_usage, "import: --id must not contain '/' (it separates a child's id)");
+  return doc;
+}
+
+int cmd_import(session& s, const settings& g, const ojson& doc, const std::string& new_id) {
   const std::string root = doc["root"].get<std::string>();
   const std::string here = new_id.empty() ? root : new_id;
   const std::string reason = "imported from an export of '" + root + "' made at " +
-                             text_of(doc["exported_at"]) +
+                             text_of(doc.value("exported_at", ojson())) +
                              "; it runs once resumed (durable resume " + here + ")";
   std::optional<std::string> rename;
   if (!new_id.empty()) rename = new_id;
