@@ -137,6 +137,14 @@ bool applies(const std::string& action, const std::string& status) {
          resumable_workflow_states.end();
 }
 
+// The statuses `action` can apply to (what applies() accepts), as the list's status filter.
+std::vector<std::string> applicable_statuses(const std::string& action) {
+  std::vector<std::string> out;
+  for (const auto s : all_workflow_states)
+    if (applies(action, std::string(to_string(s)))) out.emplace_back(to_string(s));
+  return out;
+}
+
 std::string applies_to(const std::string& action) {
   if (action == "cancel")
     return "only an unfinished workflow (pending, running, sleeping, parked, dead_letter) can be "
@@ -372,6 +380,10 @@ asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who
   auto filter = list_filter_of(p, max_page);
   filter.limit = bulk_limit + 1;
   filter.scan = max_scan;
+  // A filter without a status reads only the statuses the action applies to: the finished ones
+  // of a large table would exceed max_scan, and the action skips them anyway.
+  const bool narrowed = filter.statuses.empty();
+  if (narrowed) filter.statuses = applicable_statuses(action);
   const auto& st = detail::store_of(eng);
   // The matches the action applies to now (by id), and how many of the others, by status.
   std::vector<std::string> ids;
@@ -409,7 +421,8 @@ asio::awaitable<ojson> run_bulk(engine& eng, const ojson& body, const actor& who
                    {"fingerprint", print},
                    {"matched", matched},
                    {"skipped", skips},
-                   {"skip_reason", skips.empty() ? std::string() : applies_to(action)}};
+                   {"skip_reason", skips.empty() ? std::string() : applies_to(action)},
+                   {"statuses_read", narrowed ? ojson(filter.statuses) : ojson(nullptr)}};
   ojson echo = ojson::object();
   for (const auto& [k, v] : p) echo[k] = v;
   const auto confirm = body.find("confirm");

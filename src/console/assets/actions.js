@@ -321,9 +321,9 @@ function bulkBar(ctx) {
   const action = el('select', { id: 'bulk-action', name: 'bulk-action' }, BULK_ACTIONS.map((a) => el('option', { value: a }, a)));
   const plan = el('div', { id: 'bulk-plan', class: 'bulk-plan', hidden: true });
   const result = noticeEl('bulk-result');
-  let pending = null;  // {action, count, fingerprint, matched, skipped, reason}
+  let pending = null;  // {action, count, fingerprint, matched, skipped, reason, read}
   const planOf = (a, r) => ({ action: a, count: num(r.count), fingerprint: r.fingerprint,
-    matched: num(r.matched), skipped: arr(r.skipped), reason: r.skip_reason || '' });
+    matched: num(r.matched), skipped: arr(r.skipped), reason: r.skip_reason || '', read: arr(r.statuses_read) });
   const discard = () => {
     pending = null;
     plan.hidden = true;
@@ -361,7 +361,9 @@ function bulkBar(ctx) {
     const skip = m > n ? el('p', { id: 'bulk-skip', 'data-skipped': String(m - n) },
       `${m - n} will be skipped: `,
       pending.skipped.map((x) => `${num(x.count)} ${text(x.status)}`).join(', '),
-      pending.reason ? ` (${pending.reason}).` : '.') : null;
+      pending.reason ? ` (${pending.reason}).` : '.')
+      : pending.read.length ? el('p', { id: 'bulk-read', class: 'muted' },
+        `Without a status in the filter, only the statuses a ${pending.action} applies to were read: ${pending.read.join(', ')}.`) : null;
     if (!n) {
       fill(plan, summary, skip, el('p', { class: 'muted' }, 'Nothing to ' + pending.action + '.'));
       return;
