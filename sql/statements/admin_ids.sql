@@ -44,14 +44,8 @@ SELECT v.id, v.edge, s.status
                     ($12::double precision IS NULL
                        OR w.updated_at >= now() - make_interval(secs => $12::double precision))
                     AND (NOT coalesce($13::boolean, false) OR EXISTS (
-                          SELECT 1 FROM :"schema".step_attempts a
-                           WHERE a.workflow_id = w.id AND a.outcome = 'retrying'
-                             AND NOT EXISTS (SELECT 1 FROM :"schema".step_attempts b
-                                              WHERE b.workflow_id = a.workflow_id
-                                                AND b.seq = a.seq AND b.id > a.id)
-                             AND NOT EXISTS (SELECT 1 FROM :"schema".steps s
-                                              WHERE s.workflow_id = a.workflow_id
-                                                AND s.seq = a.seq)))
+                          SELECT 1 FROM :"schema".step_retries r
+                           WHERE r.workflow_id = w.id AND r.outcome = 'retrying'))
                     AND ($14::text IS NULL
                          OR strpos(lower(w.id), lower($14::text)) > 0
                          OR strpos(lower(w.inputs::text), lower($14::text)) > 0

@@ -67,14 +67,8 @@ SELECT v.id, v.created_at, v.hit, v.edge
                     ($15::double precision IS NULL
                        OR w.updated_at >= now() - make_interval(secs => $15::double precision))
                     AND (NOT coalesce($16::boolean, false) OR EXISTS (
-                          SELECT 1 FROM :"schema".step_attempts a
-                           WHERE a.workflow_id = w.id AND a.outcome = 'retrying'
-                             AND NOT EXISTS (SELECT 1 FROM :"schema".step_attempts b
-                                              WHERE b.workflow_id = a.workflow_id
-                                                AND b.seq = a.seq AND b.id > a.id)
-                             AND NOT EXISTS (SELECT 1 FROM :"schema".steps s
-                                              WHERE s.workflow_id = a.workflow_id
-                                                AND s.seq = a.seq)))
+                          SELECT 1 FROM :"schema".step_retries r
+                           WHERE r.workflow_id = w.id AND r.outcome = 'retrying'))
                     AND ($17::text IS NULL
                          OR strpos(lower(w.id), lower($17::text)) > 0
                          OR strpos(lower(w.inputs::text), lower($17::text)) > 0

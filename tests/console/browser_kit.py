@@ -2,6 +2,7 @@
 console processes, HTTP, the database through psql, and headless Chromium whose log is read
 after every page. test_browser.py imports it once Selenium's import succeeded.
 """
+import contextlib
 import json
 import os
 import re
@@ -98,6 +99,25 @@ def sql(query):
     if r.returncode != 0:
         raise RuntimeError(f"psql: {query}: {r.stderr.strip()}")
     return r.stdout.strip()
+
+
+@contextlib.contextmanager
+def holding(lock_sql, name):
+    """A psql session (application_name `name`) that runs `lock_sql` in a transaction and keeps
+    it open while the body of the `with` runs, entered once the session holds what it took (it
+    has gone on to sleep); then the session is ended, and its locks with it."""
+    p = subprocess.Popen(["psql", os.environ["DURABLE_DATABASE_URL"], "-Xqc",
+                          f"BEGIN; {lock_sql}; SELECT pg_sleep(300)"],
+                         env=dict(os.environ, PGAPPNAME=name), stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        wait_until(lambda: sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                               f"'{name}' AND state = 'active' AND query LIKE '%pg_sleep%'") != "0",
+                   timeout=30)
+        yield
+    finally:
+        sql(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '{name}'")
+        p.wait(timeout=60)
 
 
 class Browser:

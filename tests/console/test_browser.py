@@ -40,7 +40,7 @@ except ImportError as e:  # pragma: no cover - depends on the machine
 # The helpers (checks, processes, HTTP, psql, the browser) and the actions' tests, beside this
 # file; no __pycache__ is left in the source tree.
 sys.dont_write_bytecode = True
-from browser_kit import CHROMIUM, DRIVER, Browser, api, check, failures, http, sql, start_server, stop_server, wait_until  # noqa: E402
+from browser_kit import CHROMIUM, DRIVER, Browser, api, check, failures, holding, http, sql, start_server, stop_server, wait_until  # noqa: E402
 import test_actions  # noqa: E402
 
 
@@ -332,14 +332,8 @@ def why_waiting(b, base, schema):
     # fixture's scheduler (SKIP LOCKED) does not fire it while the page is looked at.
     sql(f"INSERT INTO {s}.schedules (id, cron, time_zone, workflow_name, inputs, next_fire_at) "
         "VALUES ('late-report', '*/5 * * * *', 'UTC', 'report', '[\"late\"]', now() - interval '11 minutes')")
-    locker = subprocess.Popen(
-        ["psql", os.environ["DURABLE_DATABASE_URL"], "-Xqc",
-         f"BEGIN; SELECT 1 FROM {s}.schedules WHERE id = 'late-report' FOR UPDATE; SELECT pg_sleep(300)"],
-        env=dict(os.environ, PGAPPNAME="durable-schedule-lock"), stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
-    try:
-        wait_until(lambda: sql("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
-                               "'durable-schedule-lock' AND query LIKE '%pg_sleep%' AND state = 'active'") != "0", timeout=30)
+    with holding(f"SELECT 1 FROM {s}.schedules WHERE id = 'late-report' FOR UPDATE",
+                 "durable-schedule-lock"):
         check(sql(f"SELECT next_fire_at < now() - interval '10 minutes' FROM {s}.schedules WHERE id = 'late-report'") == "t",
               "the planted slot is still unfired")
         b.open(base + "#/schedules", "schedules-overdue")
@@ -353,9 +347,6 @@ def why_waiting(b, base, schema):
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_until(lambda: sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
                                "AND query LIKE '%late-report%' AND query LIKE 'UPDATE%'") != "0", timeout=30)
-    finally:
-        sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'durable-schedule-lock'")
-        locker.wait(timeout=60)
     pause.wait(timeout=60)
     sql(f"DELETE FROM {s}.schedules WHERE id = 'late-report'")
     sql(f"DELETE FROM {s}.workflows WHERE id = 'orphan-1'; DELETE FROM {s}.executors WHERE id = 'gone-exec'")
@@ -450,15 +441,7 @@ def stale_page(b, base, schema):
     b.wait(lambda d: (b.text("#updated") or "").startswith("updated "), "the overview has loaded")
     url = urllib.parse.urlparse(os.environ["DURABLE_DATABASE_URL"])
     where = [x for x in (url.hostname, str(url.port) if url.port else None) if x]
-    locker = subprocess.Popen(
-        ["psql", os.environ["DURABLE_DATABASE_URL"], "-Xqc",
-         f'BEGIN; LOCK TABLE "{schema}".workflows IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(300)'],
-        env=dict(os.environ, PGAPPNAME="durable-console-lock"), stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
-    try:
-        wait_until(lambda: sql("SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
-                               "WHERE a.application_name = 'durable-console-lock' AND l.granted "
-                               "AND l.mode = 'AccessExclusiveLock'") != "0", timeout=30)
+    with holding(f'LOCK TABLE "{schema}".workflows IN ACCESS EXCLUSIVE MODE', "durable-console-lock"):
         for _ in range(10):  # each refresh while locked: Chromium logs its 503
             b.expect_status(503, "/api/overview")
         status, _, body = http(base + "api/overview")
@@ -475,10 +458,6 @@ def stale_page(b, base, schema):
               f"the header says 'data as of' too ({stamp}, the last refresh was {before})")
         check(not any(w in banner for w in where), f"the banner does not say where the database is ({banner})")
         b.shot("overview-stale")
-    finally:
-        sql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE application_name = 'durable-console-lock'")
-        locker.wait(timeout=60)
     b.wait(lambda d: not b.shown("#error") and (b.text("#updated") or "").startswith("updated "),
            "the next refresh after the lock clears the banner", timeout=60)
     check(b.d.execute_script("return document.body.dataset.stale === undefined"), "the page is live again")

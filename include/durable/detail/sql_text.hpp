@@ -833,7 +833,7 @@ ALTER TABLE :"schema".audit ADD CONSTRAINT audit_result_check
   CHECK (result IN ('started', 'done', 'refused', 'failed'));
 )durable_sql"},
   {17, "why_waiting", "why a workflow waits",
-   "83cef4d6562adf831d4999d38320a022cc48a532018c74eef55f17444f6aa2f1",
+   "d5361bec51636611df47641b844b4bf218b98f4ba5105e5ce54a29172d0f3d84",
    R"durable_sql(-- why a workflow waits
 -- One answer, in words, to "why is this workflow not moving?" for every workflow that has not
 -- ended, and whether it can move on its own: the view `waiting`. The console (a workflow's page,
@@ -847,8 +847,23 @@ ALTER TABLE :"schema".executors ADD COLUMN lease_ms bigint,
                                 ADD COLUMN workflows text[],
                                 ADD COLUMN queues text[];
 
--- The attempts the step's retry policy allows in all (retry::max_attempts), with each attempt.
+-- The attempts the step's retry policy allows in all (retry::max_attempts), with each attempt,
+-- and in step_retries (its definition of migration 6, with the column added at its end).
 ALTER TABLE :"schema".step_attempts ADD COLUMN max_attempts integer;
+CREATE OR REPLACE VIEW :"schema".step_retries AS
+SELECT DISTINCT ON (a.workflow_id, a.seq)
+       a.workflow_id, w.name AS workflow, w.status, w.status_reason, a.seq, a.name AS step,
+       a.kind, a.attempt, a.outcome, a.error->>'type' AS error_type,
+       a.error->>'message' AS last_error, a.ended_at AS last_attempt_at, a.next_attempt_at,
+       (SELECT count(*) FROM :"schema".step_attempts c
+         WHERE c.workflow_id = a.workflow_id AND c.seq = a.seq
+           AND c.outcome IN ('retrying', 'failed'))
+         AS failed_attempts,
+       a.max_attempts
+  FROM :"schema".step_attempts a
+  JOIN :"schema".workflows w ON w.id = a.workflow_id
+ WHERE NOT EXISTS (SELECT 1 FROM :"schema".steps s WHERE s.workflow_id = a.workflow_id AND s.seq = a.seq)
+ ORDER BY a.workflow_id, a.seq, a.id DESC;
 
 -- An interval in words, to the two largest units: '12 s', '47 min', '3 h 5 min', '2 d 4 h'.
 CREATE FUNCTION :"schema".interval_words(i interval) RETURNS text
@@ -981,25 +996,20 @@ SELECT w.id, w.name, w.status, v.kind,
        END AS next_at
   FROM :"schema".workflows w
   LEFT JOIN :"schema".executors e ON e.id = w.executor_id
-  -- the step being retried: its latest attempt says 'retrying' and it has no journal row yet;
-  -- failures counted since the last reset (retry() gives a step fresh attempts)
+  -- the step being retried (step_retries: its latest attempt says 'retrying' and it has no
+  -- journal row yet); failures counted since the last reset (retry() gives fresh attempts)
   LEFT JOIN LATERAL (
-    SELECT a.seq, a.name AS step, a.error->>'message' AS error, a.next_attempt_at,
-           a.max_attempts,
+    SELECT x.seq, x.step, x.last_error AS error, x.next_attempt_at, x.max_attempts,
            (SELECT count(*) FROM :"schema".step_attempts c
-             WHERE c.workflow_id = a.workflow_id AND c.seq = a.seq
+             WHERE c.workflow_id = x.workflow_id AND c.seq = x.seq
                AND c.outcome IN ('retrying', 'failed')
                AND c.id > coalesce((SELECT max(z.id) FROM :"schema".step_attempts z
-                                     WHERE z.workflow_id = a.workflow_id AND z.seq = a.seq
+                                     WHERE z.workflow_id = x.workflow_id AND z.seq = x.seq
                                        AND z.outcome = 'reset'), 0)) AS failures
-      FROM :"schema".step_attempts a
-     WHERE a.workflow_id = w.id AND a.outcome = 'retrying'
+      FROM :"schema".step_retries x
+     WHERE x.workflow_id = w.id AND x.outcome = 'retrying'
        AND w.status IN ('running', 'sleeping') AND w.wait_for IS NULL
-       AND NOT EXISTS (SELECT 1 FROM :"schema".step_attempts b
-                        WHERE b.workflow_id = a.workflow_id AND b.seq = a.seq AND b.id > a.id)
-       AND NOT EXISTS (SELECT 1 FROM :"schema".steps s
-                        WHERE s.workflow_id = a.workflow_id AND s.seq = a.seq)
-     ORDER BY a.id DESC LIMIT 1) r ON true
+     ORDER BY x.last_attempt_at DESC, x.seq DESC LIMIT 1) r ON true
   -- the live executors (a heartbeat within their lease) that could run it: any, of its
   -- application version, with its workflow registered, dispatching its queue
   CROSS JOIN LATERAL (
@@ -1181,14 +1191,8 @@ SELECT json_build_object(
                     ($12::double precision IS NULL
                        OR w.updated_at >= now() - make_interval(secs => $12::double precision))
                     AND (NOT coalesce($13::boolean, false) OR EXISTS (
-                          SELECT 1 FROM :"schema".step_attempts a
-                           WHERE a.workflow_id = w.id AND a.outcome = 'retrying'
-                             AND NOT EXISTS (SELECT 1 FROM :"schema".step_attempts b
-                                              WHERE b.workflow_id = a.workflow_id
-                                                AND b.seq = a.seq AND b.id > a.id)
-                             AND NOT EXISTS (SELECT 1 FROM :"schema".steps s
-                                              WHERE s.workflow_id = a.workflow_id
-                                                AND s.seq = a.seq)))
+                          SELECT 1 FROM :"schema".step_retries r
+                           WHERE r.workflow_id = w.id AND r.outcome = 'retrying'))
                     AND ($14::text IS NULL
                          OR strpos(lower(w.id), lower($14::text)) > 0
                          OR strpos(lower(w.inputs::text), lower($14::text)) > 0
@@ -1310,14 +1314,8 @@ SELECT v.id, v.created_at, v.hit, v.edge
                     ($15::double precision IS NULL
                        OR w.updated_at >= now() - make_interval(secs => $15::double precision))
                     AND (NOT coalesce($16::boolean, false) OR EXISTS (
-                          SELECT 1 FROM :"schema".step_attempts a
-                           WHERE a.workflow_id = w.id AND a.outcome = 'retrying'
-                             AND NOT EXISTS (SELECT 1 FROM :"schema".step_attempts b
-                                              WHERE b.workflow_id = a.workflow_id
-                                                AND b.seq = a.seq AND b.id > a.id)
-                             AND NOT EXISTS (SELECT 1 FROM :"schema".steps s
-                                              WHERE s.workflow_id = a.workflow_id
-                                                AND s.seq = a.seq)))
+                          SELECT 1 FROM :"schema".step_retries r
+                           WHERE r.workflow_id = w.id AND r.outcome = 'retrying'))
                     AND ($17::text IS NULL
                          OR strpos(lower(w.id), lower($17::text)) > 0
                          OR strpos(lower(w.inputs::text), lower($17::text)) > 0
