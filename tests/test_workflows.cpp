@@ -72,6 +72,9 @@ TEST_CASE("a new step costs one round trip, resuming loads the journal in one qu
     const auto before = eng.stats();
     (void)co_await eng.start("counter", "w-io", n);
     co_await test::wait_rows(eng, "w-io", done_before_crash);
+    // The row is committed before the engine counts it: wait until the run is past step 4.
+    const std::string stall = probe.hang_before;
+    co_await test::wait_stalled(stall);
     const auto after = eng.stats();
     // One insert of the workflow row, then exactly one round trip per executed step. (The
     // test's own row count queries go through the same pool: subtract them.)

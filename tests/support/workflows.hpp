@@ -19,6 +19,7 @@ struct probe_state {
   std::map<std::string, int> calls;  // real executions per step name
   std::vector<std::string> seen;     // values a workflow observed, in order
   std::string hang_before;           // name of the step before which the workflow stalls
+  std::string stalled_at;            // set by maybe_hang when a workflow stalls there
   int version = 1;                   // which shape of a changing workflow runs
 
   void reset() { *this = probe_state{}; }
@@ -29,7 +30,19 @@ inline probe_state probe;
 /// Clearing probe.hang_before lets it go on.
 inline asio::awaitable<void> maybe_hang(std::string before) {
   asio::steady_timer t(co_await asio::this_coro::executor);
+  if (probe.hang_before == before) probe.stalled_at = before;
   while (probe.hang_before == before) {
+    t.expires_after(std::chrono::milliseconds(2));
+    co_await t.async_wait(asio::use_awaitable);
+  }
+}
+
+/// Waits until a workflow stalls before the step named `before` (maybe_hang): everything before
+/// it, the engine's bookkeeping of the last step included, is done.
+inline asio::awaitable<void> wait_stalled(std::string before) {
+  asio::steady_timer t(co_await asio::this_coro::executor);
+  for (int i = 0; probe.stalled_at != before; ++i) {
+    if (i == 10000) throw std::runtime_error("no workflow stalled before step " + before);
     t.expires_after(std::chrono::milliseconds(2));
     co_await t.async_wait(asio::use_awaitable);
   }
