@@ -3,7 +3,6 @@
 #include <catch2/catch.hpp>
 #include <durable/testing.hpp>
 
-#include <map>
 #include <string>
 
 namespace guide {
@@ -32,31 +31,37 @@ asio::awaitable<std::string> classify(durable::context& ctx, std::string doc) {
   co_return label;
 }
 
+// The fake: a testing::service records every call (its idempotency key, the step it ran in,
+// the process) for the kit to check, and answers a key it saw before from its first reply, as
+// a real idempotent API does.
 struct fake_labeller final : labeller {
-  std::map<std::string, int> calls;  // per key: what the real service would have billed
+  dt::service<std::string, std::string> calls;
+  explicit fake_labeller(dt::harness& h)
+      : calls(h, "labeller", [](const std::string& text) {
+          return std::string(text.starts_with("Invoice") ? "invoice" : "other");
+        }) {}
   asio::awaitable<std::string> label(std::string key, std::string text) override {
-    ++calls[key];
-    co_return text.starts_with("Invoice") ? "invoice" : "other";
+    co_return calls(text, key);
   }
 };
 
 TEST_CASE("guide: classify labels an invoice", "[testing][guide]") {
-  fake_labeller fake;
-  service = &fake;
   dt::harness h;
+  fake_labeller fake(h);
+  service = &fake;
   h.register_workflow("classify", classify);
   h.start("classify", "doc-42", std::string("42"));
   h.run();
   CHECK(h.result<std::string>("doc-42") == "invoice");
   CHECK(h.journal("doc-42").size() == 3);  // read, label, sleep
-  CHECK(fake.calls["doc-42:1"] == 1);
+  CHECK(fake.calls.calls_with_key("doc-42:1") == 1);
   service = nullptr;
 }
 
 TEST_CASE("guide: classify survives a crash at every step", "[testing][guide]") {
-  fake_labeller fake;
-  service = &fake;
   dt::harness h;
+  fake_labeller fake(h);
+  service = &fake;
   h.register_workflow("classify", classify);
   dt::crash_options o;
   o.id = "doc-42";
@@ -65,11 +70,17 @@ TEST_CASE("guide: classify survives a crash at every step", "[testing][guide]") 
   CHECK(r.ok());  // check_crashes has thrown dt::check_failed already if a case failed
   // (Not in the guide: its report reads as the guide shows it under "Reading the report".)
   const std::string shown = r.summary();
-  CHECK_THAT(shown, Catch::Contains("check_crashes('classify' as 'doc-42'): 8 cases, 8 passed, 0 "
-                                    "failed (1 backoff cases had no retry to interrupt)"));
-  CHECK_THAT(shown, Catch::Contains("uninterrupted run: succeeded \"invoice\""));
-  CHECK_THAT(shown, Catch::Contains("(lost reply at step 1 'label' (step) of 'doc-42'): the "
-                                    "call it makes must be idempotent"));
+  CHECK_THAT(shown,
+             Catch::Contains("check_crashes('classify' as 'doc-42'): 8 cases, 8 passed, 0 failed\n"
+                             "uninterrupted run: succeeded \"invoice\"\n"));
+  CHECK_THAT(shown, Catch::Contains("  doc-42:1                          'label'                 "
+                                    "2  (lost reply at step 1 'label' (step) of 'doc-42')\n"));
+  CHECK_THAT(shown, Catch::Contains("external calls (services 'labeller'):\n  service 'labeller' "
+                                    "was called 2 times with key 'doc-42:1' (lost reply at step 1 "
+                                    "'label' (step) of 'doc-42'): the repeats got the first "
+                                    "reply; the real service must deduplicate on that key as the "
+                                    "fake does\n"));
+  CHECK_THAT(shown, !Catch::Contains("failed cases"));
   service = nullptr;
 }
 

@@ -176,6 +176,9 @@ struct run_state : cursor {
   // would retry that failure.
   virtual_clock* clock = nullptr;
   std::function<void(const step_info&)> on_attempt;
+  // Told when that attempt's function is over: returned, threw, or its frame went away with
+  // a crashed process (attempt_scope).
+  std::function<void(const step_info&)> on_attempt_end;
   std::function<bool(const step_info&)> fail_attempt;
   // The bits of ctx.random()/uuid() at step `seq` (draw 0, 1): the kit's are a function of the
   // workflow and the step, so that runs in separate harnesses (check_crashes) draw alike.
@@ -202,6 +205,31 @@ inline void attempt_starts(const run_state& s, const step_info& info, const std:
       (kind == to_string(step_kind::step) || kind == to_string(step_kind::transaction)))
     s.on_attempt(info);
 }
+/// Marks the extent of an attempt of a step function for the test kit's hooks (attempt_starts,
+/// then run_state::on_attempt_end when the scope ends, however it ends). No-op in an engine's
+/// run. Ending twice is harmless (GCC 12 may destroy a coroutine's local twice).
+class attempt_scope {
+public:
+  attempt_scope(const run_state& s, const step_info& info, const std::string& kind)
+      : s_(s), info_(info) {
+    attempt_starts(s, info, kind);
+    active_ = s.on_attempt_end &&
+              (kind == to_string(step_kind::step) || kind == to_string(step_kind::transaction));
+  }
+  attempt_scope(const attempt_scope&) = delete;
+  attempt_scope& operator=(const attempt_scope&) = delete;
+  ~attempt_scope() {
+    if (!active_) return;
+    active_ = false;
+    if (s_.on_attempt_end) s_.on_attempt_end(info_);
+  }
+
+private:
+  const run_state& s_;
+  const step_info& info_;
+  bool active_ = false;
+};
+
 /// After an attempt's function returned: throws injected_failure when the test kit asks for
 /// it and `policy` would retry it (attempts left, and its retry_on accepts the failure).
 DURABLE_DECL void attempt_returned(const run_state& s, const step_info& info,

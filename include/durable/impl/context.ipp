@@ -158,11 +158,12 @@ DURABLE_DECL void attempt_returned(const run_state& s, const step_info& info,
                                    const std::string& kind, const retry& policy) {
   if (!s.fail_attempt || info.attempt >= std::max(policy.max_attempts, 1)) return;
   if (kind != to_string(step_kind::step)) return;
-  if (!s.fail_attempt(info)) return;
   injected_failure f("the test kit failed attempt " + std::to_string(info.attempt) + " of step " +
                      std::to_string(info.seq) + " '" + info.name +
                      "' after its function ran (as if its reply were lost)");
-  if (retryable(policy, std::make_exception_ptr(f))) throw f;
+  // Asked only where the policy retries the failure (check_crashes learns those steps so).
+  if (!retryable(policy, std::make_exception_ptr(f))) return;
+  if (s.fail_attempt(info)) throw f;
 }
 
 DURABLE_DECL const attempt_history* attempt_state(run_state& s, int seq, const std::string& name,

@@ -22,6 +22,7 @@ enum class interruption {
   after_row,   ///< right after the row is journaled (committed)
   lost_reply,  ///< the step's function ran, its row was not journaled (the reply is lost)
   in_backoff,  ///< the step's first attempt failed (injected) and the process dies in the backoff
+  before_end,  ///< the workflow's code returned; the process dies before its end is recorded
 };
 
 [[nodiscard]] constexpr std::string_view to_string(interruption i) noexcept {
@@ -32,11 +33,14 @@ enum class interruption {
       return "lost reply";
     case interruption::in_backoff:
       return "in its retry backoff";
+    case interruption::before_end:
+      return "before its end is recorded";
   }
   return "?";
 }
 
-/// One case: the row it interrupts, how, and what went wrong (empty: it passed).
+/// One case: the row it interrupts, how, and what went wrong (empty: it passed). A before_end
+/// case has the workflow's number of rows as `seq`, and no step.
 struct crash_case {
   std::string workflow_id;
   int seq = 0;
@@ -44,6 +48,14 @@ struct crash_case {
   interruption how = interruption::after_row;
   bool happened = false;  ///< the process was killed (a backoff needs a policy that retries)
   std::string problem;    ///< empty: the case passed
+};
+
+/// A service (testing::service) called more than once with one idempotency key in one case:
+/// the repeats were answered from the first reply, as the real service must answer them.
+struct service_repeat {
+  std::string service, key;
+  int calls = 0;        ///< the most calls with the key in one case
+  std::string in_case;  ///< the first case with that many
 };
 
 /// How often one step's function ran for one idempotency key, at most, over every case.
@@ -60,6 +72,8 @@ struct crash_report {
   std::string outcome;  ///< its output (JSON) or its error
   std::vector<crash_case> cases;
   std::vector<step_executions> steps;
+  std::vector<service_repeat> repeats;
+  std::vector<std::string> services;  ///< the names of the services the kit watched
 
   [[nodiscard]] bool ok() const {
     return std::none_of(cases.begin(), cases.end(),
@@ -77,12 +91,17 @@ struct crash_options {
   std::function<void(harness&)> setup;
   /// Throw check_failed with the summary when a case fails (else only the report says so).
   bool throw_on_failure = true;
-  /// The in-backoff cases (one more run per step).
+  /// The in-backoff cases (one more run per step whose retry policy retries).
   bool backoffs = true;
   /// Compare each case's output (or error) with the uninterrupted run's, not only its status.
   /// A workflow whose result holds ctx.now() differs in the backoff cases (the backoff moves
   /// the clock): keep time out of the result, or set this to false.
   bool compare_output = true;
+  /// Called after every case, with its harness (inspect it, and the services, which hold that
+  /// case's calls), and after the uninterrupted run (a case with seq -1). Throw to fail the
+  /// case: the exception's what() becomes its problem (in the uninterrupted run, check_crashes
+  /// throws check_failed with it).
+  std::function<void(const harness&, const crash_case&)> after_case;
 };
 
 namespace crash_detail {
@@ -92,6 +111,7 @@ struct case_run {
   std::unique_ptr<harness> h;
   std::map<std::string, std::vector<int>> executions;        // key -> process of each attempt
   std::map<std::string, std::pair<std::string, int>> names;  // key -> step name, seq
+  std::map<const service_base*, std::size_t> first_call;     // each service's first of the case
 };
 
 inline std::string outcome_of(const harness& h, const std::string& id) {
@@ -101,9 +121,14 @@ inline std::string outcome_of(const harness& h, const std::string& id) {
   return w.reason.value_or("");
 }
 
-inline std::unique_ptr<case_run> begin_case(const harness& proto) {
+inline std::unique_ptr<case_run> begin_case(const harness& proto, const std::string& label) {
   auto c = std::make_unique<case_run>();
   c->h = proto.fresh();
+  c->h->name_case(label);
+  for (service_base* svc : c->h->services()) {
+    if (!svc->keeps_across_cases()) svc->reset();
+    c->first_call[svc] = svc->calls().size();
+  }
   case_run* raw = c.get();
   c->h->on_attempt([raw](const step_info& i) {
     raw->executions[i.idempotency_key].push_back(raw->h->process());

@@ -25,6 +25,7 @@
 #include "durable/engine.hpp"
 #include "durable/error.hpp"
 #include "durable/pg/connection.hpp"
+#include "durable/testing/service.hpp"
 
 namespace durable::testing {
 
@@ -178,6 +179,13 @@ public:
   void fail_attempt(std::function<bool(const step_info&)> f) { fail_attempt_ = std::move(f); }
   /// Processes so far (1, then one more after each crash).
   [[nodiscard]] int process() const noexcept { return process_number_; }
+  /// The services (testing::service) constructed with this harness or one it was made fresh
+  /// from, in the order they were made.
+  [[nodiscard]] const std::vector<service_base*>& services() const noexcept {
+    return effects_->services;
+  }
+  /// Names the check_crashes() case now running in every service call's record.
+  void name_case(std::string label) { effects_->in_case = std::move(label); }
 
   /// A registered workflow, as replay() and the harness call it.
   struct registered {
@@ -193,6 +201,7 @@ public:
   }
 
 private:
+  friend class service_base;
   using registry = std::map<std::string, registered, std::less<>>;
 
   template <class R, class... Args, class Fn>
@@ -215,6 +224,8 @@ private:
   harness_options o_;
   int real_io_ = 0;  // transactions open on the database: the clock waits for them
   std::shared_ptr<registry> registry_ = std::make_shared<registry>();
+  // Shared with the harnesses fresh() makes, as the services are.
+  std::shared_ptr<effect_detail::tracker> effects_ = std::make_shared<effect_detail::tracker>();
   detail::virtual_clock clock_;
   detail::memory_journal j_;
   detail::waiter_registry waiters_;

@@ -88,6 +88,9 @@ struct cursor {
   // Set once the code and the journal disagree (I5): raised again at every later step, even
   // if the workflow's code catches it.
   std::optional<nondeterminism_error> nondeterminism;
+  // The test kit's harness replays a journal its own run of the same code wrote: a mismatch
+  // there is the workflow branching on something not journaled, not a change of code.
+  bool same_code = false;
   // Failed attempts recorded for steps without a journal row, by step number.
   std::map<int, attempt_history> attempts;
   // The step whose final failure (permanent, or attempts exhausted) was raised in this run:

@@ -8,6 +8,8 @@ namespace durable::testing {
 namespace crash_detail {
 
 inline std::string case_name(const crash_case& c) {
+  if (c.how == interruption::before_end)
+    return std::string(to_string(c.how)) + ", of '" + c.workflow_id + "'";
   return std::string(to_string(c.how)) + " at step " + std::to_string(c.seq) + " '" + c.step +
          "' (" + c.kind + ") of '" + c.workflow_id + "'";
 }
@@ -22,31 +24,146 @@ inline bool runs_a_function(const std::string& kind) {
   return kind == to_string(step_kind::step) || kind == to_string(step_kind::transaction);
 }
 
+/// The calls of `svc` in the case `run` (from the case's start).
+inline std::vector<service_call> calls_in(const case_run& run, const service_base& svc) {
+  const auto& all = svc.calls();
+  const auto it = run.first_call.find(&svc);
+  const std::size_t from = it == run.first_call.end() ? 0 : std::min(it->second, all.size());
+  return {all.begin() + std::ptrdiff_t(from), all.end()};
+}
+
+inline std::string times(std::size_t n) {
+  return n == 1 ? "once" : n == 2 ? "twice" : std::to_string(n) + " times";
+}
+
+/// A call that acted: the fake's function ran and returned (what a real service did).
+inline bool acted(const service_call& c) { return !c.repeated && !c.failed; }
+
+/// Calls outside any step that acted, per service.
+inline std::map<std::string, std::size_t> outside_calls(const case_run& run) {
+  std::map<std::string, std::size_t> out;
+  for (const service_base* svc : run.h->services())
+    for (const service_call& c : calls_in(run, *svc))
+      if (acted(c) && c.outside_step()) ++out[svc->name()];
+  return out;
+}
+
+/// What the services' calls in one case show to be wrong, in words (empty: nothing).
+inline std::vector<std::string> effect_problems(const case_run& run, const std::string& root,
+                                                const std::map<std::string, std::size_t>& base) {
+  std::vector<std::string> problems;
+  for (const service_base* svc : run.h->services()) {
+    const std::vector<service_call> calls = calls_in(run, *svc);
+    const std::string who = "service '" + svc->name() + "'";
+    std::size_t outside = 0;
+    struct per_step {
+      std::string step;
+      std::set<std::pair<int, int>> executions;  // (process, attempt) of the calls that acted
+      std::size_t acted = 0;
+      std::vector<std::string> keys;  // distinct, in order
+      bool keyless = false;
+    };
+    std::map<std::pair<std::string, int>, per_step> steps;
+    for (const service_call& c : calls) {
+      if (!acted(c)) continue;
+      if (c.outside_step()) {
+        ++outside;
+        continue;
+      }
+      per_step& p = steps[{c.workflow_id, c.seq}];
+      p.step = c.step;
+      p.executions.insert({c.process, c.attempt});
+      ++p.acted;
+      if (!c.key)
+        p.keyless = true;
+      else if (std::find(p.keys.begin(), p.keys.end(), *c.key) == p.keys.end())
+        p.keys.push_back(*c.key);
+    }
+    const auto b = base.find(svc->name());
+    const std::size_t before = b == base.end() ? 0 : b->second;
+    if (outside > before)
+      problems.push_back(who + " was called outside any step (" + times(outside) + " here, " +
+                         (before == 0 ? std::string("never") : times(before)) +
+                         " in the uninterrupted run): it runs again on every replay; move it "
+                         "into a step");
+    for (const auto& [at, p] : steps) {
+      // One execution of a step may call a service several times (two charges); a second
+      // execution (a retry, a run after a lost reply) that acts again is a repeat.
+      if (p.executions.size() < 2) continue;
+      const std::string where = "step " + std::to_string(at.second) + " '" + p.step + "'" +
+                                (at.first == root ? "" : " of '" + at.first + "'");
+      if (p.keyless) {
+        problems.push_back(who + " was called " + times(p.acted) + " for " + where +
+                           " with no idempotency key: a lost reply bills twice; pass "
+                           "ctx.idempotency_key() (the same in every attempt) and let the "
+                           "service deduplicate on it");
+      } else {
+        std::string keys;
+        for (const std::string& k : p.keys) keys += (keys.empty() ? "'" : ", '") + k + "'";
+        problems.push_back(who + " was called " + times(p.acted) + " for " + where +
+                           " with different idempotency keys (" + keys +
+                           "): a lost reply bills twice; pass ctx.idempotency_key(), which is "
+                           "the same in every attempt");
+      }
+    }
+  }
+  return problems;
+}
+
+/// Each service's calls with one key in this case, where there were more than one.
+inline void note_repeats(const case_run& run, const std::string& label,
+                         std::map<std::pair<std::string, std::string>, service_repeat>& most) {
+  for (const service_base* svc : run.h->services()) {
+    std::map<std::string, int> per_key;
+    for (const service_call& c : calls_in(run, *svc))
+      if (c.key && !c.failed) ++per_key[*c.key];
+    for (const auto& [key, n] : per_key) {
+      if (n < 2) continue;
+      service_repeat& r = most[{svc->name(), key}];
+      if (n > r.calls) r = service_repeat{svc->name(), key, n, label};
+    }
+  }
+}
+
 }  // namespace crash_detail
 
 inline std::string crash_report::summary() const {
   using crash_detail::pad;
-  std::size_t failed = 0, skipped = 0;
-  for (const auto& c : cases) {
+  std::size_t failed = 0;
+  for (const auto& c : cases)
     if (!c.problem.empty()) ++failed;
-    if (!c.happened && c.how == interruption::in_backoff) ++skipped;
-  }
   std::string out = "check_crashes('" + name + "' as '" + workflow_id +
                     "'): " + std::to_string(cases.size()) + " cases, " +
                     std::to_string(cases.size() - failed) + " passed, " + std::to_string(failed) +
-                    " failed";
-  if (skipped > 0)
-    out += " (" + std::to_string(skipped) + " backoff cases had no retry to interrupt)";
-  out += "\nuninterrupted run: " + status + " " + outcome + "\n";
-  out += "executions of each step function per idempotency key, at most, over every case:\n";
+                    " failed\n";
+  out += "uninterrupted run: " + status + " " + outcome + "\n";
+  out +=
+      "runs of each step function per idempotency key, at most, in one case (a step runs "
+      "again after a lost reply or a failed attempt, by design):\n";
   out += "  " + pad("key", 34) + pad("step", 24) + "runs\n";
   for (const auto& s : steps) {
     out += "  " + pad(s.key, 34) + pad("'" + s.step + "'", 24) + std::to_string(s.most);
     if (s.most > 1 && s.kind == to_string(step_kind::transaction))
       out += "  (" + s.in_case + "): rolled back, committed once";
     else if (s.most > 1)
-      out += "  (" + s.in_case + "): the call it makes must be idempotent";
+      out += "  (" + s.in_case + ")";
     out += "\n";
+  }
+  if (services.empty()) {
+    out +=
+        "external calls: no testing::service declared, so the kit cannot see what the steps "
+        "call (docs/testing.md, \"External effects\")\n";
+  } else {
+    std::string names;
+    for (const auto& n : services) names += (names.empty() ? "'" : ", '") + n + "'";
+    out += "external calls (services " + names + "):";
+    if (repeats.empty()) out += " no call was repeated with a key";
+    out += "\n";
+    for (const auto& r : repeats)
+      out += "  service '" + r.service + "' was called " + std::to_string(r.calls) +
+             " times with key '" + r.key + "' (" + r.in_case +
+             "): the repeats got the first reply; the real service must deduplicate on that "
+             "key as the fake does\n";
   }
   if (failed > 0) {
     out += "failed cases:\n";
@@ -65,11 +182,18 @@ inline crash_report check_crashes_with(
   report.workflow_id = o.id.empty() ? name + "-under-test" : o.id;
   const std::string& id = report.workflow_id;
 
-  // The uninterrupted run, which every case must end like.
-  auto base = crash_detail::begin_case(proto);
+  // The uninterrupted run, which every case must end like. It also learns which steps retry
+  // (the kit is asked whether to fail an attempt only where the step's policy would retry).
+  auto base = crash_detail::begin_case(proto, "uninterrupted");
+  std::set<std::string> retrying;
+  base->h->fail_attempt([&retrying](const step_info& i) {
+    retrying.insert(i.idempotency_key);
+    return false;
+  });
   start(*base->h, id);
   if (o.setup) o.setup(*base->h);
   base->h->run();
+  for (const service_base* svc : base->h->services()) report.services.push_back(svc->name());
   report.status = base->h->status(id);
   report.outcome = crash_detail::outcome_of(*base->h, id);
   if (report.status == to_string(workflow_state::pending) ||
@@ -88,18 +212,28 @@ inline crash_report check_crashes_with(
 
   // Its rows, every workflow's (children too), in order: the points to interrupt.
   std::vector<crash_case> points;
-  for (const std::string& wid : base->h->workflows())
-    for (const step_record& r : base->h->journal(wid)) {
+  for (const std::string& wid : base->h->workflows()) {
+    const std::vector<step_record> rows = base->h->journal(wid);
+    for (const step_record& r : rows) {
       kinds[wid + ":" + std::to_string(r.seq)] = r.kind;
       crash_case c{wid, r.seq, r.name, r.kind, interruption::after_row, false, {}};
       points.push_back(c);
       c.how = interruption::lost_reply;
       points.push_back(c);
-      if (o.backoffs && r.kind == to_string(step_kind::step)) {
+      if (o.backoffs && r.kind == to_string(step_kind::step) &&
+          retrying.contains(wid + ":" + std::to_string(r.seq))) {
         c.how = interruption::in_backoff;
         points.push_back(c);
       }
     }
+    // The end of a workflow that ended by itself: what its code does after its last step
+    // runs again when that end is lost.
+    const std::string st = base->h->status(wid);
+    if (st == to_string(workflow_state::succeeded) || st == to_string(workflow_state::failed) ||
+        st == to_string(workflow_state::dead_letter))
+      points.push_back(
+          crash_case{wid, int(rows.size()), "", "", interruption::before_end, false, {}});
+  }
   std::map<std::string, step_executions> most;
   auto count = [&](const case_run& run, const std::string& label) {
     for (const auto& [key, processes] : run.executions) {
@@ -118,15 +252,32 @@ inline crash_report check_crashes_with(
     }
   };
   count(*base, "uninterrupted");
+  // The rules of the services, and the test's own, on the uninterrupted run.
+  const std::map<std::string, std::size_t> base_outside = crash_detail::outside_calls(*base);
+  std::map<std::pair<std::string, std::string>, service_repeat> repeats;
+  crash_detail::note_repeats(*base, "uninterrupted", repeats);
+  // (A call outside any step shows in the cases, which repeat it.)
+  if (const auto p = crash_detail::effect_problems(*base, id, base_outside); !p.empty())
+    throw check_failed("check_crashes('" + name + "'): the uninterrupted run: " + p.front());
+  if (o.after_case) {
+    const crash_case uninterrupted{id, -1, "", "", interruption::after_row, false, {}};
+    try {
+      o.after_case(*base->h, uninterrupted);
+    } catch (const std::exception& e) {
+      throw check_failed("check_crashes('" + name +
+                         "'): after_case failed on the uninterrupted run: " + e.what());
+    }
+  }
 
   for (crash_case c : points) {
-    auto run = crash_detail::begin_case(proto);
+    auto run = crash_detail::begin_case(proto, crash_detail::case_name(c));
     harness& h = *run->h;
     const std::string key = c.workflow_id + ":" + std::to_string(c.seq);
     using moment = detail::memory_journal::crash_moment;
     const moment at = c.how == interruption::after_row    ? moment::after_row
                       : c.how == interruption::lost_reply ? moment::before_row
-                                                          : moment::in_backoff;
+                      : c.how == interruption::in_backoff ? moment::in_backoff
+                                                          : moment::before_finish;
     if (c.how == interruption::in_backoff) {
       auto injected = std::make_shared<bool>(false);
       h.fail_attempt([key, injected](const step_info& i) {
@@ -174,13 +325,28 @@ inline crash_report check_crashes_with(
                         "' after the crash";
         }
       }
+      // What the services saw (a call outside any step, a repeat without a key): the cause,
+      // so it comes before the symptoms (a result that differs) in the problem.
+      std::string effects;
+      for (const std::string& line : crash_detail::effect_problems(*run, id, base_outside))
+        effects += (effects.empty() ? "" : "; ") + line;
+      if (!effects.empty()) c.problem = effects + (c.problem.empty() ? "" : "; " + c.problem);
     } catch (const std::exception& e) {
       c.problem = std::string("the harness failed: ") + e.what();
     }
+    if (c.problem.empty() && o.after_case) {
+      try {
+        o.after_case(h, c);
+      } catch (const std::exception& e) {
+        c.problem = std::string("after_case: ") + e.what();
+      }
+    }
     count(*run, crash_detail::case_name(c));
+    crash_detail::note_repeats(*run, crash_detail::case_name(c), repeats);
     report.cases.push_back(std::move(c));
   }
   for (auto& [key, s] : most) report.steps.push_back(s);
+  for (auto& [key, r] : repeats) report.repeats.push_back(r);
   std::sort(report.steps.begin(), report.steps.end(),
             [](const step_executions& a, const step_executions& b) {
               return a.workflow_id != b.workflow_id ? a.workflow_id < b.workflow_id : a.seq < b.seq;

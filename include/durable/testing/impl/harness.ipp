@@ -114,7 +114,18 @@ inline harness::~harness() {
 inline std::unique_ptr<harness> harness::fresh() const {
   auto h = std::make_unique<harness>(o_);
   h->registry_ = registry_;
+  h->effects_ = effects_;
   return h;
+}
+
+inline service_base::service_base(harness& h, std::string name)
+    : tracker_(h.effects_), name_(std::move(name)) {
+  if (name_.empty()) throw error("testing::service: the name must not be empty");
+  for (const service_base* other : tracker_->services)
+    if (other->name_ == name_)
+      throw error("testing::service: a service named '" + name_ +
+                  "' exists already in this harness; give each a name of its own");
+  tracker_->services.push_back(this);
 }
 
 inline void harness::start_encoded(const std::string& name, const std::string& id,
@@ -194,8 +205,13 @@ inline void harness::launch_due() {
     mo.poll_interval = detail::virtual_clock::horizon;  // pokes wake the waits
     mo.clock = &clock_;
     mo.waiters = &waiters_;
-    mo.on_attempt = on_attempt_;
+    mo.on_attempt = [effects = effects_, user = on_attempt_](const step_info& i) {
+      effects->starts(i);
+      if (user) user(i);
+    };
+    mo.on_attempt_end = [effects = effects_](const step_info& i) { effects->ends(i); };
     mo.fail_attempt = fail_attempt_;
+    mo.same_code = true;  // a mismatch is the workflow's nondeterminism, not a change of code
     mo.check_inputs = &reg->second.check_inputs;
     mo.signature = &reg->second.signature;
     mo.random_bits = harness_detail::random_bits;
@@ -226,6 +242,7 @@ inline bool harness::settle(double until) {
     ~in_place() { detail::encode_in_place = before; }
   } encoding;
   std::size_t moves = 0;
+  effects_->process = process_number_;  // for the services' records
   for (;;) {
     if (j_.crashed()) return false;
     launch_due();
@@ -276,6 +293,7 @@ inline void harness::end_process() {
   collect_reports();
   io_.reset();  // abandons every run where it stands (their frames are destroyed)
   runs_.clear();
+  effects_->in_flight.clear();  // (their attempt scopes ended with the frames, or not at all)
   real_io_ = 0;  // a transaction abandoned while it connected counted itself and no more
   j_.revive();
   io_ = std::make_unique<asio::io_context>();

@@ -33,19 +33,35 @@ DURABLE_DECL const journal_entry* replay_entry(cursor& s, int seq, const std::st
   raise_nondeterminism(s, seq, e.name, e.kind, name, kind);
 }
 
+// What a mismatch between a run and its replay of the same code means (cursor::same_code).
+inline constexpr const char* same_code_cause =
+    "the workflow branches on something its journal does not hold (this host's clock, rand(), "
+    "std::random_device, an environment variable, the order of an unordered container, a value "
+    "read outside a step). Take time from ctx.now(), randomness from ctx.random() or "
+    "ctx.uuid(), and anything read from outside from a step; see docs/testing.md";
+
 DURABLE_DECL void raise_nondeterminism(cursor& s, int seq, const std::string& journaled_name,
                                        const std::string& journaled_kind, const std::string& name,
                                        const std::string& kind) {
   const std::string journaled = describe_step(journaled_name, journaled_kind);
   const std::string requested = describe_step(name, kind);
-  s.nondeterminism.emplace(
-      s.id, seq, journaled, requested,
-      "nondeterminism in workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +
-          " is journaled as " + journaled + " but the code now asks for " + requested +
-          ". The workflow's code changed while it was in flight (a step was renamed, added or "
-          "removed before this point). It is parked: deploy code that takes the journaled "
-          "path for workflows started before the change, or cancel it; see "
-          "docs/concepts.md#nondeterminism");
+  if (s.same_code) {
+    s.nondeterminism.emplace(
+        s.id, seq, journaled, requested,
+        "nondeterminism in workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +
+            " is journaled as " + journaled + " but its replay asks for " + requested +
+            ". This run and its replay asked for different steps with the same " +
+            "code: " + same_code_cause);
+  } else {
+    s.nondeterminism.emplace(
+        s.id, seq, journaled, requested,
+        "nondeterminism in workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +
+            " is journaled as " + journaled + " but the code now asks for " + requested +
+            ". The workflow's code changed while it was in flight (a step was renamed, added or "
+            "removed before this point). It is parked: deploy code that takes the journaled "
+            "path for workflows started before the change, or cancel it; see "
+            "docs/concepts.md#nondeterminism");
+  }
   note_nondeterminism(s);
   throw *s.nondeterminism;
 }
@@ -55,14 +71,20 @@ DURABLE_DECL void check_fully_replayed(cursor& s) {
   for (std::size_t seq = std::size_t(s.next_seq); seq < s.journal.size(); ++seq) {
     if (!s.journal[seq]) continue;
     const std::string journaled = describe_step(s.journal[seq]->name, s.journal[seq]->kind);
+    const std::string what = "nondeterminism in workflow '" + s.id + "' (" + s.name +
+                             "): the code returned after " + std::to_string(s.next_seq) +
+                             " steps but the journal holds step " + std::to_string(seq) + " " +
+                             journaled;
     s.nondeterminism.emplace(
         s.id, int(seq), journaled, "",
-        "nondeterminism in workflow '" + s.id + "' (" + s.name + "): the code returned after " +
-            std::to_string(s.next_seq) + " steps but the journal holds step " +
-            std::to_string(seq) + " " + journaled +
-            " (a step was removed). It is parked: deploy code that takes the journaled path "
-            "for workflows started before the change, or cancel it; see "
-            "docs/concepts.md#nondeterminism");
+        s.same_code ? what +
+                          ". This run and its replay asked for different steps with the "
+                          "same code: " +
+                          same_code_cause
+                    : what +
+                          " (a step was removed). It is parked: deploy code that takes the "
+                          "journaled path for workflows started before the change, or "
+                          "cancel it; see docs/concepts.md#nondeterminism");
     note_nondeterminism(s);
     throw *s.nondeterminism;
   }

@@ -86,6 +86,11 @@ DURABLE_DECL bool memory_journal::finish(const std::string& id, std::int64_t epo
                                          std::optional<std::string> error,
                                          std::optional<std::string> reason) {
   if (crashed_) throw process_died("the process died (a crash the test kit staged)");
+  if (crash_ && crash_->id == id && crash_->at == crash_moment::before_finish) {
+    crashed_ = true;
+    throw process_died("the test kit killed the process before the end of workflow '" + id +
+                       "' was recorded");
+  }
   workflow_record& w = at(id);
   if (w.epoch != epoch) return false;
   w.status = std::move(status);
