@@ -24,6 +24,7 @@
 #include "durable/detail/config.hpp"
 #include "durable/detail/encode_text.hpp"
 #include "durable/detail/engine_state.hpp"
+#include "durable/detail/invoke_workflow.hpp"
 #include "durable/detail/run_state.hpp"
 #include "durable/detail/workflow_signature.hpp"
 #include "durable/error.hpp"

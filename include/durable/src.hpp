@@ -13,6 +13,8 @@
 #include "durable.hpp"
 #include "durable/detail/replay/memory_journal.hpp"
 #include "durable/metrics_server.hpp"
+#include "durable/testing/check_crashes.hpp"
+#include "durable/testing/harness.hpp"
 
 // GCC 12 gives the frame of a coroutine with external linkage that holds a local type (a
 // lambda, a local struct) -Wsubobject-linkage, which the same coroutine declared inline never
@@ -34,6 +36,8 @@
 #include "durable/impl/store.ipp"
 #include "durable/pg/impl/connection.ipp"
 #include "durable/pg/impl/error.ipp"
+#include "durable/testing/impl/check_crashes.ipp"
+#include "durable/testing/impl/harness.ipp"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

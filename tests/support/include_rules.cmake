@@ -6,7 +6,10 @@
 #   * durable/pg/ includes only itself and durable/detail/config.hpp: it is a standalone
 #     PostgreSQL layer;
 #   * the tools (src/) include public headers only: nothing under durable/detail/ or impl/
-#     (a bare name, "cli.hpp", is a header of the tool itself).
+#     (a bare name, "cli.hpp", is a header of the tool itself);
+#   * the test kit (include/durable/testing/) includes neither the engine nor the runtime, so
+#     that a kit test compiles like a unit test (docs/testing.md, "Compile cost"). Its
+#     headers' own includes are checked: none of them includes the engine either.
 # Every broken rule is listed with its file and line; the test fails if there is one.
 cmake_minimum_required(VERSION 3.20)
 
@@ -46,6 +49,23 @@ function(forbid_system root forbidden rule)
   endforeach()
 endfunction()
 
+# forbid_quoted(<root> <forbidden-regex> <rule name>): no `#include "..."` of a file under the
+# root may match the regex.
+function(forbid_quoted root forbidden rule)
+  file(GLOB_RECURSE _files "${SOURCE_DIR}/${root}/*.hpp" "${SOURCE_DIR}/${root}/*.ipp")
+  foreach(_file IN LISTS _files)
+    file(STRINGS "${_file}" _lines REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+    foreach(_line IN LISTS _lines)
+      string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\".*" "\\1" _inc "${_line}")
+      if(_inc MATCHES "${forbidden}")
+        file(RELATIVE_PATH _rel "${SOURCE_DIR}" "${_file}")
+        set(_broken "${_broken}\n  ${_rel}: includes \"${_inc}\" (${rule})" PARENT_SCOPE)
+        set(_broken "${_broken}\n  ${_rel}: includes \"${_inc}\" (${rule})")
+      endif()
+    endforeach()
+  endforeach()
+endfunction()
+
 check_quoted("include/durable/detail/replay"
   "^durable/(detail/replay/.*|detail/config\\.hpp|detail/utf8\\.hpp|error\\.hpp|states\\.hpp)$"
   "the replay core includes no runtime, store or pg header")
@@ -55,6 +75,24 @@ check_quoted("include/durable/pg" "^durable/(pg/.*|detail/config\\.hpp)$"
   "durable/pg includes nothing outside itself and the config header")
 check_quoted("src" "^(durable(\\.hpp|/[a-z_]+\\.hpp)|[a-z_]+\\.hpp)$"
   "the tools use public headers only")
+
+# The kit's headers, and the library headers they include.
+set(_engine "^(durable\\.hpp|durable/(engine\\.hpp|impl/engine|detail/runtime/|detail/engine_state|detail/group_commit|detail/store/|store\\.hpp|console|metrics_server|workflow_handle))")
+foreach(_root IN ITEMS include/durable/testing include/durable/detail/replay)
+  forbid_quoted("${_root}" "${_engine}" "the test kit compiles without the engine")
+endforeach()
+foreach(_header IN ITEMS detail/invoke_workflow.hpp detail/memory_run.hpp detail/run_body.hpp
+                         detail/run_state.hpp detail/step_run.hpp detail/step.hpp context.hpp
+                         codec.hpp options.hpp child_handle.hpp detail/join.hpp)
+  file(STRINGS "${SOURCE_DIR}/include/durable/${_header}" _lines
+       REGEX "^[ \t]*#[ \t]*include[ \t]*\"")
+  foreach(_line IN LISTS _lines)
+    string(REGEX REPLACE "^[ \t]*#[ \t]*include[ \t]*\"([^\"]+)\".*" "\\1" _inc "${_line}")
+    if(_inc MATCHES "${_engine}")
+      set(_broken "${_broken}\n  include/durable/${_header}: includes \"${_inc}\" (the test kit compiles without the engine)")
+    endif()
+  endforeach()
+endforeach()
 
 if(_broken)
   message(FATAL_ERROR "include rules broken:${_broken}")

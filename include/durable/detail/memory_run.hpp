@@ -38,7 +38,7 @@ struct memory_run_options {
   virtual_clock* clock = nullptr;
   waiter_registry* waiters = nullptr;
   std::function<void(const step_info&)> on_attempt;
-  std::function<void(const step_info&)> on_attempt_end;
+  std::shared_ptr<attempt_observer> observer;
   std::function<bool(const step_info&)> fail_attempt;
   bool same_code = false;  // cursor::same_code: the journal is this code's own
   const std::function<void(const nlohmann::json&)>* check_inputs = nullptr;
@@ -114,7 +114,7 @@ std::shared_ptr<memory_launch> launch_in_memory(asio::io_context& io, memory_jou
   run->clock = o.clock;
   run->waiters = o.waiters;
   run->on_attempt = o.on_attempt;
-  run->on_attempt_end = o.on_attempt_end;
+  run->observer = o.observer;
   run->fail_attempt = o.fail_attempt;
   run->same_code = o.same_code;
   run->random_bits = o.random_bits;
@@ -146,7 +146,7 @@ std::shared_ptr<memory_launch> launch_in_memory(asio::io_context& io, memory_jou
     r.report_retry = nullptr;
     r.report_warning = nullptr;
     r.on_attempt = nullptr;
-    r.on_attempt_end = nullptr;
+    r.observer = nullptr;
     r.fail_attempt = nullptr;
     r.io = nullptr;
     r.clock = nullptr;

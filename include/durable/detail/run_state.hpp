@@ -30,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "durable/detail/attempt_observer.hpp"
 #include "durable/detail/config.hpp"
 #include "durable/detail/failure.hpp"
 #include "durable/detail/metrics.hpp"
@@ -176,9 +177,8 @@ struct run_state : cursor {
   // would retry that failure.
   virtual_clock* clock = nullptr;
   std::function<void(const step_info&)> on_attempt;
-  // Told when that attempt's function is over: returned, threw, or its frame went away with
-  // a crashed process (attempt_scope).
-  std::function<void(const step_info&)> on_attempt_end;
+  // Told when each attempt's function begins and ends (attempt_scope), however it ends.
+  std::shared_ptr<attempt_observer> observer;
   std::function<bool(const step_info&)> fail_attempt;
   // The bits of ctx.random()/uuid() at step `seq` (draw 0, 1): the kit's are a function of the
   // workflow and the step, so that runs in separate harnesses (check_crashes) draw alike.
@@ -205,29 +205,33 @@ inline void attempt_starts(const run_state& s, const step_info& info, const std:
       (kind == to_string(step_kind::step) || kind == to_string(step_kind::transaction)))
     s.on_attempt(info);
 }
-/// Marks the extent of an attempt of a step function for the test kit's hooks (attempt_starts,
-/// then run_state::on_attempt_end when the scope ends, however it ends). No-op in an engine's
-/// run. Ending twice is harmless (GCC 12 may destroy a coroutine's local twice).
+/// Marks the extent of an attempt of a step function for the test kit (attempt_starts, and
+/// run_state::observer's begins, then its ends when the scope ends, however it ends). No-op in
+/// an engine's run. Ending twice is harmless (GCC 12 may destroy a coroutine's local twice).
 class attempt_scope {
 public:
-  attempt_scope(const run_state& s, const step_info& info, const std::string& kind)
-      : s_(s), info_(info) {
+  attempt_scope(const run_state& s, const step_info& info, const std::string& kind,
+                bool may_suspend)
+      : info_(info) {
     attempt_starts(s, info, kind);
-    active_ = s.on_attempt_end &&
-              (kind == to_string(step_kind::step) || kind == to_string(step_kind::transaction));
+    if (s.observer &&
+        (kind == to_string(step_kind::step) || kind == to_string(step_kind::transaction))) {
+      observer_ = s.observer;
+      observer_->begins(info, may_suspend);
+    }
   }
   attempt_scope(const attempt_scope&) = delete;
   attempt_scope& operator=(const attempt_scope&) = delete;
   ~attempt_scope() {
-    if (!active_) return;
-    active_ = false;
-    if (s_.on_attempt_end) s_.on_attempt_end(info_);
+    if (!observer_) return;
+    const std::shared_ptr<attempt_observer> o = std::move(observer_);
+    observer_.reset();
+    o->ends(info_);
   }
 
 private:
-  const run_state& s_;
   const step_info& info_;
-  bool active_ = false;
+  std::shared_ptr<attempt_observer> observer_;
 };
 
 /// After an attempt's function returned: throws injected_failure when the test kit asks for

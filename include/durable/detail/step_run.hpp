@@ -59,7 +59,7 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
       std::exception_ptr thrown;
       bool may_retry = false;
       try {
-        const detail::attempt_scope in_attempt(s, info, kind);
+        const detail::attempt_scope in_attempt(s, info, kind, is_awaitable);
         if constexpr (is_awaitable) {
           if (policy.timeout.count() > 0) {
             // An attempt left behind at its timeout owns a copy of the function, and hands
@@ -179,11 +179,11 @@ asio::awaitable<T> run_transaction(run_state& s, int seq, std::string name, F fn
       }
       // The test kit's hooks only: an engine's run builds no step_info here.
       std::optional<step_info> kit_info;
-      if (s.on_attempt || s.on_attempt_end)
+      if (s.on_attempt || s.observer)
         kit_info.emplace(step_info{seq, name, attempt + 1, s.key(seq)});
       try {
         std::optional<detail::attempt_scope> in_attempt;
-        if (kit_info) in_attempt.emplace(s, *kit_info, kind);
+        if (kit_info) in_attempt.emplace(s, *kit_info, kind, true);
         if constexpr (std::is_void_v<T>) {
           co_await fn(tx->sql());
           value.emplace();

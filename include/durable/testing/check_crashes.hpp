@@ -74,6 +74,7 @@ struct crash_report {
   std::vector<step_executions> steps;
   std::vector<service_repeat> repeats;
   std::vector<std::string> services;  ///< the names of the services the kit watched
+  std::vector<std::string> notes;     ///< what the kit could not check, in words
 
   [[nodiscard]] bool ok() const {
     return std::none_of(cases.begin(), cases.end(),
@@ -89,7 +90,9 @@ struct crash_options {
   /// Called after the start, before every run: give the workflow what it waits for (messages,
   /// events) here.
   std::function<void(harness&)> setup;
-  /// Throw check_failed with the summary when a case fails (else only the report says so).
+  /// Throw check_failed with the summary when a case fails (else only the report says so). A
+  /// problem of the uninterrupted run (it waits, parks, repeats a call without its key, or
+  /// after_case throws on it) is thrown in any case.
   bool throw_on_failure = true;
   /// The in-backoff cases (one more run per step whose retry policy retries).
   bool backoffs = true;
@@ -97,10 +100,11 @@ struct crash_options {
   /// A workflow whose result holds ctx.now() differs in the backoff cases (the backoff moves
   /// the clock): keep time out of the result, or set this to false.
   bool compare_output = true;
-  /// Called after every case, with its harness (inspect it, and the services, which hold that
-  /// case's calls), and after the uninterrupted run (a case with seq -1). Throw to fail the
-  /// case: the exception's what() becomes its problem (in the uninterrupted run, check_crashes
-  /// throws check_failed with it).
+  /// Called after the uninterrupted run (a case with seq -1) and after every case that passed
+  /// the kit's own checks, with its harness (inspect it, and the services, which hold that
+  /// case's calls). Throw to fail the case: the exception's what() becomes its problem (in the
+  /// uninterrupted run, check_crashes throws check_failed with it, whatever throw_on_failure
+  /// says: there would be nothing sound to compare the cases with).
   std::function<void(const harness&, const crash_case&)> after_case;
 };
 
@@ -141,9 +145,9 @@ inline std::unique_ptr<case_run> begin_case(const harness& proto, const std::str
 
 /// Runs every crash case of `start` (which starts the workflow `o.id` in the harness it is
 /// given) and reports (see crash_report).
-inline crash_report check_crashes_with(
-    const harness& proto, const crash_options& o, const std::string& name,
-    const std::function<void(harness&, const std::string&)>& start);
+DURABLE_DECL crash_report
+check_crashes_with(const harness& proto, const crash_options& o, const std::string& name,
+                   const std::function<void(harness&, const std::string&)>& start);
 
 /// Crash at every step: `name` started with `args` in harnesses like `h` (its workflows and
 /// options). Throws check_failed with the report's summary when a case fails.
@@ -161,4 +165,6 @@ crash_report check_crashes(const harness& h, const crash_options& o, const std::
 
 }  // namespace durable::testing
 
+#if defined(DURABLE_HEADER_ONLY)
 #include "durable/testing/impl/check_crashes.ipp"
+#endif

@@ -19,11 +19,13 @@
 
 #include "durable/codec.hpp"
 #include "durable/detail/encode_text.hpp"
+#include "durable/detail/invoke_workflow.hpp"
 #include "durable/detail/memory_run.hpp"
 #include "durable/detail/replay/memory_journal.hpp"
 #include "durable/detail/virtual_clock.hpp"
-#include "durable/engine.hpp"
+#include "durable/detail/workflow_signature.hpp"
 #include "durable/error.hpp"
+#include "durable/options.hpp"
 #include "durable/pg/connection.hpp"
 #include "durable/testing/service.hpp"
 
@@ -184,8 +186,12 @@ public:
   [[nodiscard]] const std::vector<service_base*>& services() const noexcept {
     return effects_->services;
   }
-  /// Names the check_crashes() case now running in every service call's record.
-  void name_case(std::string label) { effects_->in_case = std::move(label); }
+  /// Names the check_crashes() case now running in every service call's record (empty: none),
+  /// and forgets the attempts of the one before.
+  void name_case(std::string label) {
+    effects_->in_case = std::move(label);
+    effects_->seen.clear();
+  }
 
   /// A registered workflow, as replay() and the harness call it.
   struct registered {
@@ -286,4 +292,6 @@ void harness::add_workflow(std::string name, std::shared_ptr<Fn> fn) {
 
 }  // namespace durable::testing
 
+#if defined(DURABLE_HEADER_ONLY)
 #include "durable/testing/impl/harness.ipp"
+#endif

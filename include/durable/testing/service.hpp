@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <functional>
 #include <map>
@@ -18,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "durable/detail/attempt_observer.hpp"
 #include "durable/error.hpp"
 #include "durable/retry.hpp"
 
@@ -39,9 +41,15 @@ struct service_call {
   /// Answered from an earlier call with the same key: the fake's function did not run, and a
   /// real idempotent service would not act again.
   bool repeated = false;
+  /// Answered so, although its request differs from the first call's with the key (Request
+  /// compared with ==, when it can be): the request it carried never happened.
+  bool conflicting = false;
   bool failed = false;  ///< the fake's function threw (the service refused: no effect)
+  /// Made while several steps that await were under way, without a key: its step cannot be
+  /// told, and the kit's checks leave it out. Pass the key.
+  bool unplaced = false;
 
-  [[nodiscard]] bool outside_step() const noexcept { return seq < 0; }
+  [[nodiscard]] bool outside_step() const noexcept { return seq < 0 && !unplaced; }
 };
 
 class service_base;
@@ -50,34 +58,48 @@ namespace effect_detail {
 
 /// What the services of one harness (and the harnesses fresh() makes of it) share: the
 /// attempts of step functions under way, the process, the case, and the services.
-struct tracker {
+struct tracker final : detail::attempt_observer {
   struct attempt {
     std::string workflow_id, step, key;
     int seq = 0, number = 0;
+    bool may_suspend = false;
   };
-  std::vector<attempt> in_flight;  // oldest first
+  std::vector<attempt> in_flight;       // oldest first
+  std::map<std::string, attempt> seen;  // by key: every attempt of the case, ended or not
   int process = 0;
   std::string in_case;
   std::vector<service_base*> services;
 
-  void starts(const step_info& i) {
+  void begins(const step_info& i, bool may_suspend) override {
     const std::string id = i.idempotency_key.substr(0, i.idempotency_key.rfind(':'));
-    in_flight.push_back({id, i.name, i.idempotency_key, i.seq, i.attempt});
+    in_flight.push_back({id, i.name, i.idempotency_key, i.seq, i.attempt, may_suspend});
+    seen[i.idempotency_key] = in_flight.back();
   }
-  void ends(const step_info& i) {
+  void ends(const step_info& i) override {
     for (auto it = in_flight.rbegin(); it != in_flight.rend(); ++it)
       if (it->key == i.idempotency_key && it->number == i.attempt) {
         in_flight.erase(std::next(it).base());
         return;
       }
   }
-  /// The step a call ran in: the attempt its key names, else the latest attempt under way
-  /// (concurrent async steps make that a guess: pass the key); null outside any step.
-  [[nodiscard]] const attempt* step_of(const std::optional<std::string>& key) const {
-    if (key)
+  /// Where a call ran. `placed` false: it cannot be told (see step_of).
+  struct place {
+    const attempt* step = nullptr;  // null: outside any step
+    bool placed = true;
+  };
+  /// The step a call ran in: the attempt its key names (under way, else one that ended: an
+  /// attempt left behind at its timeout goes on); with no key, the latest attempt under way
+  /// when it runs to its end without yielding (it is the code running now), or the only one
+  /// under way; with several under way that may suspend, nobody can tell.
+  [[nodiscard]] place step_of(const std::optional<std::string>& key) const {
+    if (key) {
       for (auto it = in_flight.rbegin(); it != in_flight.rend(); ++it)
-        if (it->key == *key) return &*it;
-    return in_flight.empty() ? nullptr : &in_flight.back();
+        if (it->key == *key) return {&*it};
+      if (const auto s = seen.find(*key); s != seen.end()) return {&s->second};
+    }
+    if (in_flight.empty()) return {};
+    if (!in_flight.back().may_suspend || in_flight.size() == 1) return {&in_flight.back()};
+    return {nullptr, false};
   }
 };
 
@@ -118,6 +140,11 @@ public:
   /// state outlives a process, as a real one's does across a crash within one test).
   void keep_across_cases(bool keep) noexcept { keep_ = keep; }
   [[nodiscard]] bool keeps_across_cases() const noexcept { return keep_; }
+  /// The service is idempotent by nature (a read, a PUT of a whole value, an upsert): a call
+  /// repeated without a key does no harm, and check_crashes does not report it. A call outside
+  /// any step is still reported: it runs again on every replay.
+  void idempotent(bool yes) noexcept { idempotent_ = yes; }
+  [[nodiscard]] bool is_idempotent() const noexcept { return idempotent_; }
 
 protected:
   service_base(harness& h, std::string name);
@@ -127,12 +154,14 @@ protected:
     service_call c;
     c.service = name_;
     c.key = std::move(key);
-    if (const auto* a = tracker_->step_of(c.key)) {
+    const effect_detail::tracker::place at = tracker_->step_of(c.key);
+    if (const auto* a = at.step) {
       c.workflow_id = a->workflow_id;
       c.seq = a->seq;
       c.step = a->step;
       c.attempt = a->number;
     }
+    c.unplaced = !at.placed;
     c.process = tracker_->process;
     c.in_case = tracker_->in_case;
     c.number = int(calls_.size()) + 1;
@@ -148,6 +177,7 @@ private:
   std::string name_;
   std::vector<service_call> calls_;
   bool keep_ = false;
+  bool idempotent_ = false;
 };
 
 /// A fake of an outside system that takes a `Request` and answers a `Reply` (void: nothing,
@@ -203,14 +233,17 @@ private:
     requests_.push_back(request);
     service_call& c = record(key, repeated);
     const std::size_t index = calls().size() - 1;
+    if constexpr (std::equality_comparable<Request>) {
+      if (repeated && !(first_request_.at(*key) == request)) c.conflicting = true;
+    }
     if constexpr (std::is_void_v<Reply>) {
       if (repeated) return;
       run(c, index, request);
-      if (key) answered_.emplace(*key, true);
+      if (key) store(*key, true, request);
     } else {
       if (repeated) return answered_.at(*key);
       Reply reply = run(c, index, request);
-      if (key) answered_.emplace(*key, reply);
+      if (key) store(*key, reply, request);
       return reply;
     }
   }
@@ -226,14 +259,21 @@ private:
       throw;
     }
   }
+  template <class V>
+  void store(const std::string& key, V&& reply, const Request& request) {
+    answered_.emplace(key, std::forward<V>(reply));
+    if constexpr (std::equality_comparable<Request>) first_request_.emplace(key, request);
+  }
   void forget_replies() override {
     answered_.clear();
     requests_.clear();
+    first_request_.clear();
   }
 
   using stored = std::conditional_t<std::is_void_v<Reply>, bool, Reply>;
   function fn_;
   std::map<std::string, stored, std::less<>> answered_;
+  std::map<std::string, Request, std::less<>> first_request_;  // when Request has ==
   std::vector<Request> requests_;
 };
 

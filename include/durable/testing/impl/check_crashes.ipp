@@ -1,4 +1,5 @@
-// Crash at every step (durable/testing/check_crashes.hpp): included at its end.
+// Crash at every step (durable/testing/check_crashes.hpp): included at its end when header-only,
+// by durable/src.hpp otherwise (durable::compiled).
 #pragma once
 
 #include <cstdio>
@@ -65,7 +66,16 @@ inline std::vector<std::string> effect_problems(const case_run& run, const std::
     };
     std::map<std::pair<std::string, int>, per_step> steps;
     for (const service_call& c : calls) {
-      if (!acted(c)) continue;
+      if (c.conflicting)
+        problems.push_back(
+            who + " was called with key '" + c.key.value_or("") + "' for " +
+            (c.outside_step() ? std::string("a call outside any step")
+                              : "step " + std::to_string(c.seq) + " '" + c.step + "'") +
+            " with another request than the first call with that key: the real service answers "
+            "the first call's reply (or refuses), so this request never happens; give each "
+            "request a key of its own (ctx.idempotency_key() names one step: two requests in "
+            "one step need two keys, such as that key + \":2\")");
+      if (!acted(c) || c.unplaced) continue;
       if (c.outside_step()) {
         ++outside;
         continue;
@@ -89,7 +99,7 @@ inline std::vector<std::string> effect_problems(const case_run& run, const std::
     for (const auto& [at, p] : steps) {
       // One execution of a step may call a service several times (two charges); a second
       // execution (a retry, a run after a lost reply) that acts again is a repeat.
-      if (p.executions.size() < 2) continue;
+      if (p.executions.size() < 2 || svc->is_idempotent()) continue;
       const std::string where = "step " + std::to_string(at.second) + " '" + p.step + "'" +
                                 (at.first == root ? "" : " of '" + at.first + "'");
       if (p.keyless) {
@@ -110,6 +120,15 @@ inline std::vector<std::string> effect_problems(const case_run& run, const std::
   return problems;
 }
 
+/// Calls whose step could not be told, per service.
+inline void note_unplaced(const case_run& run, std::map<std::string, std::size_t>& most) {
+  for (const service_base* svc : run.h->services()) {
+    std::size_t n = 0;
+    for (const service_call& c : calls_in(run, *svc)) n += c.unplaced ? 1 : 0;
+    most[svc->name()] = std::max(most[svc->name()], n);
+  }
+}
+
 /// Each service's calls with one key in this case, where there were more than one.
 inline void note_repeats(const case_run& run, const std::string& label,
                          std::map<std::pair<std::string, std::string>, service_repeat>& most) {
@@ -127,7 +146,7 @@ inline void note_repeats(const case_run& run, const std::string& label,
 
 }  // namespace crash_detail
 
-inline std::string crash_report::summary() const {
+DURABLE_DECL std::string crash_report::summary() const {
   using crash_detail::pad;
   std::size_t failed = 0;
   for (const auto& c : cases)
@@ -164,6 +183,7 @@ inline std::string crash_report::summary() const {
              " times with key '" + r.key + "' (" + r.in_case +
              "): the repeats got the first reply; the real service must deduplicate on that "
              "key as the fake does\n";
+    for (const auto& n : notes) out += "  " + n + "\n";
   }
   if (failed > 0) {
     out += "failed cases:\n";
@@ -173,9 +193,9 @@ inline std::string crash_report::summary() const {
   return out;
 }
 
-inline crash_report check_crashes_with(
-    const harness& proto, const crash_options& o, const std::string& name,
-    const std::function<void(harness&, const std::string&)>& start) {
+DURABLE_DECL crash_report
+check_crashes_with(const harness& proto, const crash_options& o, const std::string& name,
+                   const std::function<void(harness&, const std::string&)>& start) {
   using crash_detail::case_run;
   crash_report report;
   report.name = name;
@@ -185,6 +205,10 @@ inline crash_report check_crashes_with(
   // The uninterrupted run, which every case must end like. It also learns which steps retry
   // (the kit is asked whether to fail an attempt only where the step's policy would retry).
   auto base = crash_detail::begin_case(proto, "uninterrupted");
+  struct end_of_check {  // the services' calls after check_crashes name no case
+    harness* h;
+    ~end_of_check() { h->name_case(""); }
+  } end_of_check{base->h.get()};
   std::set<std::string> retrying;
   base->h->fail_attempt([&retrying](const step_info& i) {
     retrying.insert(i.idempotency_key);
@@ -256,6 +280,8 @@ inline crash_report check_crashes_with(
   const std::map<std::string, std::size_t> base_outside = crash_detail::outside_calls(*base);
   std::map<std::pair<std::string, std::string>, service_repeat> repeats;
   crash_detail::note_repeats(*base, "uninterrupted", repeats);
+  std::map<std::string, std::size_t> unplaced;
+  crash_detail::note_unplaced(*base, unplaced);
   // (A call outside any step shows in the cases, which repeat it.)
   if (const auto p = crash_detail::effect_problems(*base, id, base_outside); !p.empty())
     throw check_failed("check_crashes('" + name + "'): the uninterrupted run: " + p.front());
@@ -343,10 +369,18 @@ inline crash_report check_crashes_with(
     }
     count(*run, crash_detail::case_name(c));
     crash_detail::note_repeats(*run, crash_detail::case_name(c), repeats);
+    crash_detail::note_unplaced(*run, unplaced);
     report.cases.push_back(std::move(c));
   }
   for (auto& [key, s] : most) report.steps.push_back(s);
   for (auto& [key, r] : repeats) report.repeats.push_back(r);
+  for (const auto& [svc, n] : unplaced)
+    if (n > 0)
+      report.notes.push_back(
+          "service '" + svc + "': up to " + std::to_string(n) +
+          " calls in one case carried no key while several steps that await were under way, "
+          "so the kit could not tell their step and did not check them; pass the step's "
+          "idempotency key");
   std::sort(report.steps.begin(), report.steps.end(),
             [](const step_executions& a, const step_executions& b) {
               return a.workflow_id != b.workflow_id ? a.workflow_id < b.workflow_id : a.seq < b.seq;

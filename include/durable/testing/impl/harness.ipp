@@ -1,4 +1,5 @@
-// The harness of the test kit (durable/testing/harness.hpp): included at its end.
+// The harness of the test kit (durable/testing/harness.hpp): included at its end when
+// header-only, by durable/src.hpp otherwise (durable::compiled).
 #pragma once
 
 #include <cmath>
@@ -48,6 +49,17 @@ inline std::uint64_t random_bits(const detail::run_state& s, int seq, int draw) 
   return x ^ (x >> 31);
 }
 
+/// A registered workflow called with its inputs: the body of a run. (A type of its own, not a
+/// lambda: the runs' coroutine frames hold it, and in durable::compiled a lambda of a
+/// non-inline function would give them no linkage.)
+struct invocation {
+  const harness::registered* workflow;
+  nlohmann::json inputs;
+  asio::awaitable<std::optional<std::string>> operator()(context& ctx) const {
+    return workflow->invoke(ctx, inputs);
+  }
+};
+
 inline bool may_run(const std::string& status) {
   return status == to_string(workflow_state::pending) ||
          status == to_string(workflow_state::running) ||
@@ -82,7 +94,8 @@ private:
   int& real_io_;
 };
 
-inline asio::awaitable<std::unique_ptr<detail::journal_transaction>> harness::begin_transaction() {
+DURABLE_DECL asio::awaitable<std::unique_ptr<detail::journal_transaction>>
+harness::begin_transaction() {
   ++real_io_;  // from now until the transaction ends the clock stands still
   std::unique_ptr<pg::connection> c;
   try {
@@ -94,7 +107,7 @@ inline asio::awaitable<std::unique_ptr<detail::journal_transaction>> harness::be
   co_return std::make_unique<transaction>(std::move(c), j_, real_io_);
 }
 
-inline harness::harness(harness_options o)
+DURABLE_DECL harness::harness(harness_options o)
     : o_(std::move(o)),
       clock_(harness_detail::seconds_of(o_.start)),
       io_(std::make_unique<asio::io_context>()) {
@@ -105,20 +118,20 @@ inline harness::harness(harness_options o)
         [this](const std::string&, int, const std::string&) { return begin_transaction(); });
 }
 
-inline harness::~harness() {
+DURABLE_DECL harness::~harness() {
   // The runs' frames go first: they deregister from the clock and the waiters.
   io_.reset();
   runs_.clear();
 }
 
-inline std::unique_ptr<harness> harness::fresh() const {
+DURABLE_DECL std::unique_ptr<harness> harness::fresh() const {
   auto h = std::make_unique<harness>(o_);
   h->registry_ = registry_;
   h->effects_ = effects_;
   return h;
 }
 
-inline service_base::service_base(harness& h, std::string name)
+DURABLE_DECL service_base::service_base(harness& h, std::string name)
     : tracker_(h.effects_), name_(std::move(name)) {
   if (name_.empty()) throw error("testing::service: the name must not be empty");
   for (const service_base* other : tracker_->services)
@@ -128,8 +141,8 @@ inline service_base::service_base(harness& h, std::string name)
   tracker_->services.push_back(this);
 }
 
-inline void harness::start_encoded(const std::string& name, const std::string& id,
-                                   nlohmann::json inputs, std::chrono::milliseconds timeout) {
+DURABLE_DECL void harness::start_encoded(const std::string& name, const std::string& id,
+                                         nlohmann::json inputs, std::chrono::milliseconds timeout) {
   const auto it = registry_->find(name);
   if (it == registry_->end())
     throw error("start('" + name + "', '" + id + "'): no workflow named '" + name +
@@ -151,14 +164,14 @@ inline void harness::start_encoded(const std::string& name, const std::string& i
   if (timeout.count() > 0) w.deadline = clock_.now() + double(timeout.count()) / 1000.0;
 }
 
-inline void harness::deliver(const std::string& id, const std::string& topic, std::string payload,
-                             std::optional<std::string> key) {
+DURABLE_DECL void harness::deliver(const std::string& id, const std::string& topic,
+                                   std::string payload, std::optional<std::string> key) {
   if (!j_.contains(id))
     throw error("send('" + id + "', '" + topic + "'): no workflow '" + id + "' in this harness");
   j_.deliver(id, topic, std::move(payload), std::move(key));
 }
 
-inline void harness::launch_due() {
+DURABLE_DECL void harness::launch_due() {
   std::vector<std::string> ids;
   for (const auto& [id, w] : j_.workflows())
     if (harness_detail::may_run(w.status)) ids.push_back(id);
@@ -205,25 +218,20 @@ inline void harness::launch_due() {
     mo.poll_interval = detail::virtual_clock::horizon;  // pokes wake the waits
     mo.clock = &clock_;
     mo.waiters = &waiters_;
-    mo.on_attempt = [effects = effects_, user = on_attempt_](const step_info& i) {
-      effects->starts(i);
-      if (user) user(i);
-    };
-    mo.on_attempt_end = [effects = effects_](const step_info& i) { effects->ends(i); };
+    mo.on_attempt = on_attempt_;
+    mo.observer = effects_;  // the services learn which step a call runs in
     mo.fail_attempt = fail_attempt_;
     mo.same_code = true;  // a mismatch is the workflow's nondeterminism, not a change of code
     mo.check_inputs = &reg->second.check_inputs;
     mo.signature = &reg->second.signature;
     mo.random_bits = harness_detail::random_bits;
-    auto inputs = nlohmann::json::parse(w.inputs);
-    const registered* r = &reg->second;
-    auto body = [r, inputs = std::move(inputs)](context& ctx) { return r->invoke(ctx, inputs); };
+    harness_detail::invocation body{&reg->second, nlohmann::json::parse(w.inputs)};
     w.wake_at.reset();
     launched = detail::launch_in_memory(*io_, j_, id, std::move(body), mo);
   }
 }
 
-inline void harness::collect_reports() {
+DURABLE_DECL void harness::collect_reports() {
   for (auto& [id, l] : runs_) {
     if (!l) continue;
     for (auto& r : l->result.retries) reports_.push_back(id + ": " + r);
@@ -233,7 +241,7 @@ inline void harness::collect_reports() {
   }
 }
 
-inline bool harness::settle(double until) {
+DURABLE_DECL bool harness::settle(double until) {
   // Every run's work stays in this io_context: a large value is encoded in place, not on a
   // thread of its own, so that "nothing is ready" means every run waits.
   struct in_place {
@@ -272,11 +280,11 @@ inline bool harness::settle(double until) {
   }
 }
 
-inline void harness::run() {
+DURABLE_DECL void harness::run() {
   if (!settle(std::numeric_limits<double>::infinity())) end_process();
 }
 
-inline void harness::advance(std::chrono::milliseconds d) {
+DURABLE_DECL void harness::advance(std::chrono::milliseconds d) {
   if (d.count() < 0) throw error("harness::advance: the clock does not go back");
   const double until = clock_.now() + double(d.count()) / 1000.0;
   if (!settle(until)) {
@@ -287,9 +295,9 @@ inline void harness::advance(std::chrono::milliseconds d) {
   if (!settle(until)) end_process();
 }
 
-inline void harness::crash() { end_process(); }
+DURABLE_DECL void harness::crash() { end_process(); }
 
-inline void harness::end_process() {
+DURABLE_DECL void harness::end_process() {
   collect_reports();
   io_.reset();  // abandons every run where it stands (their frames are destroyed)
   runs_.clear();
@@ -300,17 +308,17 @@ inline void harness::end_process() {
   ++process_number_;
 }
 
-inline std::chrono::system_clock::time_point harness::now() const {
+DURABLE_DECL std::chrono::system_clock::time_point harness::now() const {
   return harness_detail::time_point_of(clock_.now());
 }
 
-inline std::vector<std::string> harness::workflows() const {
+DURABLE_DECL std::vector<std::string> harness::workflows() const {
   std::vector<std::string> out;
   for (const auto& [id, w] : j_.workflows()) out.push_back(id);
   return out;
 }
 
-inline workflow_record harness::workflow(const std::string& id) const {
+DURABLE_DECL workflow_record harness::workflow(const std::string& id) const {
   const auto& w = j_.at(id);
   workflow_record r;
   r.id = id;
@@ -324,7 +332,7 @@ inline workflow_record harness::workflow(const std::string& id) const {
   return r;
 }
 
-inline nlohmann::json harness::result_json(const std::string& id) const {
+DURABLE_DECL nlohmann::json harness::result_json(const std::string& id) const {
   const workflow_record w = workflow(id);
   if (w.status == to_string(workflow_state::succeeded)) return w.output.value_or(nullptr);
   std::string what = "workflow '" + id + "' (" + w.name + ") has no result: it is " + w.status;
@@ -336,7 +344,7 @@ inline nlohmann::json harness::result_json(const std::string& id) const {
   throw error(what);
 }
 
-inline std::vector<step_record> harness::journal(const std::string& id) const {
+DURABLE_DECL std::vector<step_record> harness::journal(const std::string& id) const {
   std::vector<step_record> out;
   for (const auto& [seq, row] : j_.at(id).steps) {
     step_record r;
@@ -352,7 +360,7 @@ inline std::vector<step_record> harness::journal(const std::string& id) const {
   return out;
 }
 
-inline nlohmann::json harness::export_journal(const std::string& id, bool children) const {
+DURABLE_DECL nlohmann::json harness::export_journal(const std::string& id, bool children) const {
   using nlohmann::json;
   auto parse_or_null = [](const std::optional<std::string>& t) {
     return t ? json::parse(*t) : json(nullptr);
@@ -407,7 +415,7 @@ inline nlohmann::json harness::export_journal(const std::string& id, bool childr
   return {{"format", "durable.journal"}, {"version", 1}, {"root", id}, {"workflows", all}};
 }
 
-inline std::vector<attempt_record> harness::attempts(const std::string& id) const {
+DURABLE_DECL std::vector<attempt_record> harness::attempts(const std::string& id) const {
   std::vector<attempt_record> out;
   for (const auto& a : j_.at(id).attempts) {
     attempt_record r;
