@@ -25,12 +25,14 @@ DURABLE_PG_PASSWORD="durable-test-pw"
 # prometheus: its promtool validates the metrics exposition (tests/test_metrics.cpp).
 # faketime: the clock-skew tests run an executor with a wrong wall clock (tests/test_skew.cpp).
 # libhowardhinnant-date-dev, tzdata: schedules' time zones (durable/cron.hpp, /usr/share/zoneinfo).
+# python3-clang-16: libclang for the determinism lint (tools/durable-lint, its test
+# determinism_lint).
 # ccache: every build goes through it (durable_configure), so a rebuild after a checkout or in a
 # fresh clone compiles only what changed.
 DURABLE_REQUIRED_PACKAGES=(g++ cmake ninja-build git libpq-dev libasio-dev libfmt-dev
                            nlohmann-json3-dev catch2 libbenchmark-dev postgresql clang-format
                            libcli11-dev prometheus faketime libhowardhinnant-date-dev tzdata
-                           librestinio-dev ccache)
+                           librestinio-dev ccache python3-clang-16)
 # scripts/test --sanitize: Clang 16 with AddressSanitizer and UBSan (the runtimes are in
 # libclang-rt-16-dev, which clang-16 only recommends).
 DURABLE_SANITIZE_PACKAGES=(clang-16 libclang-rt-16-dev)

@@ -321,6 +321,43 @@ TEST_CASE("kit effects: a service idempotent by nature may be called again witho
   g_email = nullptr;
 }
 
+// A workflow that picks its step from state its own end changes (a cache filled on first use):
+// every run and its replay within a case agree; a second replay after the end does not.
+bool g_warm = false;
+asio::awaitable<int> warms_up(context& ctx) {
+  const std::string name = g_warm ? "from-cache" : "fill-cache";
+  const int v = co_await ctx.step(name, [] { return 1; });
+  g_warm = true;
+  co_return v;
+}
+
+TEST_CASE("kit effects: a second replay of each journal, on a moved clock, takes the same path",
+          "[testing][effects]") {
+  dt::harness h;
+  h.register_workflow("warm", warms_up);
+  dt::crash_options o;
+  o.setup = [](dt::harness&) { g_warm = false; };
+  o.throw_on_failure = false;
+  const dt::crash_report r = dt::check_crashes(h, o, "warm");
+  INFO(r.summary());
+  REQUIRE_FALSE(r.cases.empty());
+  for (const auto& c : r.cases) {
+    // The end lost: the crash's own replay runs after the cache was filled. Else the run and
+    // its replay agree, and only the second replay tells.
+    if (c.how != dt::interruption::before_end)
+      CHECK_THAT(c.problem,
+                 Catch::StartsWith("a second replay of the journal this case wrote, on a clock "
+                                   "moved by a day and an hour, took another path"));
+    CHECK_THAT(c.problem, Catch::Contains("step 0 is journaled as 'fill-cache' but its replay "
+                                          "asks for 'from-cache'"));
+  }
+  // The same workflow without the state: it passes, second replays included.
+  h.register_workflow("steady", [](context& ctx) -> asio::awaitable<int> {
+    co_return co_await ctx.step("fill-cache", [] { return 1; });
+  });
+  CHECK(dt::check_crashes(h, "steady").ok());
+}
+
 TEST_CASE("kit effects: a key made anew for each attempt is reported as different keys",
           "[testing][effects]") {
   dt::harness h;

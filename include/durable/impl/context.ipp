@@ -46,8 +46,8 @@ DURABLE_DECL void require_running(run_state& s, int seq, const std::string& name
     throw error(*refused);
   if (const std::string* big = s.outcome.parked_for(park_cause::value_too_large))
     throw value_too_large(s.id, *big);
-  // After a journal write of unknown outcome, nothing more may be journaled in this run:
-  // a later row could be built on a step result that never committed.
+  // After a journal write of unknown outcome, nothing more is journaled in this run (a row
+  // could rest on a step result that never committed).
   if (v.what == verdict::kind::retry)
     throw error(step +
                 "' not run because an earlier journal write failed; the workflow is "
@@ -78,8 +78,7 @@ DURABLE_DECL asio::awaitable<void> continue_run(run_state& s, const std::string&
   const std::string name = "continue_as_new";
   const int seq = s.next_seq;
   refuse_continue_in_join(s);
-  // A misuse the workflow caught still parks it: continuing would start a new generation and
-  // erase the record of it.
+  // A misuse the workflow caught still parks it (going on would erase the record of it).
   if (const std::string* m = s.outcome.parked_for(park_cause::misuse)) throw error(*m);
   if (s.check_inputs) {
     try {
@@ -161,14 +160,12 @@ DURABLE_DECL void attempt_returned(const run_state& s, const step_info& info,
   injected_failure f("the test kit failed attempt " + std::to_string(info.attempt) + " of step " +
                      std::to_string(info.seq) + " '" + info.name +
                      "' after its function ran (as if its reply were lost)");
-  // Asked only where the policy retries the failure (check_crashes learns those steps so). A
-  // retry_if that throws on it retries nothing here.
+  bool retries = false;  // the kit asks only where the policy retries (check_crashes learns so)
   try {
-    if (!retryable(policy, std::make_exception_ptr(f))) return;
-  } catch (...) {
-    return;
+    retries = retryable(policy, std::make_exception_ptr(f));
+  } catch (...) {  // a retry_if that throws on the kit's failure: no retry
   }
-  if (s.fail_attempt(info)) throw f;
+  if (retries && s.fail_attempt(info)) throw f;
 }
 
 DURABLE_DECL const attempt_history* attempt_state(run_state& s, int seq, const std::string& name,

@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "durable/testing/harness.hpp"
+#include "durable/testing/replay.hpp"
+#include "durable/testing/service.hpp"
 
 namespace durable::testing {
 

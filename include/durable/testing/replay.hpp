@@ -99,6 +99,35 @@ inline void load(detail::memory_journal& j, const nlohmann::json& w) {
     rec.events[e.at("key").get<std::string>()] = e.at("value").dump();
 }
 
+/// Replays workflow `id` of `doc` (an export, as harness::export_journal writes it) with the code
+/// registered in `h`, nothing executed, on a virtual clock that starts at `clock_start` (Unix
+/// seconds): check_crashes' second replay of each case, under a moved clock. Returns the
+/// nondeterminism it met, or empty if it took the journaled path.
+inline std::string second_replay(const nlohmann::json& doc, const harness& h, const std::string& id,
+                                 double clock_start) {
+  const nlohmann::json* root = nullptr;
+  for (const auto& w : doc.at("workflows"))
+    if (w.at("id").get<std::string>() == id) root = &w;
+  if (!root) return {};
+  const harness::registered* reg = h.find_workflow(root->at("name").get<std::string>());
+  if (!reg) return {};
+  detail::memory_journal j;
+  for (const auto& x : doc.at("workflows")) load(j, x);
+  j.replay_only(true);
+  detail::virtual_clock clock(clock_start);
+  j.use_clock([&clock] { return clock.now(); });
+  detail::memory_run_options o;
+  o.clock = &clock;
+  o.poll_interval = detail::virtual_clock::horizon;
+  o.check_inputs = &reg->check_inputs;
+  o.signature = &reg->signature;
+  o.same_code = true;
+  const nlohmann::json inputs = root->at("inputs");
+  auto body = [reg, inputs](context& ctx) { return reg->invoke(ctx, inputs); };
+  const detail::memory_run_result run = detail::run_in_memory(j, id, body, o);
+  return run.run->nondeterminism ? std::string(run.run->nondeterminism->what()) : std::string();
+}
+
 }  // namespace replay_detail
 
 /// Replays every workflow of an export document (admin_export's format, version 1) against

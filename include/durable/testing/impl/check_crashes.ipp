@@ -33,6 +33,10 @@ inline std::vector<service_call> calls_in(const case_run& run, const service_bas
   return {all.begin() + std::ptrdiff_t(from), all.end()};
 }
 
+inline double seconds(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
 inline std::string times(std::size_t n) {
   return n == 1 ? "once" : n == 2 ? "twice" : std::to_string(n) + " times";
 }
@@ -359,6 +363,21 @@ check_crashes_with(const harness& proto, const crash_options& o, const std::stri
       if (!effects.empty()) c.problem = effects + (c.problem.empty() ? "" : "; " + c.problem);
     } catch (const std::exception& e) {
       c.problem = std::string("the harness failed: ") + e.what();
+    }
+    // A second replay of the journal this case wrote, on a clock a day and an hour later
+    // (ctx.now(), ctx.random() and ctx.uuid() are journaled, so nothing may differ).
+    if (c.problem.empty()) {
+      try {
+        const std::string d = replay_detail::second_replay(
+            h.export_journal(id), h, id, crash_detail::seconds(h.now()) + 25 * 3600.0);
+        if (!d.empty())
+          c.problem =
+              "a second replay of the journal this case wrote, on a clock moved by a day "
+              "and an hour, took another path: " +
+              d;
+      } catch (const std::exception& e) {
+        c.problem = std::string("the second replay failed: ") + e.what();
+      }
     }
     if (c.problem.empty() && o.after_case) {
       try {
