@@ -53,6 +53,8 @@ def main(argv):
             failures.append("line %d: expected %r first, got %r" % (number, call, text))
         elif "outside a step: it " not in text or "; use " not in text and "; read it" not in text:
             failures.append("line %d: the report gives no reason or fix: %r" % (number, text))
+    if len(expected) < 6:
+        failures.append("%s marks %d lines, expected at least 6" % (planted, len(expected)))
     for number in sorted(set(reported) - set(expected)):
         failures.append("line %d was reported but is not marked: %r" % (number, reported[number]))
 
@@ -60,6 +62,24 @@ def main(argv):
     if status != 0 or out:
         failures.append("on %s: exit status %d, expected 0 and no output\n%s%s"
                         % (clean, status, out, err))
+
+    # The same through a compile database as CMake writes it: one shell-quoted "command" with a
+    # define holding a space, -Werror, and a GCC option Clang does not know.
+    import json
+    import shlex
+    import tempfile
+    with tempfile.TemporaryDirectory() as build:
+        command = ["g++", "-DPLANTED_NOTE=\"a b\"", "-Werror", "-fconcepts-diagnostics-depth=2"]
+        command += args + ["-c", os.path.abspath(planted), "-o", "planted.o"]
+        with open(os.path.join(build, "compile_commands.json"), "w") as f:
+            json.dump([{"directory": build, "file": os.path.abspath(planted),
+                        "command": " ".join(shlex.quote(a) for a in command)}], f)
+        p = subprocess.run([sys.executable, lint, "-p", build, planted], capture_output=True,
+                           text=True)
+        lines = {int(m.group(1)) for m in re.finditer(r":(\d+):\d+: ", p.stdout)}
+        if p.returncode != 1 or lines != set(expected):
+            failures.append("with -p: exit status %d, lines %s, expected 1 and %s\n%s"
+                            % (p.returncode, sorted(lines), sorted(expected), p.stderr))
 
     status, out, err = run(lint, planted, ["-DDURABLE_LINT_BROKEN=\"", "-std=c++20", "-x", "c"])
     if status != 2:

@@ -50,4 +50,21 @@ inline asio::awaitable<std::string> office_hours(durable::context& ctx, std::str
   co_return order + ":" + how + "@" + where + (stamp ? "" : "?");
 }
 
+/// A workflow template: its steps are found although the calls stay unresolved.
+template <class T>
+asio::awaitable<int> templated(durable::context& ctx, T x) {
+  const int a = co_await ctx.step("a", [&] { return std::rand() + int(x); });  // in a step
+  if (std::rand() % 2 == 0) co_return a;                                       // lint: rand()
+  co_return 0;
+}
+
+/// A step's function kept in a variable; a step name read outside the step.
+inline asio::awaitable<int> named(durable::context& ctx) {
+  auto draw = [] { return std::rand(); };  // the step's function: not reported
+  const int a = co_await ctx.step("draw", draw);
+  const char* mode = std::getenv("MODE");  // lint: getenv()
+  const int b = co_await ctx.step(mode ? "fast" : "slow", [] { return 2; });
+  co_return a + b;
+}
+
 }  // namespace planted

@@ -364,8 +364,19 @@ check_crashes_with(const harness& proto, const crash_options& o, const std::stri
     } catch (const std::exception& e) {
       c.problem = std::string("the harness failed: ") + e.what();
     }
+    if (c.problem.empty() && o.after_case) {
+      try {
+        o.after_case(h, c);
+      } catch (const std::exception& e) {
+        c.problem = std::string("after_case: ") + e.what();
+      }
+    }
+    count(*run, crash_detail::case_name(c));
+    crash_detail::note_repeats(*run, crash_detail::case_name(c), repeats);
+    crash_detail::note_unplaced(*run, unplaced);
     // A second replay of the journal this case wrote, on a clock a day and an hour later
-    // (ctx.now(), ctx.random() and ctx.uuid() are journaled, so nothing may differ).
+    // (ctx.now(), ctx.random() and ctx.uuid() are journaled, so nothing may differ). Last: the
+    // code it runs outside steps may call services, which the case's checks must not count.
     if (c.problem.empty()) {
       try {
         const std::string d = replay_detail::second_replay(
@@ -379,16 +390,6 @@ check_crashes_with(const harness& proto, const crash_options& o, const std::stri
         c.problem = std::string("the second replay failed: ") + e.what();
       }
     }
-    if (c.problem.empty() && o.after_case) {
-      try {
-        o.after_case(h, c);
-      } catch (const std::exception& e) {
-        c.problem = std::string("after_case: ") + e.what();
-      }
-    }
-    count(*run, crash_detail::case_name(c));
-    crash_detail::note_repeats(*run, crash_detail::case_name(c), repeats);
-    crash_detail::note_unplaced(*run, unplaced);
     report.cases.push_back(std::move(c));
   }
   for (auto& [key, s] : most) report.steps.push_back(s);
