@@ -334,12 +334,15 @@ def why_waiting(b, base, schema):
     b.open(base + "#/workflow?id=invoice-1")
     check(not b.css("#wf-waiting"), "a finished workflow says nothing about waiting")
 
-    # An overdue schedule: its slot passed 11 minutes ago; a session holds its row, so the
-    # fixture's scheduler (SKIP LOCKED) does not fire it while the page is looked at.
-    sql(f"INSERT INTO {s}.schedules (id, cron, time_zone, workflow_name, inputs, next_fire_at) "
-        "VALUES ('late-report', '*/5 * * * *', 'UTC', 'report', '[\"late\"]', now() - interval '11 minutes')")
-    with holding(f"SELECT 1 FROM {s}.schedules WHERE id = 'late-report' FOR UPDATE",
+    # An overdue schedule: its slot passed 11 minutes ago. Planted paused, so that the fixture's
+    # scheduler cannot fire it before a session holds its row; that session's FOR KEY SHARE
+    # lock makes the scheduler's FOR UPDATE SKIP LOCKED pass the row by, while plain UPDATEs
+    # (unpausing it now, pausing it again below) still go through.
+    sql(f"INSERT INTO {s}.schedules (id, cron, time_zone, workflow_name, inputs, next_fire_at, paused) "
+        "VALUES ('late-report', '*/5 * * * *', 'UTC', 'report', '[\"late\"]', now() - interval '11 minutes', true)")
+    with holding(f"SELECT 1 FROM {s}.schedules WHERE id = 'late-report' FOR KEY SHARE",
                  "durable-schedule-lock"):
+        sql(f"UPDATE {s}.schedules SET paused = false WHERE id = 'late-report'")
         check(sql(f"SELECT next_fire_at < now() - interval '10 minutes' FROM {s}.schedules WHERE id = 'late-report'") == "t",
               "the planted slot is still unfired")
         b.open(base + "#/schedules", "schedules-overdue")
@@ -347,13 +350,8 @@ def why_waiting(b, base, schema):
         check(badge and badge[0].text.startswith("overdue by 1") and "min" in badge[0].text,
               f"the schedules page marks the schedule overdue ({badge[0].text if badge else None})")
         check(not b.css("tr.schedule-row[data-id='nightly-report'] .badge.overdue"), "an on-time schedule is not marked")
-        # Paused before the lock goes (this UPDATE waits for it): the scheduler never fires it.
-        pause = subprocess.Popen(["psql", os.environ["DURABLE_DATABASE_URL"], "-Xqc",
-                                  f"UPDATE {s}.schedules SET paused = true WHERE id = 'late-report'"],
-                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_until(lambda: sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                               "AND query LIKE '%late-report%' AND query LIKE 'UPDATE%'") != "0", timeout=30)
-    pause.wait(timeout=60)
+        # Paused again before the lock goes: the scheduler never fires it.
+        sql(f"UPDATE {s}.schedules SET paused = true WHERE id = 'late-report'")
     sql(f"DELETE FROM {s}.schedules WHERE id = 'late-report'")
     sql(f"DELETE FROM {s}.workflows WHERE id = 'orphan-1'; DELETE FROM {s}.executors WHERE id = 'gone-exec'")
     b.log()
