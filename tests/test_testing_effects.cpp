@@ -137,6 +137,16 @@ struct fakes {
   }
 };
 
+/// The options of a check whose report the test reads (it does not throw); with
+/// `compare_output` false only the statuses are compared (the fakes make new ids per call).
+dt::crash_options reporting(std::string id, bool compare_output = true) {
+  dt::crash_options o;
+  o.id = std::move(id);
+  o.throw_on_failure = false;
+  o.compare_output = compare_output;
+  return o;
+}
+
 std::string failed_cases(const dt::crash_report& r) {
   std::string out;
   for (const auto& c : r.cases)
@@ -194,9 +204,7 @@ TEST_CASE("kit effects: a receipt sent outside any step is reported in every run
   dt::harness h;
   h.register_workflow("order", order_email_outside);
   fakes f(h);
-  dt::crash_options o;
-  o.id = "order-2";
-  o.throw_on_failure = false;
+  dt::crash_options o = reporting("order-2");
   const dt::crash_report r = dt::check_crashes(h, o, "order", std::string("o-2"), 990);
   INFO(r.summary());
   CHECK_FALSE(r.ok());
@@ -226,10 +234,7 @@ TEST_CASE("kit effects: a charge without the idempotency key is reported, output
     dt::harness h;
     h.register_workflow("order", order_no_key);
     fakes f(h);
-    dt::crash_options o;
-    o.id = "order-3";
-    o.throw_on_failure = false;
-    o.compare_output = compare;
+    const dt::crash_options o = reporting("order-3", compare);
     const dt::crash_report r = dt::check_crashes(h, o, "order", std::string("o-3"), 4200);
     INFO("compare_output " << compare << "\n" << r.summary());
     CHECK_FALSE(r.ok());
@@ -255,10 +260,7 @@ TEST_CASE("kit effects: a charge without its key in a step that awaits is report
   dt::harness h;
   h.register_workflow("order", order_no_key_async);
   fakes f(h);
-  dt::crash_options o;
-  o.id = "order-6";
-  o.throw_on_failure = false;
-  o.compare_output = false;
+  dt::crash_options o = reporting("order-6", false);
   const dt::crash_report r = dt::check_crashes(h, o, "order", std::string("o-6"), 300);
   INFO(r.summary());
   CHECK_THAT(failed_cases(r), Catch::Contains("service 'charge' was called twice for step 0 "
@@ -282,10 +284,7 @@ TEST_CASE("kit effects: calls the kit cannot place are left out and said so, not
   dt::harness h;
   h.register_workflow("order", order_two_at_once);
   fakes f(h);
-  dt::crash_options o;
-  o.id = "order-8";
-  o.throw_on_failure = false;
-  o.compare_output = false;
+  dt::crash_options o = reporting("order-8", false);
   const dt::crash_report r = dt::check_crashes(h, o, "order", std::string("o-8"), 300);
   INFO(r.summary());
   // Both calls were made while both steps were under way: neither is called outside a step or
@@ -363,10 +362,7 @@ TEST_CASE("kit effects: a key made anew for each attempt is reported as differen
   dt::harness h;
   h.register_workflow("pay", order_key_per_attempt);
   fakes f(h);
-  dt::crash_options o;
-  o.id = "pay-1";
-  o.throw_on_failure = false;
-  o.compare_output = false;
+  dt::crash_options o = reporting("pay-1", false);
   const dt::crash_report r = dt::check_crashes(h, o, "pay", std::string("o-4"), 100);
   INFO(r.summary());
   const auto backoff = std::find_if(r.cases.begin(), r.cases.end(), [](const dt::crash_case& c) {
@@ -384,9 +380,7 @@ TEST_CASE("kit effects: fakes are fresh per case unless kept, and after_case can
   dt::harness h;
   h.register_workflow("order", order_ok);
   fakes f(h);
-  dt::crash_options o;
-  o.id = "order-5";
-  o.throw_on_failure = false;
+  dt::crash_options o = reporting("order-5");
   // Kept across cases, the fake answers every case's charge from the first one's reply, and
   // counts every call since.
   f.charge.keep_across_cases(true);

@@ -36,8 +36,10 @@
 #include "durable/impl/store.ipp"
 #include "durable/pg/impl/connection.ipp"
 #include "durable/pg/impl/error.ipp"
-#include "durable/testing/impl/check_crashes.ipp"
+// The harness before check_crashes, which uses its helpers (a block of its own: kept in order).
 #include "durable/testing/impl/harness.ipp"
+
+#include "durable/testing/impl/check_crashes.ipp"
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop

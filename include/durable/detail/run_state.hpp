@@ -197,25 +197,19 @@ public:
   using error::error;
 };
 
-/// Tells the test kit's hooks of an attempt of a step function (kind "step" or "transaction":
-/// a function of the workflow's, not ctx.now() or a sleep) about to run. No-op in an engine's
-/// run.
-inline void attempt_starts(const run_state& s, const step_info& info, const std::string& kind) {
-  if (s.on_attempt &&
-      (kind == to_string(step_kind::step) || kind == to_string(step_kind::transaction)))
-    s.on_attempt(info);
-}
-/// Marks the extent of an attempt of a step function for the test kit (attempt_starts, and
-/// run_state::observer's begins, then its ends when the scope ends, however it ends). No-op in
-/// an engine's run. Ending twice is harmless (GCC 12 may destroy a coroutine's local twice).
+/// Marks the extent of an attempt of a step function (kind "step" or "transaction": a function
+/// of the workflow's, not ctx.now() or a sleep) for the test kit: run_state::on_attempt and the
+/// observer's begins, then its ends when the scope ends, however it ends. No-op in an engine's
+/// run. Ending twice is harmless (GCC 12 may destroy a coroutine's local twice).
 class attempt_scope {
 public:
   attempt_scope(const run_state& s, const step_info& info, const std::string& kind,
                 bool may_suspend)
       : info_(info) {
-    attempt_starts(s, info, kind);
-    if (s.observer &&
-        (kind == to_string(step_kind::step) || kind == to_string(step_kind::transaction))) {
+    if (!s.on_attempt && !s.observer) return;  // an engine's run
+    if (kind != to_string(step_kind::step) && kind != to_string(step_kind::transaction)) return;
+    if (s.on_attempt) s.on_attempt(info);
+    if (s.observer) {
       observer_ = s.observer;
       observer_->begins(info, may_suspend);
     }

@@ -99,6 +99,30 @@ inline void load(detail::memory_journal& j, const nlohmann::json& w) {
     rec.events[e.at("key").get<std::string>()] = e.at("value").dump();
 }
 
+/// Replays workflow `w` of the export `doc` with its registered code `reg`, on a journal that
+/// holds every workflow of the export (a parent's replay reads its children's rows) and refuses
+/// to execute, on a virtual clock that starts at `clock_start` (Unix seconds). `same_code`:
+/// cursor::same_code (the journal is this code's own).
+inline detail::memory_run_result replay_one(const nlohmann::json& doc,
+                                            const harness::registered& reg, const nlohmann::json& w,
+                                            double clock_start, bool same_code) {
+  detail::memory_journal j;
+  for (const auto& x : doc.at("workflows")) load(j, x);
+  j.replay_only(true);
+  detail::virtual_clock clock(clock_start);
+  j.use_clock([&clock] { return clock.now(); });
+  detail::memory_run_options o;
+  o.clock = &clock;
+  o.poll_interval = detail::virtual_clock::horizon;
+  o.check_inputs = &reg.check_inputs;
+  o.signature = &reg.signature;
+  o.same_code = same_code;
+  const harness::registered* r = &reg;
+  const nlohmann::json inputs = w.at("inputs");
+  auto body = [r, inputs](context& ctx) { return r->invoke(ctx, inputs); };
+  return detail::run_in_memory(j, w.at("id").get<std::string>(), body, o);
+}
+
 /// Replays workflow `id` of `doc` (an export, as harness::export_journal writes it) with the code
 /// registered in `h`, nothing executed, on a virtual clock that starts at `clock_start` (Unix
 /// seconds): check_crashes' second replay of each case, under a moved clock. Returns the
@@ -111,20 +135,7 @@ inline std::string second_replay(const nlohmann::json& doc, const harness& h, co
   if (!root) return {};
   const harness::registered* reg = h.find_workflow(root->at("name").get<std::string>());
   if (!reg) return {};
-  detail::memory_journal j;
-  for (const auto& x : doc.at("workflows")) load(j, x);
-  j.replay_only(true);
-  detail::virtual_clock clock(clock_start);
-  j.use_clock([&clock] { return clock.now(); });
-  detail::memory_run_options o;
-  o.clock = &clock;
-  o.poll_interval = detail::virtual_clock::horizon;
-  o.check_inputs = &reg->check_inputs;
-  o.signature = &reg->signature;
-  o.same_code = true;
-  const nlohmann::json inputs = root->at("inputs");
-  auto body = [reg, inputs](context& ctx) { return reg->invoke(ctx, inputs); };
-  const detail::memory_run_result run = detail::run_in_memory(j, id, body, o);
+  const detail::memory_run_result run = replay_one(doc, *reg, *root, clock_start, true);
   return run.run->nondeterminism ? std::string(run.run->nondeterminism->what()) : std::string();
 }
 
@@ -159,21 +170,8 @@ inline replay_report replay_document(const nlohmann::json& doc, const harness& h
       report.workflows.push_back(std::move(r));
       continue;
     }
-    // Every workflow of the export is loaded (a parent's replay reads its children's rows),
-    // and this one replayed on a journal that refuses to execute.
-    detail::memory_journal j;
-    for (const auto& x : all) replay_detail::load(j, x);
-    j.replay_only(true);
-    detail::virtual_clock clock(detail::unix_seconds());
-    j.use_clock([&clock] { return clock.now(); });
-    detail::memory_run_options o;
-    o.clock = &clock;
-    o.poll_interval = detail::virtual_clock::horizon;
-    o.check_inputs = &reg->check_inputs;
-    o.signature = &reg->signature;
-    const nlohmann::json inputs = w.at("inputs");
-    auto body = [reg, inputs](context& ctx) { return reg->invoke(ctx, inputs); };
-    const detail::memory_run_result run = detail::run_in_memory(j, r.workflow_id, body, o);
+    const detail::memory_run_result run =
+        replay_detail::replay_one(doc, *reg, w, detail::unix_seconds(), false);
     const auto& nd = run.run->nondeterminism;
     if (nd) {
       r.ok = false;

@@ -50,8 +50,9 @@ public:
   /// step `seq`'s row of workflow `id` is written, instead of writing it (the step's function
   /// ran; its result is lost), or right after a failed attempt of it is recorded for a retry
   /// (in the middle of the backoff), or when the run's final state is about to be written
-  /// (before_finish: its code returned, its end is lost; `seq` is not used).
+  /// (before_finish: its code returned, its end is lost; `seq` is finish_seq).
   enum class crash_moment { after_row, before_row, in_backoff, before_finish };
+  static constexpr int finish_seq = -1;
   struct crash_point {
     std::string id;
     int seq = 0;

@@ -33,10 +33,6 @@ inline std::vector<service_call> calls_in(const case_run& run, const service_bas
   return {all.begin() + std::ptrdiff_t(from), all.end()};
 }
 
-inline double seconds(std::chrono::system_clock::time_point t) {
-  return std::chrono::duration<double>(t.time_since_epoch()).count();
-}
-
 inline std::string times(std::size_t n) {
   return n == 1 ? "once" : n == 2 ? "twice" : std::to_string(n) + " times";
 }
@@ -316,7 +312,9 @@ check_crashes_with(const harness& proto, const crash_options& o, const std::stri
         return true;
       });
     }
-    h.store().crash_at({c.workflow_id, c.seq, at});
+    h.store().crash_at({c.workflow_id,
+                        at == moment::before_finish ? detail::memory_journal::finish_seq : c.seq,
+                        at});
     try {
       start(h, id);
       if (o.setup) o.setup(h);
@@ -380,7 +378,7 @@ check_crashes_with(const harness& proto, const crash_options& o, const std::stri
     if (c.problem.empty()) {
       try {
         const std::string d = replay_detail::second_replay(
-            h.export_journal(id), h, id, crash_detail::seconds(h.now()) + 25 * 3600.0);
+            h.export_journal(id), h, id, harness_detail::seconds_of(h.now()) + 25 * 3600.0);
         if (!d.empty())
           c.problem =
               "a second replay of the journal this case wrote, on a clock moved by a day "

@@ -87,14 +87,10 @@ DURABLE_DECL bool memory_journal::finish(const std::string& id, std::int64_t epo
                                          std::optional<std::string> reason) {
   if (crashed_) throw process_died("the process died (a crash the test kit staged)");
   // Staged for the end of a run that ended by itself (the harness's own parks are not).
-  if (crash_ && crash_->id == id && crash_->at == crash_moment::before_finish &&
-      (status == to_string(workflow_state::succeeded) ||
-       status == to_string(workflow_state::failed) ||
-       status == to_string(workflow_state::dead_letter))) {
-    crashed_ = true;
-    throw process_died("the test kit killed the process before the end of workflow '" + id +
-                       "' was recorded");
-  }
+  if (crash_ && (status == to_string(workflow_state::succeeded) ||
+                 status == to_string(workflow_state::failed) ||
+                 status == to_string(workflow_state::dead_letter)))
+    crash_if(id, finish_seq, crash_moment::before_finish);
   workflow_record& w = at(id);
   if (w.epoch != epoch) return false;
   w.status = std::move(status);
@@ -127,6 +123,9 @@ DURABLE_DECL void memory_journal::poke(const std::string& key) {
 DURABLE_DECL void memory_journal::crash_if(const std::string& id, int seq, crash_moment m) {
   if (!crash_ || crash_->id != id || crash_->seq != seq || crash_->at != m) return;
   crashed_ = true;
+  if (m == crash_moment::before_finish)
+    throw process_died("the test kit killed the process before the end of workflow '" + id +
+                       "' was recorded");
   throw process_died("the test kit killed the process at step " + std::to_string(seq) +
                      " of workflow '" + id + "'");
 }
