@@ -4,16 +4,22 @@
 //   BM_raw_floor                  (c) the floor: one blocking libpq INSERT (prepared) and commit
 //                                 of a row shaped like a journal row (text, int, text, jsonb,
 //                                 primary key (text, int)) into bench_replay_floor
-//   BM_raw_append_step            diagnostic: the library's own journal write (the store's
-//                                 step_append statement: fence + INSERT in a PL/pgSQL function)
-//                                 sent by blocking libpq, autocommit: the server's share of a
-//                                 new step, without the library's client side
+//   BM_raw_append_step            diagnostic: the store's step_append statement (fence under
+//                                 FOR SHARE + INSERT in a PL/pgSQL function; a transactional
+//                                 step's row) sent by blocking libpq, autocommit
+//   BM_raw_step_write             diagnostic: the store's step_write statement (INSERT ...
+//                                 SELECT fenced by the epoch, FOR KEY SHARE), the journal write of
+//                                 a plain step: the server's share of a new step, without the
+//                                 library's client side
 //   BM_first_execution/N          (b) engine.start() of a fresh workflow of N steps and
 //                                 handle.result(): every step runs and is journaled (one fenced
 //                                 round trip and commit each); per_step = time / N
-//   BM_paired_new_step            diagnostic: blocks of 100 floor INSERTs, 100 raw step_appends
-//                                 and 100-step workflows (engine pool of 4, and of 1), in
-//                                 rotating order, each block timed: side-by-side per-step costs
+//   BM_paired_new_step            blocks of 100 floor INSERTs, 100 raw step_appends, 100 raw
+//                                 step_writes and 100-step workflows (engine pool of 4, and of
+//                                 1), in rotating order, each block timed: side-by-side per-step
+//                                 costs (target: pool of 4 <= 1.15 x floor), and the WAL bytes
+//                                 each block wrote per step (pg_current_wal_insert_lsn, read
+//                                 outside the timed blocks)
 //   BM_replay/N                   (a) end to end replay of a finished workflow of N steps:
 //                                 recover(id) (claim + journal load), replay of every step,
 //                                 the completion write, and result(). Before each iteration,
@@ -105,19 +111,32 @@ void floor_once() {
 
 void BM_raw_floor(benchmark::State& state) { bench::blocking_loop(state, floor_once); }
 
-// The library's fenced journal write (store statement step_append) sent by plain blocking
-// libpq, autocommit: what a new step costs the server, without the library's client side.
-std::uint64_t g_append_seq = 0;
-
-void append_once() {
-  const std::string seq = std::to_string(g_append_seq++);
+// One journal row through a store statement prepared on the raw connection (`prepared`), for
+// workflow `id` (owned under epoch 1), by plain blocking libpq, autocommit: what a new step
+// costs the server, without the library's client side.
+void journal_once(const char* prepared, const char* id, std::uint64_t& next_seq,
+                  ExecStatusType expected) {
+  const std::string seq = std::to_string(next_seq++);
   const std::string started = std::to_string(durable::detail::unix_seconds());
-  const char* values[10] = {"raw-append", "1",         seq.c_str(), "s", "step",
-                            "succeeded",  seq.c_str(), nullptr,     "1", started.c_str()};
-  bench::exec_prepared(g_raw->get(), "bench_raw_append", 10, values, PGRES_TUPLES_OK);
+  const char* values[10] = {id,          "1",         seq.c_str(), "s", "step",
+                            "succeeded", seq.c_str(), nullptr,     "1", started.c_str()};
+  bench::exec_prepared(g_raw->get(), prepared, 10, values, expected);
+}
+
+// store statement step_append (a PL/pgSQL call under FOR SHARE: a transactional step's row)
+std::uint64_t g_append_seq = 0;
+void append_once() {
+  journal_once("bench_raw_append", "raw-append", g_append_seq, PGRES_TUPLES_OK);
 }
 
 void BM_raw_append_step(benchmark::State& state) { bench::blocking_loop(state, append_once); }
+
+// store statement step_write (INSERT ... SELECT fenced by the epoch, FOR KEY SHARE): a plain
+// step's row
+std::uint64_t g_write_seq = 0;
+void write_once() { journal_once("bench_raw_write", "raw-write", g_write_seq, PGRES_COMMAND_OK); }
+
+void BM_raw_step_write(benchmark::State& state) { bench::blocking_loop(state, write_once); }
 
 // ---- (b) first execution -------------------------------------------------------------------
 
@@ -145,22 +164,36 @@ void BM_first_execution(benchmark::State& state) {
 // connection. Every block is timed on its own, so the per-step values compared were measured
 // within a fraction of a second of each other.
 durable::engine* g_eng1 = nullptr;
-enum paired_variant : int { p_floor, p_append, p_new_pool4, p_new_pool1, p_count };
+enum paired_variant : int { p_floor, p_append, p_write, p_new_pool4, p_new_pool1, p_count };
 const char* const paired_names[p_count] = {"raw INSERT + commit (floor)", "raw step_append",
-                                           "new step, engine pool(4)", "new step, engine pool(1)"};
-std::vector<double> g_paired[p_count];  // seconds per step, one sample per block
+                                           "raw step_write", "new step, engine pool(4)",
+                                           "new step, engine pool(1)"};
+std::vector<double> g_paired[p_count];      // seconds per step, one sample per block
+std::vector<double> g_paired_wal[p_count];  // WAL bytes per step, one sample per block
 constexpr int paired_block = 100;
+
+/// The server's WAL insert position (read outside the timed blocks).
+std::string wal_position() { return bench::value(*g_raw, "SELECT pg_current_wal_insert_lsn()"); }
+
+/// WAL bytes written since `before` (every session's: the engines' heartbeats included).
+double wal_since(const std::string& before) {
+  return std::stod(bench::value(
+      *g_raw, "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '" + before + "'::pg_lsn)"));
+}
 
 asio::awaitable<void> paired_loop(benchmark::State& state) {
   int rotation = 0;
   for (auto _ : state) {
     for (int k = 0; k < p_count; ++k) {
       const int v = (k + rotation) % p_count;
+      const std::string wal_before = wal_position();
       const auto t0 = std::chrono::steady_clock::now();
       if (v == p_floor) {
         for (int i = 0; i < paired_block; ++i) floor_once();
       } else if (v == p_append) {
         for (int i = 0; i < paired_block; ++i) append_once();
+      } else if (v == p_write) {
+        for (int i = 0; i < paired_block; ++i) write_once();
       } else {
         durable::engine& eng = v == p_new_pool4 ? *g_eng : *g_eng1;
         const std::string id = "paired-" + std::to_string(v) + "-" + std::to_string(++g_new_ids);
@@ -169,6 +202,7 @@ asio::awaitable<void> paired_loop(benchmark::State& state) {
         check_sum(sum, paired_block);
       }
       g_paired[v].push_back(bench::seconds_since(t0) / paired_block);
+      g_paired_wal[v].push_back(wal_since(wal_before) / paired_block);
     }
     rotation = (rotation + 1) % p_count;
   }
@@ -310,6 +344,11 @@ BENCHMARK(BM_raw_append_step)
     ->MinTime(0.5)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_raw_step_write)
+    ->Repetitions(repetitions)
+    ->MinTime(0.5)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_first_execution)
     ->Arg(1)
     ->Arg(100)
@@ -356,7 +395,14 @@ void print_summary(const bench::collecting_reporter& rep) {
   const auto append = med("BM_raw_append_step");
   if (append) {
     std::printf("    step_append statement via raw libpq:  %8.1f us", *append * 1e6);
-    if (floor) std::printf(" = %.2f x floor (the server's share of a new step)", *append / *floor);
+    if (floor)
+      std::printf(" = %.2f x floor (FOR SHARE: a transactional step's row)", *append / *floor);
+    std::printf("\n");
+  }
+  const auto write = med("BM_raw_step_write");
+  if (write) {
+    std::printf("    step_write statement via raw libpq:   %8.1f us", *write * 1e6);
+    if (floor) std::printf(" = %.2f x floor (the server's share of a new step)", *write / *floor);
     std::printf("\n");
   }
 
@@ -371,11 +417,11 @@ void print_summary(const bench::collecting_reporter& rep) {
     if (floor)
       std::printf("    new step / floor:                   %8.2f   (target <= 1.25: %s)\n",
                   per / *floor, bench::verdict(per / *floor, 1.25));
-    if (append)
+    if (write)
       std::printf(
-          "    new step - raw step_append:         %8.1f us (the library's client side and the "
+          "    new step - raw step_write:          %8.1f us (the library's client side and the "
           "workflow's start, finish and result, spread over 100 steps)\n",
-          (per - *append) * 1e6);
+          (per - *write) * 1e6);
     if (new1) {
       const double marginal = (*new100 - *new1) / 99;
       std::printf(
@@ -395,8 +441,12 @@ void print_summary(const bench::collecting_reporter& rep) {
     std::printf("    paired blocks of %d (%zu blocks each), medians per step:\n", paired_block,
                 g_paired[0].size());
     for (int v = 0; v < p_count; ++v)
-      std::printf("      %-30s %8.1f us = %.2f x floor\n", paired_names[v], *pm[v] * 1e6,
-                  *pm[v] / *pm[p_floor]);
+      std::printf("      %-30s %8.1f us = %.2f x floor, %6.0f WAL bytes per step\n",
+                  paired_names[v], *pm[v] * 1e6, *pm[v] / *pm[p_floor],
+                  bench::median_of(g_paired_wal[v]).value_or(0));
+    const double ratio = *pm[p_new_pool4] / *pm[p_floor];
+    std::printf("    paired new step (pool of 4) / floor:  %6.2f   (target <= 1.15: %s)\n", ratio,
+                bench::verdict(ratio, 1.15));
   }
 
   const auto r1000 = med("BM_replay/1000");
@@ -488,9 +538,12 @@ int main(int argc, char** argv) {
     // A workflow row for BM_raw_append_step; no executor owns it, so nothing resumes it.
     raw->exec("INSERT INTO " + schema +
               ".workflows (id, name, status, inputs, epoch) "
-              "VALUES ('raw-append', 'steps', 'running', '[0]', 1)");
+              "VALUES ('raw-append', 'steps', 'running', '[0]', 1), "
+              "('raw-write', 'steps', 'running', '[0]', 1)");
     raw->prepare("bench_raw_append",
                  durable::detail::store_of(eng).catalog()->at("durable_step_append").c_str());
+    raw->prepare("bench_raw_write",
+                 durable::detail::store_of(eng).catalog()->at("durable_step_write").c_str());
     raw->prepare("bench_raw_load",
                  durable::detail::store_of(eng).catalog()->at("durable_journal_load").c_str());
   } catch (const std::exception& e) {

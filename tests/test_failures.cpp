@@ -144,13 +144,14 @@ TEST_CASE("a large value that takes longer than the lease to write keeps the hea
   CHECK(probe.calls["big"] == 1);
 }
 
-TEST_CASE("journal writes without EXECUTE permission park the workflow",
+TEST_CASE("journal writes without INSERT or EXECUTE permission park the workflow",
           "[failure][refused][permission]") {
   probe.reset();
   const auto schema = test::fresh_schema("perm");
   const std::string role = "durable_norights_" + std::to_string(::getpid());
-  // The schema is created by a privileged engine first; then a role that may use the tables
-  // but not the journal functions runs the workflow.
+  // The schema is created by a privileged engine first; then a role that may read and update
+  // the tables, but neither insert journal rows (a plain step's step_write) nor call the journal
+  // functions (a transactional step's, a message's), runs the workflow.
   fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     auto c = co_await eng.pool().acquire();
     co_await c->exec("DROP ROLE IF EXISTS " + role);
@@ -158,6 +159,7 @@ TEST_CASE("journal writes without EXECUTE permission park the workflow",
     co_await c->exec("GRANT USAGE ON SCHEMA " + q(schema) + " TO " + role);
     co_await c->exec("GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA " + q(schema) +
                      " TO " + role);
+    co_await c->exec("REVOKE INSERT ON " + q(schema) + ".steps FROM " + role);
     co_await c->exec("REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA " + q(schema) + " FROM PUBLIC");
   });
   auto limited = test::with_option(test::with_option(test::conninfo(), "user", role), "password",
@@ -403,17 +405,23 @@ TEST_CASE("a final state the server refuses parks the workflow instead", "[failu
 TEST_CASE("a journal function that does not exist parks the workflow", "[failure][refused]") {
   probe.reset();
   const auto schema = test::fresh_schema("nofn");
+  const std::string table = q(schema) + ".tx_nofn";
   fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     {
       auto c = co_await eng.pool().acquire();
+      co_await c->exec("CREATE TABLE " + table + " (v integer)");
       co_await c->exec("DROP FUNCTION " + q(schema) + ".append_step");
     }
-    auto h = co_await eng.start("simple", "w-nofn");
+    // A transactional step's row goes through append_step (a plain step's does not).
+    auto h = co_await eng.start("tx_counter", "w-nofn", table);
     auto row = co_await wait_status(eng, h.id(), "parked");
     CHECK_THAT(row.reason, Catch::Contains("SQLSTATE 42883"));
     co_await test::sleep_ms(100);
+    auto c = co_await eng.pool().acquire();
+    auto n = co_await c->exec("SELECT count(*) FROM " + table);
+    CHECK(n[0].get<long>(0) == 0);  // the transaction's write rolled back with its row
   });
-  CHECK(probe.calls["one"] == 1);
+  CHECK(probe.calls["insert"] == 1);
 }
 
 TEST_CASE("a nondeterminism_error the replay did not raise still parks the workflow",

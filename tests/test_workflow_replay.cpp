@@ -310,6 +310,133 @@ TEST_CASE("a writer whose ownership moved on is fenced out (I3)", "[workflow][fe
   CHECK(probe.calls["s3"] == 0);  // and the coroutine stopped there
 }
 
+// Waits until a session of this database waits for a lock in an INSERT into `schema`'s steps
+// (a journal write held by a test's uncommitted row of the same key).
+asio::awaitable<void> wait_lock_waiter(engine& eng, const std::string& schema) {
+  auto c = co_await eng.pool().acquire();
+  for (int i = 0;; ++i) {
+    auto r = co_await c->exec(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND datname = current_database() AND position($1 in query) > 0 "
+        "AND position('INSERT' in query) > 0",
+        q(schema) + ".steps");
+    if (r[0].get<long>(0) > 0) co_return;
+    if (i == 15000) throw std::runtime_error("no journal write waited for the held key");
+    co_await test::sleep_ms(2);
+  }
+}
+
+// Starts counter(4) as `id` and lets it stall before step 2; then holds step 2's key in an
+// uncommitted row (under `epoch`, with `output`) and lets the workflow go on: its write of step
+// 2 passes its fence and waits for the key. The row is the transaction's, until it ends.
+struct held_key {
+  explicit held_key(pg::pool::lease c) : conn(std::move(c)), tx(conn->begin()) {}
+  pg::pool::lease conn;
+  pg::transaction tx;
+};
+
+asio::awaitable<std::unique_ptr<held_key>> run_into_held_key(engine& eng, std::string id,
+                                                             long epoch, std::string output) {
+  (void)co_await eng.start("counter", id, 4);
+  co_await test::wait_stalled("s2");
+  co_await test::wait_rows(eng, id, 2);
+  auto held = std::make_unique<held_key>(co_await eng.pool().acquire());
+  (void)co_await held->tx.exec("INSERT INTO " + q(eng.schema_name()) +
+                                   ".steps (workflow_id, seq, name, kind, status, output, epoch) "
+                                   "VALUES ($1, 2, 's2', 'step', 'succeeded', $2::jsonb, $3)",
+                               id, output, epoch);
+  probe.stalled_at.clear();
+  probe.hang_before.clear();  // the workflow runs step 2; its write waits for the key
+  co_await wait_lock_waiter(eng, eng.schema_name());
+  co_return held;
+}
+
+// A plain step's journal write (step_write) takes only a key share lock: a takeover does not
+// wait for the old owner's write in flight, and that write, past its fence before the takeover
+// committed, may still insert its row after the taker has loaded the journal. Staged here: a
+// transaction holds the key of step 2 so that the old owner's INSERT waits after its fence saw
+// epoch 1; engine B takes the workflow over (a key share lock does not hold it back) and loads
+// steps 0 and 1; the old owner's row then lands. B runs step 2 again, its row meets the old one's
+// key (23505), and B claims the workflow again and replays that row instead of parking or
+// overwriting it (I3, I7).
+TEST_CASE("a takeover between two writes of the old owner replays its late row (I3)",
+          "[workflow][fencing]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("race");
+  const std::string id = "w-race";
+  probe.hang_before = "s2";
+  std::vector<std::string> warnings_b;
+  fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto held = co_await run_into_held_key(eng, id, 1, "-1");
+    probe.hang_before = "s2";  // engine B replays steps 0 and 1, then waits before step 2
+    auto ob = fx.options(schema, "exec-b");
+    ob.io_retry_delay = 10ms;
+    ob.on_event = [&](const event& e) {
+      if (e.level == severity::warning) warnings_b.emplace_back(e.message);
+    };
+    engine b(co_await asio::this_coro::executor, ob);
+    register_all(b);
+    co_await b.open();
+    CHECK(co_await b.recover(id));  // the takeover does not wait for the old owner's write
+    co_await test::wait_stalled("s2");
+    co_await held->tx.rollback();  // the old owner's row of step 2 lands, under epoch 1
+    co_await test::wait_rows(eng, id, 3);
+    probe.hang_before.clear();  // B runs step 2 again: its row meets the old owner's
+    const int sum = co_await b.handle(id).result<int>();
+    CHECK(sum == 0 + 1 + 2 + 3);
+    co_await test::wait_idle(eng);  // the old owner's run has stopped at its fenced step 3
+    auto c = co_await eng.pool().acquire();
+    auto rows = co_await c->exec("SELECT seq, epoch, output::text FROM " + q(schema) +
+                                     ".steps WHERE workflow_id = $1 ORDER BY seq",
+                                 id);
+    REQUIRE(rows.rows() == 4);
+    CHECK(rows[2].get<long>(1) == 1);  // the old owner's row, kept
+    CHECK(rows[2].get<std::string>(2) == "2");
+    CHECK(rows[3].get<long>(1) > 2);  // written after B claimed the workflow again
+    auto wf = co_await row_of(eng, id);
+    CHECK(wf.status == "succeeded");
+    co_await b.shutdown(std::chrono::seconds(5));
+  });
+  CHECK(probe.calls["s2"] == 2);  // the old owner's run and B's
+  CHECK(probe.calls["s3"] == 2);  // the old owner's (fenced out: no row) and B's replay's
+  bool told = false;
+  for (const auto& w : warnings_b)
+    told = told || w.find("already has a journal row") != std::string::npos;
+  CHECK(told);
+}
+
+// The other order of the same race: the old owner's write passed its fence, then met a row of
+// that step committed under the new owner (staged: a transaction holds the key, the epoch moves
+// on, the transaction commits). The old owner must see that it lost and stop, not claim the
+// workflow back from its owner as a run that only needs to replay would.
+TEST_CASE("a run whose late row meets the new owner's row stops instead of claiming it back (I3)",
+          "[workflow][fencing]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("race_lost");
+  const std::string id = "w-race-lost";
+  probe.hang_before = "s2";
+  fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto held = co_await run_into_held_key(eng, id, 2, "2");
+    {  // another executor owns the workflow now (its claim is not held up by the write)
+      auto c = co_await eng.pool().acquire();
+      co_await c->exec(
+          "UPDATE " + q(schema) + ".workflows SET epoch = 2, executor_id = 'exec-b' WHERE id = $1",
+          id);
+    }
+    (void)co_await held->tx.commit();  // "exec-b"'s row of step 2: the old owner's insert meets it
+    co_await test::wait_idle(eng);
+    CHECK(eng.stats().ownership_lost == 1);
+    auto c = co_await eng.pool().acquire();
+    auto r = co_await c->exec(
+        "SELECT epoch, executor_id FROM " + q(schema) + ".workflows WHERE id = $1", id);
+    CHECK(r[0].get<long>(0) == 2);
+    CHECK(r[0].get<std::string>(1) == "exec-b");
+    CHECK(co_await test::journal_rows(eng, id) == 3);
+  });
+  CHECK(probe.calls["s2"] == 1);
+  CHECK(probe.calls["s3"] == 0);
+}
+
 TEST_CASE("concurrent steps are numbered in program order and replay identically (I4)",
           "[workflow][replay]") {
   probe.reset();

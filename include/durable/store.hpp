@@ -198,6 +198,22 @@ public:
             fenced_write::fence::raises};
   }
 
+  /// Journals one plain step like step_append, in plain SQL under FOR KEY SHARE (which a
+  /// claim does not wait for): the INSERT selects the workflow's row under `epoch` (I3), so a
+  /// fenced-out write inserts nothing. A write that raced a claim can still insert its row;
+  /// the primary key then refuses the new owner's row for that step (23505), and the new
+  /// owner replays it instead (sql/statements/step_write.sql).
+  [[nodiscard]] fenced_write step_write(const std::string& workflow_id, std::int64_t epoch, int seq,
+                                        const std::string& name, const std::string& kind,
+                                        const std::string& status,
+                                        const std::optional<std::string>& output,
+                                        const std::optional<std::string>& error, int attempts,
+                                        double started_at) const {
+    return {call("step_write", workflow_id, epoch, seq, name, kind, status, output, error, attempts,
+                 started_at),
+            fenced_write::fence::matches_no_row};
+  }
+
   /// Journals many steps in one statement (group commit), one array element per row, fenced
   /// row by row (I3). Returns the rows written; a row not returned was fenced out.
   [[nodiscard]] query<written_step> steps_append_many(

@@ -44,9 +44,9 @@ namespace durable::detail {
 ///
 /// Journal rows are merged: all rows of a batch travel as one statement (arrays bound as
 /// parameters), fenced row by row (I3), so a fenced-out row fails alone. (A batch with one
-/// journal row sends it as step_append, the single-row form.) Should the merged
-/// statement fail, its rows go out again one statement each (step_append), so that only a
-/// faulty row gets an error.
+/// journal row sends it as step_write, the single-row form, which a claim does not wait for.)
+/// Should the merged statement fail, its rows go out again one statement each (step_write), so that
+/// only a faulty row gets an error.
 ///
 /// A statement that fails does not take the others down with it: the server aborts the
 /// whole batch, the failing statement gets its own error, and the rest go out again as a
@@ -74,7 +74,7 @@ public:
     return run_impl(std::move(st));
   }
 
-  /// One journal row, as step_append takes it.
+  /// One journal row, as step_write takes it.
   struct journal_row {
     std::string workflow_id;
     std::int64_t epoch = 0;
@@ -173,7 +173,7 @@ private:
   /// One statement writing every journal row among `rows`.
   DURABLE_DECL pg::statement merged_rows(const std::vector<item_ptr>& rows) const;
 
-  /// One journal row alone (step_append: the fence raises DU001, so a result means written).
+  /// One journal row alone (step_write: fenced out when it inserted no row).
   DURABLE_DECL pg::statement single_row(const journal_row& r) const;
 
   DURABLE_DECL asio::awaitable<void> commit(std::vector<item_ptr> items);

@@ -71,10 +71,13 @@ struct waiter_registry {
   };
   std::multimap<std::string, waiter*, std::less<>> waiting;
 
-  void poke(std::string_view key, const std::optional<std::string>& told = std::nullopt) {
+  /// `told`: what the poke says (a result()'s outcome), or null. (A pointer, not an optional
+  /// defaulted to nullopt: GCC 12 at -O3 warns that copying that empty optional reads its
+  /// uninitialised string.)
+  void poke(std::string_view key, const std::string* told = nullptr) {
     for (auto [it, end] = waiting.equal_range(key); it != end; ++it) {
       it->second->poked = true;
-      if (told) it->second->told = told;
+      if (told) it->second->told = *told;
       it->second->timer.cancel();
     }
   }

@@ -1867,6 +1867,14 @@ SELECT i.id FROM ins i, (SELECT count(*) FROM woken) n)durable_sql"},
   {"step_append",
    R"durable_sql(SELECT :"schema".append_step($1, $2, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9,
                       to_timestamp($10::double precision)))durable_sql"},
+  {"step_write",
+   R"durable_sql(INSERT INTO :"schema".steps (workflow_id, seq, name, kind, status, output, error, attempts, epoch,
+                             started_at)
+SELECT w.id, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9, w.epoch,
+       to_timestamp($10::double precision)
+  FROM :"schema".workflows w
+ WHERE w.id = $1 AND w.epoch = $2
+   FOR KEY SHARE)durable_sql"},
   {"steps_append_many",
    R"durable_sql(SELECT written_id, written_seq FROM :"schema".append_steps(
 $1::text[], $2::bigint[], $3::integer[], $4::text[], $5::text[], $6::text[], $7::jsonb[],

@@ -95,7 +95,11 @@ public:
   /// Waits until a connection is free, connecting it if needed.
   [[nodiscard]] asio::awaitable<lease> acquire() {
     auto state = state_;
-    (void)co_await state->free.async_receive(asio::use_awaitable);
+    // A free connection is taken at once, without the round through the executor that an
+    // asynchronous receive costs even when a value is ready. (Waiters, if any, hold every
+    // value: try_receive succeeds only when nobody waits.)
+    if (!state->free.try_receive([](asio::error_code, std::size_t) {}))
+      (void)co_await state->free.async_receive(asio::use_awaitable);
     const std::size_t i = state->take_idle();
     std::unique_ptr<connection>& slot = state->slots[i];
     if (slot && !alive(*slot)) state->retire(i);

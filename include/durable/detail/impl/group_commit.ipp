@@ -124,8 +124,8 @@ DURABLE_DECL pg::statement group_committer::merged_rows(const std::vector<item_p
 
 DURABLE_DECL pg::statement group_committer::single_row(const journal_row& r) const {
   return st_
-      ->step_append(r.workflow_id, r.epoch, r.seq, r.name, r.kind, r.status, r.output, r.error,
-                    r.attempts, r.started_at)
+      ->step_write(r.workflow_id, r.epoch, r.seq, r.name, r.kind, r.status, r.output, r.error,
+                   r.attempts, r.started_at)
       .st;
 }
 
@@ -138,7 +138,7 @@ DURABLE_DECL asio::awaitable<void> group_committer::commit(std::vector<item_ptr>
     batch.reserve(items.size());
     for (const auto& it : items)
       if (it->row && !it->alone) rows.push_back(it);
-    // A lone row takes step_append, which costs the server less than the merged form.
+    // A lone row takes step_write, which costs the server less than the merged form.
     if (rows.size() == 1) {
       rows.front()->alone = true;
       rows.clear();
@@ -202,7 +202,9 @@ DURABLE_DECL asio::awaitable<void> group_committer::commit(std::vector<item_ptr>
       }
       for (std::size_t g = 0; g < groups.size(); ++g) {
         if (groups[g].front()->alone) {
-          groups[g].front()->verdict = {};  // written: step_append raises when fenced out
+          // step_write inserts no row when fenced out.
+          if (results[g].affected() == 0)
+            groups[g].front()->verdict.outcome = fence_outcome::fenced_out;
         } else if (groups[g].front()->row) {
           std::set<std::pair<std::string, int>> written;
           for (auto& w : store::rows<store::written_step>(results[g]))

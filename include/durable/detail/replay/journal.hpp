@@ -41,6 +41,15 @@ private:
   std::string owner_;
 };
 
+/// Thrown by a journal's append when the step already has a row that this run did not load:
+/// a run that lost the workflow wrote it while its takeover was in flight (a plain step's
+/// write does not make a claim wait, and the primary key keeps the first row). Nothing was written;
+/// the run is retried, and the new claim replays that row.
+class journal_row_taken : public error {
+public:
+  using error::error;
+};
+
 /// Thrown by a journal asked for what it cannot do (a transaction of a journal without a
 /// database): the run cannot go on with this journal at all.
 class journal_unsupported : public error {

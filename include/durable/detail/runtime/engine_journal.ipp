@@ -35,12 +35,35 @@ DURABLE_DECL asio::awaitable<void> engine_journal::append(const std::string& id,
                                  row.attempts,
                                  row.started_at};
   fence_verdict v;
+  const int seq = r.seq;
+  bool taken = false;
   try {
     v = co_await committer_.append(std::move(r));
+  } catch (const pg::unique_violation&) {
+    taken = true;  // (no co_await in a handler)
   } catch (const pg::sql_error& e) {
     const fence_verdict refused = store::verdict(e);
     if (refused.fenced_out()) throw journal_fenced(refused.server_message);
     throw;
+  }
+  if (taken) {
+    // The step has a row this run did not load. Only the workflow's owner may claim it again
+    // to replay that row: a run that lost the workflow meets the new owner's row here, and
+    // stops.
+    std::optional<std::int64_t> owner_epoch;
+    {
+      auto conn = co_await pool_.acquire();
+      if (auto w = co_await store::fetch_one(*conn, st_.workflow_get(id))) owner_epoch = w->epoch;
+    }
+    if (!owner_epoch) throw journal_fenced("the workflow no longer exists");
+    if (*owner_epoch != epoch)
+      throw journal_fenced("it is owned under epoch " + std::to_string(*owner_epoch) +
+                           " now, and that run journaled this step first");
+    throw journal_row_taken(
+        "workflow '" + id + "': step " + std::to_string(seq) +
+        " already has a journal row, written by a run that lost the workflow to this one while "
+        "its write was in flight; nothing was written, and the workflow is claimed again to "
+        "replay that row");
   }
   if (!v.written()) throw journal_fenced(v.server_message);
 }

@@ -38,10 +38,12 @@ inline void result_notified(engine_state& s, std::string_view payload) {
   const auto newline = payload.find('\n');
   if (newline == std::string_view::npos) return;  // not ours: the fallback poll covers it
   const std::string key = "r:" + std::string(payload.substr(newline + 1));
-  if (newline == 0)
+  if (newline == 0) {
     s.waiters.poke(key);
-  else
-    s.waiters.poke(key, std::string(payload.substr(0, newline)));
+  } else {
+    const std::string outcome(payload.substr(0, newline));
+    s.waiters.poke(key, &outcome);
+  }
 }
 
 /// Listens until shutdown, or until `*cut` is set (a listener of waits: remote_wait).
