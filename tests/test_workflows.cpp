@@ -106,6 +106,69 @@ TEST_CASE("a new step costs one round trip, resuming loads the journal in one qu
   for (int i = 0; i < n; ++i) CHECK(probe.calls["s" + std::to_string(i)] == 1);
 }
 
+// Issue 39: started and awaited by one engine, a workflow of n steps costs n + 2 round trips:
+// the start (insert and claim in one), one per step, and the final state; result() takes the
+// outcome from the run instead of reading it, and the dispatcher is not asked to look for queued
+// work when a workflow that start() launched ends.
+TEST_CASE("start and result of a workflow of 1 step take 3 round trips, of 10 steps 12",
+          "[workflow][round-trips]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("trips");
+  fx.with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        // The first one also absorbs the dispatcher's first look at its queue (sent as soon as
+        // open() started it, so counted before this workflow's first round trip returns).
+        auto first = co_await eng.start("counter", "w-trips-0", 1);
+        CHECK(co_await first.result<int>() == 0);
+        for (const int n : {1, 10}) {
+          const auto before = eng.stats().round_trips;
+          const std::string id = "w-trips-" + std::to_string(n);
+          auto h = co_await eng.start("counter", id, n);
+          const int sum = co_await h.result<int>();
+          const auto after = eng.stats().round_trips;
+          CHECK(sum == n * (n - 1) / 2);
+          CHECK(after - before == std::uint64_t(n + 2));
+        }
+      },
+      // The dispatcher serves its queue, but polls only hourly, and no listener wakes it (its
+      // connect does, at a moment of its own): nothing else counts.
+      [](engine_options& o) {
+        o.poll_interval = std::chrono::hours(1);
+        o.listen = false;
+      });
+}
+
+// The end of a workflow that start() launched frees no queue's slot, so it does not wake the
+// dispatcher, unless the last dispatch lacked room here (max_running): then it must, or the
+// queued workflow would wait for the next poll (an hour here).
+TEST_CASE("a queued workflow waiting for room starts when a started workflow ends",
+          "[workflow][queues]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("room");
+  probe.hang_before = "s0";
+  fx.with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto started = co_await eng.start("counter", "w-room-started", 1);
+        co_await test::wait_stalled("s0");
+        auto queued = co_await eng.enqueue({}, "counter", "w-room-queued", 2);
+        // The enqueue woke the dispatcher (its wake-up is queued on the event loop before this
+        // read's answer can be): it finds no room, and the queued workflow stays pending.
+        const auto row = co_await row_of(eng, "w-room-queued");
+        CHECK(row.status == "pending");
+        CHECK(eng.running() == 1);
+        probe.hang_before.clear();
+        CHECK(co_await started.result<int>() == 0);
+        CHECK(co_await queued.result<int>(std::chrono::seconds(30)) == 1);
+      },
+      [](engine_options& o) {
+        o.max_running = 1;
+        o.poll_interval = std::chrono::hours(1);
+        o.listen = false;  // its connect wakes the dispatcher, which would hide the case
+      });
+}
+
 TEST_CASE("open() claims every workflow it resumes before their runs take the pool",
           "[workflow][recovery]") {
   probe.reset();

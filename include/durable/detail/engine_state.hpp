@@ -171,6 +171,9 @@ struct dispatch_state {
   std::shared_ptr<asio::steady_timer> dispatch_timer;
   std::vector<std::string> queues;
   bool wake_pending = false;
+  // The last dispatch stopped for want of room here (max_running), not of queued work: a run
+  // that ends must wake the dispatcher, whatever it ran.
+  bool dispatch_lacked_room = false;
   std::multiset<double> local_wakes;               // due times (Unix s) of workflows unloaded here
   std::shared_ptr<asio::steady_timer> wake_timer;  // fires at the earliest of them
   bool wake_timers = false;  // a sleeping workflow may be due: the dispatcher looks

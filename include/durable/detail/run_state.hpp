@@ -135,6 +135,12 @@ struct waiter_registry {
 /// run's verdict, continued, still decides).
 struct continued_as_new {};
 
+/// The status, output, error and reason the final write of verdict `v` records.
+struct final_state {
+  workflow_state status;
+  std::optional<std::string> output, error, reason;
+};
+
 /// One run of a workflow: the replay cursor plus what the runtime lends it (the journal it
 /// reaches I/O through, the options that shape waits, the event hooks).
 struct run_state : cursor {
@@ -144,6 +150,12 @@ struct run_state : cursor {
   // The workflow function has returned: the run writes its outcome, and a cancellation that
   // arrives now (the deadline) must not interrupt that write.
   bool finishing = false;
+  // The final state this run committed (its verdict's, or the park that replaced it): what a
+  // result() of this process returns without reading it back. Unset until it committed.
+  std::optional<final_state> written_final;
+  // Its end may let the dispatcher claim queued work: a queue's slot or this engine's room
+  // comes free (false for a workflow start() launched, which holds no queue's slot).
+  bool holds_queue_slot = true;
   // The workflow's deadline (Unix seconds on the journal's clock, clock_now), loaded when it was
   // claimed.
   std::optional<double> deadline;
@@ -263,11 +275,6 @@ DURABLE_DECL std::string error_json(std::string_view type, const std::string& me
 /// precedence of all (see verdict), so whatever the run learned meanwhile overrides it.
 DURABLE_DECL verdict escaped(run_state& run, std::exception_ptr e);
 
-/// The status, output, error and reason the final write of verdict `v` records.
-struct final_state {
-  workflow_state status;
-  std::optional<std::string> output, error, reason;
-};
 /// The final state verdict `v` writes (v.writes_final_state()).
 DURABLE_DECL final_state final_state_of(const verdict& v);
 

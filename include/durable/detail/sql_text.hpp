@@ -2070,7 +2070,8 @@ FROM (SELECT x.id, (SELECT count(*)::integer FROM :"schema".steps s WHERE s.work
  WHERE w.id = j.id AND w.status IN ('pending', 'running') AND w.name = ANY($3::text[])
  AND (cardinality($4::text[]) = 0 OR w.app_version = ANY($4::text[]))
 RETURNING w.id, w.name, w.inputs::text, w.epoch, w.status, w.status_reason,
-          extract(epoch FROM w.deadline - now())::double precision, w.generation)durable_sql"},
+          extract(epoch FROM w.deadline - now())::double precision, w.generation,
+          w.queue IS NOT NULL)durable_sql"},
   {"workflows_delete_finished",
    R"durable_sql(WITH doomed AS (
 SELECT w.id FROM :"schema".workflows w

@@ -212,6 +212,7 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(std::st
       run->id = id;
       run->name = name;
       run->epoch = 1;
+      run->holds_queue_slot = false;
       if (timeout_ms > 0)
         run->deadline = s->clock.now() + double(timeout_ms) / 1000.0;  // ~ the stored one
       detail::launch(s, std::move(run), std::move(inputs));

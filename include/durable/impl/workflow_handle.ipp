@@ -152,6 +152,34 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl(
           nlohmann::json::parse(json, nullptr, false).contains("message"))  // else read it
         (void)detail::ended_with(id_, "failed", std::nullopt, std::nullopt, json);
     }
+    // A workflow that runs here: its end is a local signal, and its run tells what it wrote,
+    // so neither a read before nor one after is needed. (Not while this engine's lease has
+    // lapsed: another executor may have taken the workflow over and ended it while the run
+    // here is still inside a step; the read below sees that at once.)
+    if (auto it = s->running.find(id_); it != s->running.end() && !s->lease_expired) {
+      if (!progress->looked) {
+        progress->looked = true;
+        progress->first_look.cancel();
+      }
+      progress->status = "running";
+      std::shared_ptr<detail::run_state> run = it->second.run;
+      auto done = it->second.done;
+      asio::error_code ec;
+      co_await done->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      // A run that ended and was followed at once by another one here (the next generation
+      // of ctx.continue_as_new, a recover()) has not ended the workflow: wait for that one.
+      for (auto next = s->running.find(id_); next != s->running.end() && next->second.done != done;
+           next = s->running.find(id_)) {
+        run = next->second.run;
+        done = next->second.done;
+        co_await done->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      }
+      if (const auto& f = run->written_final)
+        if (auto out = detail::ended_with(id_, std::string(to_string(f->status)), f->reason,
+                                          f->output, f->error))
+          co_return std::move(*out);
+      continue;  // not ended by a run here (released, unloaded, retried, cancelled): read it
+    }
     std::optional<store::workflow_record> r;
     // The read below is newer than any poke so far (a listener's "look again", an end told
     // without its outcome): only one that comes during or after it wakes the next wait.

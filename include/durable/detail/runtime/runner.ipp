@@ -44,14 +44,17 @@ inline asio::awaitable<fence_verdict> write_final(std::shared_ptr<engine_state> 
   co_return finish.verdict(r);
 }
 
-/// Parks a workflow with `reason` (an operator resumes it once the cause is fixed).
-inline asio::awaitable<void> park(std::shared_ptr<engine_state> s, std::string id,
-                                  std::int64_t epoch, std::string type, std::string reason) {
+/// Parks a workflow with `reason` (an operator resumes it once the cause is fixed); returns the
+/// state written, or nothing when the fence refused it.
+inline asio::awaitable<std::optional<final_state>> park(std::shared_ptr<engine_state> s,
+                                                        std::string id, std::int64_t epoch,
+                                                        std::string type, std::string reason) {
   reason = valid_utf8(reason);
-  std::optional<std::string> err = error_json(type, reason);
-  std::optional<std::string> why = reason;
-  std::optional<std::string> no_output;
-  (void)co_await write_final(s, id, epoch, workflow_state::parked, no_output, err, why);
+  final_state parked{workflow_state::parked, std::nullopt, error_json(type, reason), reason};
+  const fence_verdict v =
+      co_await write_final(s, id, epoch, parked.status, parked.output, parked.error, parked.reason);
+  if (v.fenced_out()) co_return std::nullopt;
+  co_return parked;
 }
 
 asio::awaitable<void> execute(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> run,
@@ -223,6 +226,7 @@ inline asio::awaitable<std::size_t> claim_runs(
       run->name = std::move(w.name);
       run->epoch = w.epoch;
       run->generation = w.generation;
+      run->holds_queue_slot = w.queued;
       // Times from the server, as the time left from its now(), become times on the server's
       // clock as this process measures it (server_clock): hosts' wall clocks may be wrong.
       if (w.deadline_in) run->deadline = s->clock.now() + *w.deadline_in;
@@ -287,6 +291,7 @@ inline void run_next_generation(const std::shared_ptr<engine_state>& s, const ru
   n->epoch = next.epoch;
   n->generation = next.generation;
   n->deadline = run.deadline;
+  n->holds_queue_slot = run.holds_queue_slot;
   auto inputs = nlohmann::json::parse(next.inputs);
   s->report(severity::debug, "runner", run.id,
             "continued as new: generation " + std::to_string(n->generation) +
@@ -380,6 +385,8 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
       if (written.fenced_out()) {  // I3: a newer epoch owns it now
         v = verdict::released("a newer epoch owns the workflow");
         ++s->counters.ownership_lost;
+      } else {
+        run->written_final = f;  // result() here takes it without reading it back
       }
     } catch (const std::exception& e) {
       refused = classify(e) == io_verdict::permanent && v.what != verdict::kind::parked;
@@ -393,7 +400,7 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
                               "); it is parked instead";
       try {
         const std::string type = "durable::journal_refused";
-        co_await park(s, run->id, epoch, type, why);
+        run->written_final = co_await park(s, run->id, epoch, type, why);
         v = verdict::parked(park_cause::journal_refused, why);
       } catch (const std::exception& again) {
         v.io_error = describe_io_failure(again);
@@ -401,7 +408,10 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
     }
   }
   end_run(*s, run->id, run->launch_token);
-  s->wake_dispatcher();  // a slot in some queue may have come free
+  // A slot of some queue may have come free, or room here that a dispatch lacked. (The end of
+  // a workflow start() launched frees no queue's slot: a dispatch that had room took what it
+  // could, and an enqueue wakes the dispatcher itself.)
+  if (run->holds_queue_slot || s->dispatch_lacked_room || s->wake_timers) s->wake_dispatcher();
   if (run->unloaded_until) schedule_wake(s, *run->unloaded_until);
   account(*s, run->id, v);
   if (v.what != verdict::kind::retry) co_return;

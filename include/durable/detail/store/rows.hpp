@@ -74,12 +74,18 @@ struct store_rows {
     std::optional<std::string> reason;
     std::optional<double> deadline_in;  ///< seconds from the server's now() (< 0: passed)
     int generation = 0;                 ///< see ctx.continue_as_new (integer in SQL)
+    bool queued = false;                ///< it was enqueued: its run holds a queue's slot
     [[nodiscard]] bool parked() const noexcept { return status == "parked"; }
     static claimed_workflow from(const pg::row& r) {
-      return {r.get<std::string>(0),           r.get<std::string>(1),
-              r.get<std::string>(2),           r.get<std::int64_t>(3),
-              r.get<std::string>(4),           r.get<std::optional<std::string>>(5),
-              r.get<std::optional<double>>(6), r.get<int>(7)};
+      return {r.get<std::string>(0),
+              r.get<std::string>(1),
+              r.get<std::string>(2),
+              r.get<std::int64_t>(3),
+              r.get<std::string>(4),
+              r.get<std::optional<std::string>>(5),
+              r.get<std::optional<double>>(6),
+              r.get<int>(7),
+              r.get<bool>(8)};
     }
   };
 
