@@ -337,6 +337,7 @@ struct held_key {
 
 asio::awaitable<std::unique_ptr<held_key>> run_into_held_key(engine& eng, std::string id,
                                                              long epoch, std::string output) {
+  probe.hang_before = "s2";
   (void)co_await eng.start("counter", id, 4);
   co_await test::wait_stalled("s2");
   co_await test::wait_rows(eng, id, 2);
@@ -364,7 +365,6 @@ TEST_CASE("a takeover between two writes of the old owner replays its late row (
   probe.reset();
   const auto schema = test::fresh_schema("race");
   const std::string id = "w-race";
-  probe.hang_before = "s2";
   std::vector<std::string> warnings_b;
   fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     auto held = co_await run_into_held_key(eng, id, 1, "-1");
@@ -414,7 +414,6 @@ TEST_CASE("a run whose late row meets the new owner's row stops instead of claim
   probe.reset();
   const auto schema = test::fresh_schema("race_lost");
   const std::string id = "w-race-lost";
-  probe.hang_before = "s2";
   fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     auto held = co_await run_into_held_key(eng, id, 2, "2");
     {  // another executor owns the workflow now (its claim is not held up by the write)

@@ -171,8 +171,8 @@ struct dispatch_state {
   std::shared_ptr<asio::steady_timer> dispatch_timer;
   std::vector<std::string> queues;
   bool wake_pending = false;
-  // The last dispatch stopped for want of room here (max_running), not of queued work: a run
-  // that ends must wake the dispatcher, whatever it ran.
+  // The last dispatch round ended with no room here (max_running): a run that ends must wake
+  // the dispatcher, whatever it ran.
   bool dispatch_lacked_room = false;
   std::multiset<double> local_wakes;               // due times (Unix s) of workflows unloaded here
   std::shared_ptr<asio::steady_timer> wake_timer;  // fires at the earliest of them

@@ -121,6 +121,25 @@ private:
   result_wait& w_;
 };
 
+/// Waits until the run of workflow `id` in this process ends, and any run that follows it here
+/// at once (the next generation of ctx.continue_as_new, a recover()); returns the last one.
+/// The workflow must be running here.
+inline asio::awaitable<std::shared_ptr<run_state>> local_runs_end(std::shared_ptr<engine_state> s,
+                                                                  std::string id) {
+  const auto it = s->running.find(id);
+  std::shared_ptr<run_state> run = it->second.run;
+  auto done = it->second.done;
+  asio::error_code ec;
+  co_await done->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  for (auto next = s->running.find(id); next != s->running.end() && next->second.done != done;
+       next = s->running.find(id)) {
+    run = next->second.run;
+    done = next->second.done;
+    co_await done->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  co_return run;
+}
+
 /// The pause before a wait reads again after `failed` reads in a row went unanswered: 10 ms,
 /// doubling up to 1 s.
 inline std::chrono::milliseconds unanswered_pause(int failed) {
@@ -156,24 +175,13 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl(
     // so neither a read before nor one after is needed. (Not while this engine's lease has
     // lapsed: another executor may have taken the workflow over and ended it while the run
     // here is still inside a step; the read below sees that at once.)
-    if (auto it = s->running.find(id_); it != s->running.end() && !s->lease_expired) {
+    if (s->running.contains(id_) && !s->lease_expired) {
       if (!progress->looked) {
         progress->looked = true;
         progress->first_look.cancel();
       }
       progress->status = "running";
-      std::shared_ptr<detail::run_state> run = it->second.run;
-      auto done = it->second.done;
-      asio::error_code ec;
-      co_await done->async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      // A run that ended and was followed at once by another one here (the next generation
-      // of ctx.continue_as_new, a recover()) has not ended the workflow: wait for that one.
-      for (auto next = s->running.find(id_); next != s->running.end() && next->second.done != done;
-           next = s->running.find(id_)) {
-        run = next->second.run;
-        done = next->second.done;
-        co_await done->async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      }
+      const auto run = co_await detail::local_runs_end(s, id_);
       if (const auto& f = run->written_final)
         if (auto out = detail::ended_with(id_, std::string(to_string(f->status)), f->reason,
                                           f->output, f->error))
@@ -243,17 +251,8 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl(
     progress->status = r->status;
     if (auto out = detail::ended_with(id_, r->status, r->reason, r->output, r->error))
       co_return std::move(*out);
-    if (auto it = s->running.find(id_); it != s->running.end()) {
-      auto done = it->second.done;
-      asio::error_code ec;
-      co_await done->async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      // A run that ended and was followed at once by another one here (the next generation
-      // of ctx.continue_as_new, a recover()) has nothing to read yet: wait for that one.
-      for (auto next = s->running.find(id_); next != s->running.end() && next->second.done != done;
-           next = s->running.find(id_)) {
-        done = next->second.done;
-        co_await done->async_wait(asio::redirect_error(asio::use_awaitable, ec));
-      }
+    if (s->running.contains(id_)) {
+      (void)co_await detail::local_runs_end(s, id_);
     } else if (s->listening && marked) {
       // Told when it ends; poll_interval only bounds the wait should a notification be lost.
       backoff = 0;

@@ -49,14 +49,10 @@ inline asio::awaitable<void> dispatcher(std::shared_ptr<engine_state> s) {
                                 "; trying again at the next poll");
       }
     }
-    s->dispatch_lacked_room = false;
     for (std::size_t i = 0; i < s->queues.size() && !s->stopping && !s->lease_expired; ++i) {
       const std::size_t room =
           std::min(s->room(), std::max<std::size_t>(1, s->options.dispatch_batch));
-      if (room == 0) {  // a run that ends wakes the dispatcher
-        s->dispatch_lacked_room = true;
-        break;
-      }
+      if (room == 0) break;  // a run that ends wakes the dispatcher (dispatch_lacked_room)
       const std::string queue = s->queues[i];
       try {
         // Lock, claim and commit in one round trip: the claim runs in its own snapshot, taken
@@ -85,7 +81,6 @@ inline asio::awaitable<void> dispatcher(std::shared_ptr<engine_state> s) {
           launch(s, std::move(run), std::move(inputs));
         }
         more = more || claimed.size() == room;
-        if (claimed.size() == room && s->room() == 0) s->dispatch_lacked_room = true;
         problems.ok(*s);
       } catch (const std::exception& e) {
         if (s->stopping) co_return;  // shutdown cancelled it: nothing failed
@@ -94,9 +89,9 @@ inline asio::awaitable<void> dispatcher(std::shared_ptr<engine_state> s) {
       }
     }
     if ((more || s->wake_pending) && s->room() > 0 && !s->lease_expired) continue;
-    // No room now (runs started meanwhile filled it): whatever waits in a queue starts only
-    // when a run here ends, and any run's end must then wake this loop.
-    if (s->room() == 0) s->dispatch_lacked_room = true;
+    // No room now (this round's claims, or runs started meanwhile, filled it): whatever waits
+    // in a queue starts only when a run here ends, and any run's end must then wake this loop.
+    s->dispatch_lacked_room = s->room() == 0;
     timer->expires_after(s->options.poll_interval);
     asio::error_code ec;
     co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
