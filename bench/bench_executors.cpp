@@ -23,6 +23,12 @@
 //                                 time from that end to result() returning here, beside the
 //                                 raw commit round trip; median and p99. P 1: push_results on
 //                                 (1 000 workflows), 0: off, result() polls (50)
+//   BM_raw_push_latency           the floor of BM_end_to_result's path without durable, in its
+//                                 cadence: after 100 ms of quiet, one INSERT-and-commit (the
+//                                 message's take), then an INSERT that also pg_notify()s, seen
+//                                 by a blocking LISTEN connection in another thread: the time
+//                                 from sending it to the notification read there, and that
+//                                 commit's own round trip; median and p99
 //   BM_many_waiters/waiters:N     N workflows wait for a message in one executor process while
 //                                 this process awaits all N results at once (one client, push
 //                                 on: one listening connection); the messages go out one after
@@ -39,6 +45,7 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/select.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,10 +57,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -535,6 +544,82 @@ void BM_end_to_result(benchmark::State& state) {
   }
 }
 
+std::vector<double> raw_push_samples, raw_quiet_commit_samples;  // seconds, BM_raw_push_latency
+
+/// BM_end_to_result's path with nothing of durable in it: the executor is woken after 100 ms of
+/// quiet, takes the message (a commit) and ends the workflow (a commit whose NOTIFY reaches the
+/// waiter's listening connection). Here one connection does the two commits, the second with
+/// pg_notify(), and a thread blocked on a LISTEN connection (as the client's listener is) reads
+/// the notification: sending the second commit -> the notification read is one sample, the
+/// second commit's round trip another (a commit in the same cadence as the end's).
+void BM_raw_push_latency(benchmark::State& state) {
+  auto& f = fx();
+  try {
+    bench::raw_connection writer(bench::conninfo());
+    writer.prepare("take", "INSERT INTO bench_executors_floor VALUES ($1, 'take', '1')");
+    writer.prepare("end",
+                   "WITH i AS (INSERT INTO bench_executors_floor VALUES ($1, 'end', '1')) "
+                   "SELECT pg_notify('bench_raw_push', $1::text)");
+    bench::raw_connection listener(bench::conninfo());
+    listener.exec("LISTEN bench_raw_push");
+    int wake[2];
+    if (pipe(wake) != 0) throw std::runtime_error("pipe failed");
+    std::vector<std::int64_t> seen;  // steady_clock ticks, one per notification
+    std::mutex m;
+    std::condition_variable cv;
+    std::thread reader([&] {
+      const int sock = PQsocket(listener.get());
+      for (;;) {
+        fd_set fds;
+        FD_ZERO(&fds);
+        FD_SET(sock, &fds);
+        FD_SET(wake[0], &fds);
+        if (select(std::max(sock, wake[0]) + 1, &fds, nullptr, nullptr, nullptr) < 0) continue;
+        if (FD_ISSET(wake[0], &fds)) return;
+        if (!PQconsumeInput(listener.get())) return;
+        while (PGnotify* n = PQnotifies(listener.get())) {
+          const auto t = std::chrono::steady_clock::now().time_since_epoch().count();
+          PQfreemem(n);
+          std::lock_guard lock(m);
+          seen.push_back(t);
+          cv.notify_one();
+        }
+      }
+    });
+    struct stop_reader {
+      int fd;
+      std::thread& t;
+      ~stop_reader() {
+        (void)!write(fd, "q", 1);
+        t.join();
+      }
+    } stop{wake[1], reader};
+    std::int64_t next = 0;
+    for (auto _ : state) {
+      std::this_thread::sleep_for(100ms);
+      const std::string take = std::to_string(next++), end = std::to_string(next++);
+      const char* tv[] = {take.c_str()};
+      bench::exec_prepared(writer.get(), "take", 1, tv, PGRES_COMMAND_OK);
+      const char* ev[] = {end.c_str()};
+      const auto t0 = std::chrono::steady_clock::now();
+      bench::exec_prepared(writer.get(), "end", 1, ev, PGRES_TUPLES_OK);
+      const auto acked = std::chrono::steady_clock::now();
+      std::unique_lock lock(m);
+      if (!cv.wait_for(lock, 10s, [&] { return !seen.empty(); }))
+        throw std::runtime_error("the notification did not arrive within 10 s");
+      const auto got = std::chrono::steady_clock::duration(seen.front());
+      seen.clear();
+      const double latency = std::chrono::duration<double>(got - t0.time_since_epoch()).count();
+      raw_push_samples.push_back(latency);
+      raw_quiet_commit_samples.push_back(std::chrono::duration<double>(acked - t0).count());
+      state.SetIterationTime(std::max(latency, 1e-9));
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  f.db->exec("TRUNCATE bench_executors_floor");
+}
+
 std::vector<double> many_samples;  // seconds, BM_many_waiters
 long many_listeners = -1;          // the client's connections that LISTEN on the result channel
 
@@ -680,6 +765,7 @@ BENCHMARK(BM_wake_cost)
     ->Iterations(3);
 BENCHMARK(BM_raw_commit_latency)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_enqueue_to_start)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(200);
+BENCHMARK(BM_raw_push_latency)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(300);
 BENCHMARK(BM_end_to_result)
     ->ArgName("push")
     ->Arg(1)
@@ -780,6 +866,24 @@ int main(int argc, char** argv) {
   print_against_commit(
       "end to result() elsewhere, pushed (" + std::to_string(result_samples.size()) + ")",
       result_samples, commit);
+  if (!raw_push_samples.empty() && commit) {
+    // The same path without durable, in the same cadence: what a commit that notifies costs
+    // to reach a listener in another thread, after the quiet that precedes each end.
+    const double push_med = percentile(raw_push_samples, 0.5) * 1e3;
+    const double push_p99 = percentile(raw_push_samples, 0.99) * 1e3;
+    std::printf(
+        "  raw push path, same cadence (%zu): INSERT+pg_notify() -> read by a LISTEN elsewhere: "
+        "median %.2f ms (%.1fx the raw commit), p99 %.2f ms (%.1fx); that commit's own round "
+        "trip: median %.3f ms\n",
+        raw_push_samples.size(), push_med, push_med / (*commit * 1e3), push_p99,
+        push_p99 / (*commit * 1e3), percentile(raw_quiet_commit_samples, 0.5) * 1e3);
+    if (!result_samples.empty())
+      std::printf(
+          "  end to result() elsewhere, pushed, against that raw path: median %.2fx, p99 "
+          "%.2fx\n",
+          percentile(result_samples, 0.5) * 1e3 / push_med,
+          percentile(result_samples, 0.99) * 1e3 / push_p99);
+  }
   print_against_commit("end to result() elsewhere, " + std::to_string(many_samples.size()) +
                            " waiters in one client on " + std::to_string(many_listeners) +
                            " listening connection(s)",
