@@ -298,8 +298,9 @@ public:
                  epoch, seq, started_at)};
   }
   /// Consumes the oldest message of `topic` for workflow `id` as its step `seq` (fenced).
-  [[nodiscard]] query<json_value> message_take(const std::string& id, std::int64_t epoch, int seq,
-                                               const std::string& topic, double started_at) const {
+  [[nodiscard]] query<taken_message> message_take(const std::string& id, std::int64_t epoch,
+                                                  int seq, const std::string& topic,
+                                                  double started_at) const {
     return {call("message_take", id, epoch, seq, topic, started_at)};
   }
   /// Publishes event `key` of workflow `id` as its step `seq` (fenced).

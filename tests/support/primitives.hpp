@@ -73,6 +73,33 @@ inline asio::awaitable<int> ponger_wf(context& ctx, std::string peer, int rounds
   co_return sum;
 }
 
+// The same exchange with receives that wait as long as it takes (no deadline row).
+inline asio::awaitable<int> patient_pinger_wf(context& ctx, std::string peer, int rounds) {
+  int last = 0;
+  for (int i = 0; i < rounds; ++i) {
+    co_await ctx.send(peer, "ping", i);
+    last = (co_await ctx.recv<int>("pong")).value_or(-1);
+  }
+  co_return last;
+}
+
+inline asio::awaitable<int> patient_ponger_wf(context& ctx, std::string peer, int rounds) {
+  int sum = 0;
+  for (int i = 0; i < rounds; ++i) {
+    const int v = (co_await ctx.recv<int>("ping")).value_or(-1000);
+    sum += v;
+    co_await ctx.send(peer, "pong", v * 10);
+  }
+  co_return sum;
+}
+
+// Receives `count` messages of topic "n", each waiting as long as it takes; returns their sum.
+inline asio::awaitable<int> collector_wf(context& ctx, int count) {
+  int sum = 0;
+  for (int i = 0; i < count; ++i) sum += (co_await ctx.recv<int>("n")).value_or(-1000);
+  co_return sum;
+}
+
 inline asio::awaitable<void> send_nowhere_wf(context& ctx) {
   co_await ctx.send("nobody-here", "topic", 1);
 }
@@ -391,6 +418,9 @@ inline void register_all(engine& eng) {
   eng.register_workflow("refuser", &refuser_wf);
   eng.register_workflow("pinger", &pinger_wf);
   eng.register_workflow("ponger", &ponger_wf);
+  eng.register_workflow("patient_pinger", &patient_pinger_wf);
+  eng.register_workflow("patient_ponger", &patient_ponger_wf);
+  eng.register_workflow("collector", &collector_wf);
   eng.register_workflow("send-nowhere", &send_nowhere_wf);
   eng.register_workflow("publisher", &publisher_wf);
   eng.register_workflow("reader", &reader_wf);

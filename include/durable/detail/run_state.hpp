@@ -71,10 +71,15 @@ struct waiter_registry {
   };
   std::multimap<std::string, waiter*, std::less<>> waiting;
 
+  /// True while every send to a workflow of this process pokes its key: a listener holds its
+  /// LISTEN (it pokes every key when it connects and when it fails, see quiet_since()).
+  bool hears_all = false;
+
   /// `told`: what the poke says (a result()'s outcome), or null. (A pointer, not an optional
   /// defaulted to nullopt: GCC 12 at -O3 warns that copying that empty optional reads its
   /// uninitialised string.)
   void poke(std::string_view key, const std::string* told = nullptr) {
+    note_poke(key);
     for (auto [it, end] = waiting.equal_range(key); it != end; ++it) {
       it->second->poked = true;
       if (told) it->second->told = *told;
@@ -84,11 +89,25 @@ struct waiter_registry {
 
   /// Pokes every waiter whose key starts with `prefix` (every waiter for ""): they look again.
   void poke_all(std::string_view prefix = {}) {
+    forget_keys();
     for (auto it = waiting.lower_bound(prefix);
          it != waiting.end() && it->first.starts_with(prefix); ++it) {
       it->second->poked = true;
       it->second->timer.cancel();
     }
+  }
+
+  /// The pokes so far, to hand to quiet_since() later: taken before a look that finds nothing.
+  [[nodiscard]] std::uint64_t mark() const noexcept { return pokes_; }
+
+  /// Whether no poke of `key` can have come since `mark` was taken: the listener heard every
+  /// send meanwhile, and none was for `key`. A look taken after `mark` that found nothing then
+  /// still holds, and a waiter registered now is poked by anything that arrives later (its
+  /// notification is on the way). False whenever it cannot be known.
+  [[nodiscard]] bool quiet_since(std::string_view key, std::uint64_t mark) const {
+    if (!hears_all || floor_ > mark) return false;
+    const auto it = last_poke_.find(key);
+    return it == last_poke_.end() || it->second <= mark;
   }
 
   /// Registers a waiter for as long as it lives.
@@ -127,6 +146,28 @@ struct waiter_registry {
     virtual_clock* clock_;
     std::multimap<std::string, waiter*, std::less<>>::iterator it_;
   };
+
+private:
+  /// Keys remembered at most; past it they are all forgotten at once (floor_ moves up).
+  static constexpr std::size_t remembered_keys = 4096;
+
+  void note_poke(std::string_view key) {
+    ++pokes_;
+    if (last_poke_.size() >= remembered_keys) {
+      forget_keys();
+      return;
+    }
+    last_poke_.insert_or_assign(std::string(key), pokes_);
+  }
+  /// Every key counts as poked now (a poke_all, or too many keys to remember).
+  void forget_keys() {
+    floor_ = ++pokes_;
+    last_poke_.clear();
+  }
+
+  std::uint64_t pokes_ = 0;  // pokes so far
+  std::uint64_t floor_ = 0;  // every key counts as poked at this count
+  std::map<std::string, std::uint64_t, std::less<>> last_poke_;  // key -> its latest poke
 };
 
 /// Thrown by ctx.continue_as_new() once the new generation is committed: unwinds the old run's
@@ -176,6 +217,10 @@ struct run_state : cursor {
   std::chrono::milliseconds poll_interval{500};
   std::chrono::milliseconds wait_recheck{60000};
   waiter_registry* waiters = nullptr;
+  // Topics whose last take left no message of theirs, with the registry's mark taken before
+  // it: while nothing was sent to this workflow since (waiter_registry::quiet_since), the
+  // topic's next receive waits at once instead of looking first (one round trip fewer).
+  std::map<std::string, std::uint64_t, std::less<>> empty_topics;
   const std::string* app_version = nullptr;   // stamped on child workflows
   const std::string* running_step = nullptr;  // the name of one of them, for messages
 

@@ -1681,10 +1681,13 @@ SELECT id FROM :"schema".messages
 taken AS (
 UPDATE :"schema".messages g SET consumed_at = now(), consumed_seq = $3
   FROM m WHERE g.id = m.id
-RETURNING g.payload)
+RETURNING g.id, g.payload)
 SELECT jsonb_build_array(taken.payload)::text,
        :"schema".append_step($1, $2, $3, $4, 'recv', 'succeeded', jsonb_build_array(taken.payload), NULL,
-                       1, to_timestamp($5::double precision))
+                       1, to_timestamp($5::double precision)),
+       EXISTS (SELECT 1 FROM :"schema".messages o
+                WHERE o.workflow_id = $1 AND o.topic = $4 AND o.consumed_at IS NULL
+                  AND o.id > taken.id)
   FROM taken)durable_sql"},
   {"notify",
    R"durable_sql(SELECT pg_notify($1, $2))durable_sql"},

@@ -393,11 +393,13 @@ DURABLE_DECL asio::awaitable<std::optional<double>> wait_deadline(
 /// Waits for step `seq` until `look` finds what it waits for (true) or `deadline` passes
 /// (false). Between looks the run sleeps until the listener pokes `key` (or poll_interval);
 /// after unload_after in the run it unloads (run_released) with `wait_for` recorded, and what
-/// it waits for wakes it.
+/// it waits for wakes it. The caller has looked once: this looks again once registered, unless
+/// `nothing_new` (if given) says that nothing can have arrived since.
 DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
     run_state& s, int seq, const std::string& name, const std::string& key,
     const wait_target& wait_for, std::optional<double> deadline,
-    const std::function<asio::awaitable<bool>()>& look);
+    const std::function<asio::awaitable<bool>()>& look,
+    const std::function<bool()>& nothing_new = {});
 
 /// ctx.recv: the JSON its step (seq + 1; seq holds the deadline) journaled: "[payload]", or
 /// "null" when the timeout passed.

@@ -133,6 +133,13 @@ public:
 };
 
 /// The next generation a continue_as_new started.
+/// What take_message found: the message it consumed (a one-element JSON array holding it), if
+/// any, and whether another unconsumed message of the topic remained when it looked.
+struct taken_message {
+  std::optional<std::string> message;
+  bool more = false;
+};
+
 struct continued_generation {
   std::int64_t epoch = 0;
   std::int64_t generation = 0;
@@ -194,11 +201,12 @@ public:
   // ---- messages, events, children ------------------------------------------------------------
 
   /// Takes the oldest unconsumed message of `topic` and journals it as step `seq` (kind recv,
-  /// output a one-element array holding it) at once; nullopt when there is none.
-  virtual asio::awaitable<std::optional<std::string>> take_message(const std::string& id,
-                                                                   std::int64_t epoch, int seq,
-                                                                   const std::string& topic,
-                                                                   double started_at) = 0;
+  /// output a one-element array holding it) at once; no message when there is none. Says
+  /// whether another one of the topic is left, so that a run that hears every send to it (a
+  /// listener holds its LISTEN) need not look before its next receive waits.
+  virtual asio::awaitable<taken_message> take_message(const std::string& id, std::int64_t epoch,
+                                                      int seq, const std::string& topic,
+                                                      double started_at) = 0;
   /// Sends `payload` to workflow `to` (once per `key`) and journals the send as step `seq` at
   /// once. False, with nothing journaled, when `to` does not exist.
   virtual asio::awaitable<bool> send(const std::string& id, std::int64_t epoch, int seq,

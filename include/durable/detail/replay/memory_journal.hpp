@@ -5,6 +5,7 @@
 // and refuses transactional steps (they need a database). Single-threaded, like a run.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -172,10 +173,10 @@ public:
                                                              double recheck_ms) override;
   DURABLE_DECL asio::awaitable<continued_generation> continue_as_new(
       const std::string& id, std::int64_t epoch, const std::string& inputs) override;
-  DURABLE_DECL asio::awaitable<std::optional<std::string>> take_message(const std::string& id,
-                                                                        std::int64_t epoch, int seq,
-                                                                        const std::string& topic,
-                                                                        double started_at) override;
+  DURABLE_DECL asio::awaitable<taken_message> take_message(const std::string& id,
+                                                           std::int64_t epoch, int seq,
+                                                           const std::string& topic,
+                                                           double started_at) override;
   DURABLE_DECL asio::awaitable<bool> send(const std::string& id, std::int64_t epoch, int seq,
                                           const std::string& to, const std::string& topic,
                                           const std::string& payload, const std::string& key,

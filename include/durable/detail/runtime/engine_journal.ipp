@@ -143,13 +143,16 @@ DURABLE_DECL asio::awaitable<continued_generation> engine_journal::continue_as_n
   co_return continued_generation{next->epoch, next->generation};
 }
 
-DURABLE_DECL asio::awaitable<std::optional<std::string>> engine_journal::take_message(
-    const std::string& id, std::int64_t epoch, int seq, const std::string& topic,
-    double started_at) {
+DURABLE_DECL asio::awaitable<taken_message> engine_journal::take_message(const std::string& id,
+                                                                         std::int64_t epoch,
+                                                                         int seq,
+                                                                         const std::string& topic,
+                                                                         double started_at) {
   auto q = st_.message_take(id, epoch, seq, topic, started_at);
   const pg::result r = co_await write(std::move(q.st));
-  if (auto m = store::first<store::json_value>(r)) co_return std::move(m->json);
-  co_return std::nullopt;
+  if (auto m = store::first<store::taken_message>(r))
+    co_return taken_message{std::move(m->json), m->more};
+  co_return taken_message{};
 }
 
 DURABLE_DECL asio::awaitable<bool> engine_journal::send(const std::string& id, std::int64_t epoch,

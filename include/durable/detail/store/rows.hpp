@@ -140,11 +140,18 @@ struct store_rows {
     static send_outcome from(const pg::row& r) { return {r.get<bool>(0), r.get<bool>(1)}; }
   };
 
-  /// message_take: the message consumed (a one-element JSON array holding its payload);
   /// event_get: the value (JSON).
   struct json_value {
     std::string json;
     static json_value from(const pg::row& r) { return {r.get<std::string>(0)}; }
+  };
+
+  /// message_take: the message consumed (a one-element JSON array holding its payload), and
+  /// whether another unconsumed message of the topic remained.
+  struct taken_message {
+    std::string json;
+    bool more = false;
+    static taken_message from(const pg::row& r) { return {r.get<std::string>(0), r.get<bool>(2)}; }
   };
 
   /// workflow_continue: the epoch and generation the workflow runs under from now on.

@@ -249,15 +249,22 @@ DURABLE_DECL asio::awaitable<continued_generation> memory_journal::continue_as_n
   co_return continued_generation{w.epoch, w.generation};
 }
 
-DURABLE_DECL asio::awaitable<std::optional<std::string>> memory_journal::take_message(
-    const std::string& id, std::int64_t epoch, int seq, const std::string& topic,
-    double started_at) {
+DURABLE_DECL asio::awaitable<taken_message> memory_journal::take_message(const std::string& id,
+                                                                         std::int64_t epoch,
+                                                                         int seq,
+                                                                         const std::string& topic,
+                                                                         double started_at) {
   // As message_take: without a message nothing is written (nor fenced); with one, the take and
   // its row are one fenced write.
   auto it = workflows_.find(id);
-  if (it == workflows_.end()) co_return std::nullopt;
-  for (message& m : it->second.inbox) {
-    if (m.topic != topic || m.consumed_seq) continue;
+  if (it == workflows_.end()) co_return taken_message{};
+  auto& inbox = it->second.inbox;
+  const auto unconsumed = [&topic](const message& m) {
+    return m.topic == topic && !m.consumed_seq;
+  };
+  for (auto mi = inbox.begin(); mi != inbox.end(); ++mi) {
+    message& m = *mi;
+    if (!unconsumed(m)) continue;
     workflow_record& w = writable(id, epoch);
     check_free(w, id, seq);
     crash_if(id, seq, crash_moment::before_row);
@@ -266,9 +273,9 @@ DURABLE_DECL asio::awaitable<std::optional<std::string>> memory_journal::take_me
     w.steps.emplace(seq, step_row{seq, topic, std::string(to_string(step_kind::recv)), out,
                                   std::nullopt, 1, started_at});
     crash_if(id, seq, crash_moment::after_row);
-    co_return out;
+    co_return taken_message{std::move(out), std::any_of(std::next(mi), inbox.end(), unconsumed)};
   }
-  co_return std::nullopt;
+  co_return taken_message{};
 }
 
 DURABLE_DECL asio::awaitable<bool> memory_journal::send(const std::string& id, std::int64_t epoch,
