@@ -829,30 +829,34 @@ TEST_CASE("core: a transactional step on the in-memory journal is refused, not p
   CHECK_THAT(*j.at("wf").reason, Catch::Contains("'debit'") && Catch::Contains("needs a database"));
 }
 
-// What lets a receive skip its look (waiter_registry::quiet_since): a mark taken before a look
-// stays quiet for a key only while the listener hears every send and none was for that key.
+// What lets a receive skip its look (waiter_registry::quiet_since): a mark of a key taken before
+// a look stays quiet only while the listener hears every send and none was for that key.
 TEST_CASE("core: a key stays quiet after a mark until it, or every key, is poked",
           "[core][messages]") {
   durable::detail::waiter_registry r;
-  const auto m0 = r.mark();
-  CHECK_FALSE(r.quiet_since("w-1", m0));  // nothing is heard without a listener
-  r.hears_all = true;
-  CHECK(r.quiet_since("w-1", m0));
+  const auto unheard = r.mark("w-1");
+  CHECK_FALSE(r.quiet_since("w-1", unheard));  // nothing is heard without a listener
+  r.set_hears_all(true);
+  CHECK_FALSE(r.quiet_since("w-1", unheard));  // a mark from before the listener stays stale
+  const auto m1 = r.mark("w-1");
+  const auto m2 = r.mark("w-2");
+  CHECK(r.quiet_since("w-1", m1));
+  CHECK_FALSE(r.quiet_since("w-3", r.mark("w-2")));  // a key never marked is never quiet
   r.poke("w-2");
-  CHECK(r.quiet_since("w-1", m0));
-  CHECK_FALSE(r.quiet_since("w-2", m0));
-  const auto m1 = r.mark();
-  CHECK(r.quiet_since("w-2", m1));  // a mark after the poke: quiet again
+  CHECK(r.quiet_since("w-1", m1));
+  CHECK_FALSE(r.quiet_since("w-2", m2));
+  const auto m3 = r.mark("w-2");
+  CHECK(r.quiet_since("w-2", m3));  // a mark after the poke: quiet again
   r.poke("w-1");
   CHECK_FALSE(r.quiet_since("w-1", m1));
-  const auto m2 = r.mark();
+  const auto m4 = r.mark("w-3");
   r.poke_all("r:");  // a listener's connect or failure, shutdown: any key may have been missed
-  CHECK_FALSE(r.quiet_since("w-3", m2));
-  const auto m3 = r.mark();
-  for (int i = 0; i < 5000; ++i) r.poke("k-" + std::to_string(i));  // past the keys it keeps
-  CHECK_FALSE(r.quiet_since("w-3", m3));
-  const auto m4 = r.mark();
-  CHECK(r.quiet_since("k-1", m4));
-  r.hears_all = false;
-  CHECK_FALSE(r.quiet_since("k-1", m4));
+  CHECK_FALSE(r.quiet_since("w-3", m4));
+  const auto m5 = r.mark("w-3");
+  for (int i = 0; i < 5000; ++i) (void)r.mark("k-" + std::to_string(i));  // past the keys kept
+  CHECK_FALSE(r.quiet_since("w-3", m5));
+  const auto m6 = r.mark("k-1");
+  CHECK(r.quiet_since("k-1", m6));
+  r.set_hears_all(false);
+  CHECK_FALSE(r.quiet_since("k-1", m6));
 }

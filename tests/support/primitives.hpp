@@ -100,6 +100,19 @@ inline asio::awaitable<int> collector_wf(context& ctx, int count) {
   co_return sum;
 }
 
+// Finds topic "t" empty, then sends itself a message and receives it at once with no timeout,
+// and another with a timeout shorter than any round trip: both must be taken, although the
+// notification of each send may not have reached the listener yet. Returns what it received.
+inline asio::awaitable<std::string> self_sender_wf(context& ctx) {
+  const auto none = co_await ctx.recv<int>("t", std::chrono::milliseconds(1));
+  co_await ctx.send(ctx.workflow_id(), "t", 5);
+  const auto now = co_await ctx.recv<int>("t", std::chrono::milliseconds(0));
+  co_await ctx.send(ctx.workflow_id(), "t", 6);
+  const auto soon = co_await ctx.recv<int>("t", std::chrono::milliseconds(1));
+  co_return std::to_string(none.value_or(-1)) + " " + std::to_string(now.value_or(-1)) + " " +
+      std::to_string(soon.value_or(-1));
+}
+
 inline asio::awaitable<void> send_nowhere_wf(context& ctx) {
   co_await ctx.send("nobody-here", "topic", 1);
 }
@@ -421,6 +434,7 @@ inline void register_all(engine& eng) {
   eng.register_workflow("patient_pinger", &patient_pinger_wf);
   eng.register_workflow("patient_ponger", &patient_ponger_wf);
   eng.register_workflow("collector", &collector_wf);
+  eng.register_workflow("self_sender", &self_sender_wf);
   eng.register_workflow("send-nowhere", &send_nowhere_wf);
   eng.register_workflow("publisher", &publisher_wf);
   eng.register_workflow("reader", &reader_wf);

@@ -71,10 +71,6 @@ struct waiter_registry {
   };
   std::multimap<std::string, waiter*, std::less<>> waiting;
 
-  /// True while every send to a workflow of this process pokes its key: a listener holds its
-  /// LISTEN (it pokes every key when it connects and when it fails, see quiet_since()).
-  bool hears_all = false;
-
   /// `told`: what the poke says (a result()'s outcome), or null. (A pointer, not an optional
   /// defaulted to nullopt: GCC 12 at -O3 warns that copying that empty optional reads its
   /// uninitialised string.)
@@ -97,17 +93,33 @@ struct waiter_registry {
     }
   }
 
-  /// The pokes so far, to hand to quiet_since() later: taken before a look that finds nothing.
-  [[nodiscard]] std::uint64_t mark() const noexcept { return pokes_; }
+  /// Whether every send to a workflow of this process pokes its key from now on: a listener
+  /// holds its LISTEN. Either way every mark taken so far goes stale (nobody listened, or the
+  /// listener that heard them is gone).
+  void set_hears_all(bool on) {
+    hears_all_ = on;
+    forget_keys();
+  }
 
-  /// Whether no poke of `key` can have come since `mark` was taken: the listener heard every
-  /// send meanwhile, and none was for `key`. A look taken after `mark` that found nothing then
-  /// still holds, and a waiter registered now is poked by anything that arrives later (its
-  /// notification is on the way). False whenever it cannot be known.
+  /// The pokes so far, to hand to quiet_since(key, ...) later: taken before a look for `key`
+  /// that may find nothing. From now on the pokes of `key` are counted (of at most
+  /// remembered_keys keys: past that all are forgotten at once).
+  [[nodiscard]] std::uint64_t mark(std::string_view key) {
+    if (!last_poke_.contains(key)) {
+      if (last_poke_.size() >= remembered_keys) forget_keys();
+      last_poke_.emplace(std::string(key), 0);
+    }
+    return pokes_;
+  }
+
+  /// Whether no poke of `key` can have come since `mark` (mark(key)'s): the listener heard
+  /// every send meanwhile, and none was for `key`. A look taken after `mark` that found nothing
+  /// then still holds, and a waiter registered now is poked by anything that arrives later
+  /// (its notification is on the way). False whenever it cannot be known.
   [[nodiscard]] bool quiet_since(std::string_view key, std::uint64_t mark) const {
-    if (!hears_all || floor_ > mark) return false;
+    if (!hears_all_ || floor_ > mark) return false;
     const auto it = last_poke_.find(key);
-    return it == last_poke_.end() || it->second <= mark;
+    return it != last_poke_.end() && it->second <= mark;
   }
 
   /// Registers a waiter for as long as it lives.
@@ -148,16 +160,12 @@ struct waiter_registry {
   };
 
 private:
-  /// Keys remembered at most; past it they are all forgotten at once (floor_ moves up).
+  /// Keys counted at most; past it they are all forgotten at once (floor_ moves up).
   static constexpr std::size_t remembered_keys = 4096;
 
   void note_poke(std::string_view key) {
     ++pokes_;
-    if (last_poke_.size() >= remembered_keys) {
-      forget_keys();
-      return;
-    }
-    last_poke_.insert_or_assign(std::string(key), pokes_);
+    if (const auto it = last_poke_.find(key); it != last_poke_.end()) it->second = pokes_;
   }
   /// Every key counts as poked now (a poke_all, or too many keys to remember).
   void forget_keys() {
@@ -165,9 +173,11 @@ private:
     last_poke_.clear();
   }
 
+  bool hears_all_ = false;   // see set_hears_all()
   std::uint64_t pokes_ = 0;  // pokes so far
   std::uint64_t floor_ = 0;  // every key counts as poked at this count
-  std::map<std::string, std::uint64_t, std::less<>> last_poke_;  // key -> its latest poke
+  // The keys marked since the last forget_keys(), each with its latest poke (0: none since).
+  std::map<std::string, std::uint64_t, std::less<>> last_poke_;
 };
 
 /// Thrown by ctx.continue_as_new() once the new generation is committed: unwinds the old run's

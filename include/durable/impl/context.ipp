@@ -335,12 +335,20 @@ DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
   // The caller looked once before: look again now that a notification reaches this waiter,
   // or a send between that look and this registration would wait for the next poll (unless
   // the caller knows that nothing came since: `nothing_new`).
+  bool looked = false;
   if (!nothing_new || !nothing_new()) {
+    looked = true;
     if (co_await look()) co_return true;
   }
   for (;;) {
     const double now = clock_now(s);
-    if (deadline && now >= *deadline) co_return false;
+    if (deadline && now >= *deadline) {
+      // No look since the caller's (or none at all): what came meanwhile, heard or not yet,
+      // is taken before the wait gives up.
+      if (looked) co_return false;
+      const bool found = co_await look();
+      co_return found;
+    }
     const double left = deadline ? *deadline - now : 1e12;
     const double in_run_left = loaded + in_run_for - now;
     if (in_run_left <= 0 && left >= 1.0 && can_unload(s, 0)) {
@@ -370,6 +378,7 @@ DURABLE_DECL asio::awaitable<bool> wait_for_arrival(
     if (in_run_left > 0) wait_ms = std::min(wait_ms, in_run_left * 1000.0 + 1.0);
     co_await poke.wait(milliseconds(std::max<std::int64_t>(1, std::int64_t(wait_ms))));
     require_live(s, seq, name);
+    looked = true;
     if (co_await look()) co_return true;
   }
 }

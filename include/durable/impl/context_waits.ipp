@@ -14,7 +14,7 @@ inline bool known_empty(const run_state& s, const std::string& topic) {
 DURABLE_DECL asio::awaitable<bool> take_message(run_state& s, int seq, const std::string& topic,
                                                 double started, std::optional<std::string>& got) {
   reserve_row(s, seq, topic);  // journaled if a message is there
-  const std::uint64_t mark = s.waiters ? s.waiters->mark() : 0;
+  const std::uint64_t mark = s.waiters ? s.waiters->mark(s.id) : 0;
   taken_message m =
       co_await journaling(s, seq, topic, io_of(s).take_message(s.id, s.epoch, seq, topic, started));
   if (m.more)
@@ -49,9 +49,11 @@ DURABLE_DECL asio::awaitable<std::string> receive(run_state& s, int seq, const s
   const std::function<asio::awaitable<bool>()> look = [&s, seq, &topic, started, &got] {
     return take_message(s, seq + 1, topic, started, got);
   };
-  // A take that would find nothing is not sent: the wait below is poked by the next send.
+  // A receive that will wait does not send a take that would find nothing: the wait below is
+  // poked by the next send (and looks once at its deadline if nothing poked it). One that
+  // will not wait (no timeout) always looks.
   bool arrived = false;
-  if (!known_empty(s, topic)) arrived = co_await look();
+  if (timeout.count() <= 0 || !known_empty(s, topic)) arrived = co_await look();
   if (!arrived && timeout.count() > 0) {
     const std::optional<double> deadline = co_await wait_deadline(s, seq, topic, timeout);
     const std::string key = s.id;

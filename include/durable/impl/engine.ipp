@@ -68,7 +68,8 @@ DURABLE_DECL asio::awaitable<void> engine::shutdown_impl(std::chrono::millisecon
   // The listener stops: result() waits for other processes' workflows poll from now on, from
   // 1 ms with backoff, rather than wait up to poll_interval for a notification that will not
   // come; get_event waits from outside a workflow look once more, then every poll_interval.
-  s->listening = s->waiters.hears_all = false;
+  s->listening = false;
+  s->waiters.set_hears_all(false);
   s->waiters.poke_all("r:");
   s->waiters.poke_all("e:");
   if (s->maintenance) s->maintenance->cancel();

@@ -132,7 +132,6 @@ public:
   virtual asio::awaitable<void> commit(const std::string& id, std::int64_t epoch, step_row row) = 0;
 };
 
-/// The next generation a continue_as_new started.
 /// What take_message found: the message it consumed (a one-element JSON array holding it), if
 /// any, and whether another unconsumed message of the topic remained when it looked.
 struct taken_message {
@@ -140,6 +139,7 @@ struct taken_message {
   bool more = false;
 };
 
+/// The next generation a continue_as_new started.
 struct continued_generation {
   std::int64_t epoch = 0;
   std::int64_t generation = 0;

@@ -66,7 +66,8 @@ inline asio::awaitable<void> listen_loop(std::shared_ptr<engine_state> s,
       // (up to 8 000 bytes each); the others would only discard them.
       if (s->options.push_results) co_await c->listen(results);
       if (over()) co_return;
-      s->listening = s->waiters.hears_all = true;
+      s->listening = true;
+      s->waiters.set_hears_all(true);
       problems.ok(*s);
       s->wake_due();          // catch up with whatever was queued or woken while nobody listened
       s->waiters.poke_all();  // and the waiters, who may have missed some: they look again
@@ -87,7 +88,8 @@ inline asio::awaitable<void> listen_loop(std::shared_ptr<engine_state> s,
     } catch (const std::exception& e) {
       if (over()) co_return;  // shutdown or the last wait cancelled it: nothing failed
       // Until it listens again the waits poll; a wait in a long poll looks again now.
-      s->listening = s->waiters.hears_all = false;
+      s->listening = false;
+      s->waiters.set_hears_all(false);
       s->waiters.poke_all();
       problems.failed(*s, "LISTEN connection failed: " + describe_io_failure(e) +
                               "; polling covers for it, reconnecting in 1 s");
@@ -105,7 +107,8 @@ inline asio::awaitable<void> listener(std::shared_ptr<engine_state> s) {
 inline void forget_wait_listener(engine_state& s) {
   s.wait_listener.reset();
   s.wait_cut.reset();
-  s.listening = s.waiters.hears_all = false;
+  s.listening = false;
+  s.waiters.set_hears_all(false);
   s.waiters.poke_all();
 }
 
