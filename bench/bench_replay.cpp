@@ -149,12 +149,39 @@ asio::awaitable<void> first_execution_loop(benchmark::State& state, durable::eng
   }
 }
 
+/// The server's WAL insert position (read outside the timed blocks).
+std::string wal_position() { return bench::value(*g_raw, "SELECT pg_current_wal_insert_lsn()"); }
+
+/// WAL bytes written since `before` (every session's: the engines' heartbeats included).
+double wal_since(const std::string& before) {
+  return std::stod(bench::value(
+      *g_raw, "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '" + before + "'::pg_lsn)"));
+}
+
+/// Transaction ids handed out so far: each transaction that writes takes one when it first
+/// writes, a read-only one none (so the difference of two readings counts the commits that
+/// wrote, every session's; pg_stat_database's counts lag by up to a second).
+std::int64_t xids_so_far() {
+  return std::stoll(bench::value(*g_raw, "SELECT pg_snapshot_xmax(pg_current_snapshot())::text"));
+}
+
+std::map<std::string, double> g_xacts, g_wal;  // per workflow, BM_first_execution/N
+
 void BM_first_execution(benchmark::State& state) {
   const int n = int(state.range(0));
   const std::uint64_t before = g_eng->stats().round_trips;
+  const std::int64_t xids_before = xids_so_far();
+  const std::string wal_before = wal_position();
   bench::run_loop(state, *g_io, first_execution_loop(state, *g_eng, n));
   per_step_counter(state, n);
-  round_trip_counter(state, "BM_first_execution/" + std::to_string(n), before);
+  const std::string name = "BM_first_execution/" + std::to_string(n);
+  round_trip_counter(state, name, before);
+  if (state.iterations() == 0) return;
+  const double runs = double(state.iterations());
+  g_xacts[name] = double(xids_so_far() - xids_before) / runs;
+  g_wal[name] = wal_since(wal_before) / runs;
+  state.counters["write_xacts"] = g_xacts[name];
+  state.counters["WAL_bytes"] = g_wal[name];
 }
 
 // ---- paired: new step beside its floor -------------------------------------------------------
@@ -168,18 +195,10 @@ enum paired_variant : int { p_floor, p_append, p_write, p_new_pool4, p_new_pool1
 const char* const paired_names[p_count] = {"raw INSERT + commit (floor)", "raw step_append",
                                            "raw step_write", "new step, engine pool(4)",
                                            "new step, engine pool(1)"};
-std::vector<double> g_paired[p_count];      // seconds per step, one sample per block
-std::vector<double> g_paired_wal[p_count];  // WAL bytes per step, one sample per block
+std::vector<double> g_paired[p_count];        // seconds per step, one sample per block
+std::vector<double> g_paired_wal[p_count];    // WAL bytes per step, one sample per block
+std::vector<double> g_paired_xacts[p_count];  // writing transactions per step, per block
 constexpr int paired_block = 100;
-
-/// The server's WAL insert position (read outside the timed blocks).
-std::string wal_position() { return bench::value(*g_raw, "SELECT pg_current_wal_insert_lsn()"); }
-
-/// WAL bytes written since `before` (every session's: the engines' heartbeats included).
-double wal_since(const std::string& before) {
-  return std::stod(bench::value(
-      *g_raw, "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '" + before + "'::pg_lsn)"));
-}
 
 asio::awaitable<void> paired_loop(benchmark::State& state) {
   int rotation = 0;
@@ -187,6 +206,7 @@ asio::awaitable<void> paired_loop(benchmark::State& state) {
     for (int k = 0; k < p_count; ++k) {
       const int v = (k + rotation) % p_count;
       const std::string wal_before = wal_position();
+      const std::int64_t xids_before = xids_so_far();
       const auto t0 = std::chrono::steady_clock::now();
       if (v == p_floor) {
         for (int i = 0; i < paired_block; ++i) floor_once();
@@ -203,6 +223,7 @@ asio::awaitable<void> paired_loop(benchmark::State& state) {
       }
       g_paired[v].push_back(bench::seconds_since(t0) / paired_block);
       g_paired_wal[v].push_back(wal_since(wal_before) / paired_block);
+      g_paired_xacts[v].push_back(double(xids_so_far() - xids_before) / paired_block);
     }
     rotation = (rotation + 1) % p_count;
   }
@@ -431,6 +452,14 @@ void print_summary(const bench::collecting_reporter& rep) {
       if (floor) std::printf(" = %.2f x floor", marginal / *floor);
       std::printf("\n");
     }
+    for (const int n : {1, 100}) {
+      const std::string name = "BM_first_execution/" + std::to_string(n);
+      if (g_xacts.contains(name))
+        std::printf(
+            "    workflow of %3d step(s), start + result: %.2f writing commits, %.0f WAL bytes "
+            "(every session's)\n",
+            n, g_xacts[name], g_wal[name]);
+    }
   } else {
     std::printf("(b) new step:                           not measured\n");
   }
@@ -441,9 +470,12 @@ void print_summary(const bench::collecting_reporter& rep) {
     std::printf("    paired blocks of %d (%zu blocks each), medians per step:\n", paired_block,
                 g_paired[0].size());
     for (int v = 0; v < p_count; ++v)
-      std::printf("      %-30s %8.1f us = %.2f x floor, %6.0f WAL bytes per step\n",
-                  paired_names[v], *pm[v] * 1e6, *pm[v] / *pm[p_floor],
-                  bench::median_of(g_paired_wal[v]).value_or(0));
+      std::printf(
+          "      %-30s %8.1f us = %.2f x floor, %6.0f WAL bytes and %.2f writing commits per "
+          "step\n",
+          paired_names[v], *pm[v] * 1e6, *pm[v] / *pm[p_floor],
+          bench::median_of(g_paired_wal[v]).value_or(0),
+          bench::median_of(g_paired_xacts[v]).value_or(0));
     const double ratio = *pm[p_new_pool4] / *pm[p_floor];
     std::printf("    paired new step (pool of 4) / floor:  %6.2f   (target <= 1.15: %s)\n", ratio,
                 bench::verdict(ratio, 1.15));

@@ -1666,7 +1666,7 @@ heartbeat_at = now())durable_sql"},
 FROM :"schema".steps WHERE workflow_id = $1 ORDER BY seq)durable_sql"},
   {"journals_load",
    R"durable_sql(SELECT workflow_id, seq, name, kind, status, output::text, error::text
-FROM :"schema".steps WHERE workflow_id = ANY($1::text[]) ORDER BY workflow_id, seq)durable_sql"},
+FROM :"schema".steps WHERE workflow_id = ANY($1::text[]))durable_sql"},
   {"message_send",
    R"durable_sql(SELECT * FROM :"schema".send_message($1, $2, $3::jsonb, $4, $5, $6, NULL,
                                     NULL, NULL, NULL))durable_sql"},

@@ -104,17 +104,23 @@ struct cursor {
   /// whose later rows committed before an earlier one (I4), so they are small.
   static constexpr std::int64_t max_gap = 1 << 16;
 
-  /// Adds a loaded row. Returns an explanation instead if the row cannot be used (a step
-  /// number below zero, repeated, or far beyond the rows loaded), which parks the workflow.
-  [[nodiscard]] std::optional<std::string> add_entry(std::int64_t seq, journal_entry e) {
-    if (seq < 0 || seq > std::int64_t(journal_rows) + max_gap ||
+  /// Adds a loaded row, in any order. Returns an explanation instead if the row cannot be used
+  /// (a step number below zero, repeated, or far beyond the rows loaded: `loading` rows in
+  /// all, when known), which parks the workflow.
+  [[nodiscard]] std::optional<std::string> add_entry(std::int64_t seq, journal_entry e,
+                                                     std::size_t loading = 0) {
+    const std::size_t rows = std::max(journal_rows, loading);
+    if (seq < 0 || seq > std::int64_t(rows) + max_gap ||
         (std::size_t(seq) < journal.size() && journal[std::size_t(seq)]))
       return "workflow '" + id + "' (" + name + "): its journal holds a row with step number " +
-             std::to_string(seq) + " after " + std::to_string(journal_rows) +
+             std::to_string(seq) + " among " + std::to_string(rows) +
              " rows, which no run of this library writes (step numbers start at 0 and follow "
              "program order). It is parked: inspect and repair its rows in the steps table, "
              "then resume it";
-    if (std::size_t(seq) >= journal.size()) journal.resize(std::size_t(seq) + 1);
+    if (std::size_t(seq) >= journal.size()) {
+      journal.reserve(std::max(rows, std::size_t(seq) + 1));
+      journal.resize(std::size_t(seq) + 1);
+    }
     journal[std::size_t(seq)] = std::move(e);
     ++journal_rows;
     return std::nullopt;

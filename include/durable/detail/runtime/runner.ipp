@@ -244,16 +244,22 @@ inline asio::awaitable<std::size_t> claim_runs(
       if (a.next_attempt_in) next = s->clock.now() + *a.next_attempt_in;
       h.add(a.attempt, a.outcome, a.error, next);
     }
-    for (auto& row : store::rows<store::loaded_step>(r[1])) {
+    // The rows come in no order (journals_load): each is placed by its step number, and checked
+    // against how many its workflow has.
+    auto loaded = store::rows<store::loaded_step>(r[1]);
+    std::map<std::string_view, std::size_t, std::less<>> rows_of;
+    for (const auto& row : loaded) ++rows_of[row.workflow_id];
+    for (auto& row : loaded) {
       const auto it = runs.find(row.workflow_id);
       if (it == runs.end() || unusable.contains(it->first)) continue;
+      const std::size_t loading = rows_of[row.workflow_id];
       journal_entry e;
       e.name = std::move(row.step.name);
       e.kind = std::move(row.step.kind);
       e.failed = row.step.failed;
       if (row.step.output) e.output = std::move(*row.step.output);
       if (row.step.error) e.error = std::move(*row.step.error);
-      if (auto why = it->second.run->add_entry(row.step.seq, std::move(e)))
+      if (auto why = it->second.run->add_entry(row.step.seq, std::move(e), loading))
         unusable[it->first] = *why;
     }
     for (auto& [id, c] : runs) {
