@@ -29,6 +29,13 @@
 //                                "pong"), 2 messages each; T = 1: every recv has a timeout (30 s,
 //                                so a recv that has to wait journals its deadline), T = 0: none.
 //                                From ponger's start() until both results are read
+//   BM_raw_messages/R            the floor of BM_messages, with nothing of durable in it: two
+//                                threads, each with a connection that writes and one that
+//                                LISTENs on its own channel, exchange R round trips. A message
+//                                is an INSERT that pg_notify()s its recipient's channel (one
+//                                commit), read by the recipient's listener, then a take that
+//                                consumes it and writes a journal row in one statement (one
+//                                commit): BM_messages' two round trips and one notification
 //   BM_sequential_steps/N        one workflow runs N trivial steps one after the other
 //                                ("sq[i]", returns i * i), start() to its result
 //   BM_map/N/K                   one workflow runs ctx.map over N items with K in flight, the
@@ -40,6 +47,7 @@
 // recreates the schema bench_primitives and the table bench_primitives_floor.
 
 #include <malloc.h>
+#include <sys/select.h>
 #include <unistd.h>
 
 #include <benchmark/benchmark.h>
@@ -55,6 +63,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <fstream>
 #include <memory>
 #include <optional>
@@ -621,6 +630,118 @@ void BM_messages(benchmark::State& state) {
   f.clear();
 }
 
+std::vector<double> raw_message_samples;  // seconds per iteration, BM_raw_messages
+
+/// One side of BM_raw_messages: its writing connection, and its listening one.
+struct raw_side {
+  std::string me, peer;
+  bench::raw_connection writer{bench::conninfo()}, listener{bench::conninfo()};
+
+  raw_side(std::string self, std::string other) : me(std::move(self)), peer(std::move(other)) {
+    writer.prepare("send",
+                   "WITH m AS (INSERT INTO bench_primitives_raw_messages (recipient, payload) "
+                   "VALUES ($1, $2::integer)) SELECT pg_notify('bench_raw_msg_' || $1, '')");
+    writer.prepare("take",
+                   "WITH m AS (SELECT id FROM bench_primitives_raw_messages WHERE recipient = $1 "
+                   "AND NOT consumed ORDER BY id LIMIT 1 FOR UPDATE), "
+                   "t AS (UPDATE bench_primitives_raw_messages g SET consumed = true FROM m "
+                   "WHERE g.id = m.id RETURNING g.payload) "
+                   "INSERT INTO bench_primitives_raw_journal SELECT $1, $2::integer, payload "
+                   "FROM t RETURNING payload");
+    listener.exec("LISTEN bench_raw_msg_" + me);
+  }
+  void send(int value) {
+    const std::string v = std::to_string(value);
+    const char* values[] = {peer.c_str(), v.c_str()};
+    bench::exec_prepared(writer.get(), "send", 2, values, PGRES_TUPLES_OK);
+  }
+  /// Blocks until a notification for this side arrives (the socket's wait, as an engine's).
+  void wait_notification() {
+    PGconn* c = listener.get();
+    for (;;) {
+      if (PGnotify* n = PQnotifies(c)) {
+        PQfreemem(n);
+        return;
+      }
+      const int sock = PQsocket(c);
+      fd_set fds;
+      FD_ZERO(&fds);
+      FD_SET(sock, &fds);
+      if (select(sock + 1, &fds, nullptr, nullptr, nullptr) < 0) continue;
+      if (!PQconsumeInput(c)) throw std::runtime_error("the listening connection failed");
+    }
+  }
+  /// The take of the message just announced, journaled as step `seq`; returns its payload.
+  int take(int seq) {
+    const std::string s = std::to_string(seq);
+    const char* values[] = {me.c_str(), s.c_str()};
+    PGresult* r = PQexecPrepared(writer.get(), "take", 2, values, nullptr, nullptr, 0);
+    const bool ok = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1;
+    const int v = ok ? std::atoi(PQgetvalue(r, 0, 0)) : -1;
+    PQclear(r);
+    if (!ok) throw std::runtime_error("a raw take found no message after its notification");
+    return v;
+  }
+};
+
+void BM_raw_messages(benchmark::State& state) {
+  auto& f = fx();
+  const int rounds = int(state.range(0));
+  try {
+    f.db->exec(
+        "DROP TABLE IF EXISTS bench_primitives_raw_messages, bench_primitives_raw_journal; "
+        "CREATE TABLE bench_primitives_raw_messages (id bigserial PRIMARY KEY, recipient text "
+        "NOT NULL, payload integer, consumed boolean NOT NULL DEFAULT false); "
+        "CREATE INDEX ON bench_primitives_raw_messages (recipient, id) WHERE NOT consumed; "
+        "CREATE TABLE bench_primitives_raw_journal (recipient text, seq integer, payload "
+        "integer, PRIMARY KEY (recipient, seq))");
+    raw_side ping("ping", "pong"), pong("pong", "ping");
+    int iteration = 0;
+    for (auto _ : state) {
+      f.db->exec("TRUNCATE bench_primitives_raw_journal");
+      const int base = rounds * iteration++;
+      int last = 0, sum = 0;
+      const auto t0 = std::chrono::steady_clock::now();
+      std::exception_ptr pong_failed, ping_failed;
+      std::thread ponger([&] {
+        try {
+          for (int i = 0; i < rounds; ++i) {
+            pong.wait_notification();
+            const int v = pong.take(i);
+            sum += v - base;
+            pong.send(v * 10);
+          }
+        } catch (...) {
+          pong_failed = std::current_exception();
+        }
+      });
+      try {
+        for (int i = 0; i < rounds; ++i) {
+          ping.send(base + i);
+          ping.wait_notification();
+          last = ping.take(i);
+        }
+      } catch (...) {
+        ping_failed = std::current_exception();
+        f.db->exec("NOTIFY bench_raw_msg_pong");  // the ponger's take then fails: it ends
+      }
+      ponger.join();
+      if (ping_failed) std::rethrow_exception(ping_failed);
+      if (pong_failed) std::rethrow_exception(pong_failed);
+      const double elapsed = bench::seconds_since(t0);
+      raw_message_samples.push_back(elapsed);
+      state.SetIterationTime(elapsed);
+      check(last == (base + rounds - 1) * 10 && sum == rounds * (rounds - 1) / 2,
+            "the raw exchange lost a message");
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+  state.counters["messages/s"] =
+      benchmark::Counter(2.0 * rounds, benchmark::Counter::kIsIterationInvariantRate);
+  f.db->exec("DROP TABLE IF EXISTS bench_primitives_raw_messages, bench_primitives_raw_journal");
+}
+
 /// BM_sequential_steps and BM_map: start() of workflow `name` until its result.
 template <class... Args>
 void run_fan_out(benchmark::State& state, std::vector<double>& samples, const std::string& name,
@@ -817,6 +938,11 @@ BENCHMARK(BM_resume_many)
     ->UseRealTime()
     ->Iterations(3);
 BENCHMARK(BM_wake_overshoot)->Unit(benchmark::kMillisecond)->UseManualTime()->Iterations(10);
+BENCHMARK(BM_raw_messages)
+    ->Arg(message_rounds)
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime()
+    ->Iterations(5);
 BENCHMARK(BM_messages)
     ->Args({message_rounds, 0})
     ->Args({message_rounds, 1})
@@ -902,6 +1028,15 @@ int main(int argc, char** argv) {
         med * 1e3, percentile(overshoot_samples, 0.0) * 1e3,
         percentile(overshoot_samples, 1.0) * 1e3, (med - 0.05) * 1e3, in_commits(med - 0.05));
   }
+  std::optional<double> raw_rate;
+  if (!raw_message_samples.empty()) {
+    const double per = percentile(raw_message_samples, 0.5) / (2.0 * message_rounds);
+    raw_rate = 1 / per;
+    std::printf(
+        "  raw messages (no durable: INSERT+NOTIFY, LISTEN, take), %d round trips: %.0f "
+        "messages/s, %.1f us per message (%.2f commits)\n",
+        message_rounds, *raw_rate, per * 1e6, in_commits(per));
+  }
   for (int t = 0; t < 2; ++t) {
     if (message_samples[t].empty()) continue;
     const double med = percentile(message_samples[t], 0.5);
@@ -911,6 +1046,7 @@ int main(int argc, char** argv) {
         "message (%.2f commits)\n",
         message_rounds, t ? "timeout 30 s" : "no timeout", med * 1e3, 1 / per, per * 1e6,
         in_commits(per));
+    if (raw_rate) std::printf("    %.2fx the raw messages' rate\n", (1 / per) / *raw_rate);
     const std::vector<double>& rt = round_trips[t];
     const auto slow = std::count_if(rt.begin(), rt.end(), [](double s) { return s > 0.1; });
     // A round trip over 100 ms waited for the poll (engine_options::poll_interval, 500 ms): its
