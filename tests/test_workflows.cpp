@@ -4,6 +4,9 @@
 //
 // Note: Catch's assertion macros never contain co_await here (GCC 12 miscompiles that), and
 // prvalue class arguments are never passed straight to a coroutine inside co_await.
+#include <libpq-fe.h>
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include "support/workflow_cases.hpp"
@@ -137,6 +140,67 @@ TEST_CASE("start and result of a workflow of 1 step take 3 round trips, of 10 st
         o.poll_interval = std::chrono::hours(1);
         o.listen = false;
       });
+}
+
+/// A plain blocking libpq connection: what it does, the engine's event loop (this thread) cannot
+/// see happen, and does not run meanwhile.
+struct blocking_connection {
+  PGconn* c = PQconnectdb(test::conninfo().c_str());
+  ~blocking_connection() { PQfinish(c); }
+  /// The first column of the first row, or "" (throws if the statement fails).
+  std::string exec(const std::string& sql) {
+    PGresult* r = PQexec(c, sql.c_str());
+    const auto st = PQresultStatus(r);
+    const bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+    std::string v = ok && st == PGRES_TUPLES_OK && PQntuples(r) > 0 ? PQgetvalue(r, 0, 0) : "";
+    const std::string err = ok ? "" : PQerrorMessage(c);
+    PQclear(r);
+    if (!ok) throw std::runtime_error(sql + ": " + err);
+    return v;
+  }
+};
+
+// result() may take what a run here wrote without reading it, but only a final state written
+// after the call: one committed before it may be old news (an operator retried the dead letter
+// it wrote, and the retry runs). Staged without a clock: a transaction holds the workflow's row,
+// so that the run's final write waits; from then on this thread (the engine's event loop) only
+// makes blocking calls: it lets the write commit, sees it committed, changes the row's output
+// (as an operator's action would change the outcome), and calls result(). The run here still
+// holds the sum it wrote; result() must return the row's.
+TEST_CASE("result() called after a run here committed its end returns what the row says now",
+          "[workflow][results]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("lateResult");
+  probe.hang_before = "s0";
+  fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("counter", "w-late", 2);
+    co_await test::wait_stalled("s0");
+    blocking_connection db;
+    const std::string row = q(schema) + ".workflows WHERE id = 'w-late'";
+    (void)db.exec("BEGIN");
+    (void)db.exec("SELECT 1 FROM " + row + " FOR NO KEY UPDATE");
+    probe.hang_before.clear();
+    const std::string workflows = q(schema) + ".workflows";
+    for (int i = 0;; ++i) {  // the final write waits for the row
+      const auto waiting = co_await test::scalar(
+          eng,
+          "SELECT count(*)::text FROM pg_stat_activity WHERE wait_event_type = "
+          "'Lock' AND position($1 in query) > 0 AND position('UPDATE' in query) > 0",
+          workflows);
+      if (waiting != "0") break;
+      REQUIRE(i < 15000);
+      co_await test::sleep_ms(2);
+    }
+    (void)db.exec("COMMIT");
+    for (int i = 0; db.exec("SELECT status FROM " + row) != "succeeded"; ++i) {
+      REQUIRE(i < 10000);
+      ::usleep(1000);
+    }
+    (void)db.exec("UPDATE " + row.substr(0, row.find(" WHERE")) + " SET output = '41'::jsonb" +
+                  row.substr(row.find(" WHERE")));
+    const int got = co_await h.result<int>();
+    CHECK(got == 41);
+  });
 }
 
 // The end of a workflow that start() launched frees no queue's slot, so it does not wake the

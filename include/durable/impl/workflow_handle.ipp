@@ -175,18 +175,24 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl(
     // so neither a read before nor one after is needed. (Not while this engine's lease has
     // lapsed: another executor may have taken the workflow over and ended it while the run
     // here is still inside a step; the read below sees that at once.)
-    if (s->running.contains(id_) && !s->lease_expired) {
+    if (const auto here = s->running.find(id_); here != s->running.end() && !s->lease_expired) {
       if (!progress->looked) {
         progress->looked = true;
         progress->first_look.cancel();
       }
       progress->status = "running";
+      // A run already writing its final state may have committed it before this call, and an
+      // operator may have acted on the workflow since (a retry of the dead letter it wrote):
+      // then what it wrote is not news, and the row is read once it has ended.
+      const bool ended_before = here->second.run->finishing;
       const auto run = co_await detail::local_runs_end(s, id_);
-      if (const auto& f = run->written_final)
+      if (const auto& f = run->written_final; f && !ended_before)
         if (auto out = detail::ended_with(id_, std::string(to_string(f->status)), f->reason,
                                           f->output, f->error))
           co_return std::move(*out);
-      continue;  // not ended by a run here (released, unloaded, retried, cancelled): read it
+      // Not ended by a run here (released, unloaded, retried, cancelled), or ended before this
+      // call: look again (a run here now, such as the retry's, is waited for; else a read).
+      continue;
     }
     std::optional<store::workflow_record> r;
     // The read below is newer than any poke so far (a listener's "look again", an end told
