@@ -5,6 +5,7 @@
 #pragma once
 
 #include <libpq-fe.h>
+#include <sys/select.h>
 #include <unistd.h>
 
 #include <benchmark/benchmark.h>
@@ -139,6 +140,25 @@ inline void run_loop(benchmark::State& state, asio::io_context& io, asio::awaita
 }
 
 /// The median of `v` (which it sorts), or nullopt when empty.
+/// Blocks until a notification arrives on `c` (a connection that LISTENs) and returns true, or
+/// until `stop_fd` (when given) is readable and returns false. Throws if the connection fails.
+inline bool next_notification(PGconn* c, int stop_fd = -1) {
+  for (;;) {
+    if (PGnotify* n = PQnotifies(c)) {
+      PQfreemem(n);
+      return true;
+    }
+    const int sock = PQsocket(c);
+    fd_set fds;
+    FD_ZERO(&fds);
+    FD_SET(sock, &fds);
+    if (stop_fd >= 0) FD_SET(stop_fd, &fds);
+    if (select(std::max(sock, stop_fd) + 1, &fds, nullptr, nullptr, nullptr) < 0) continue;
+    if (stop_fd >= 0 && FD_ISSET(stop_fd, &fds)) return false;
+    if (!PQconsumeInput(c)) throw std::runtime_error("the listening connection failed");
+  }
+}
+
 /// A prepared statement run by blocking libpq; throws unless the result has status `want`.
 inline void exec_prepared(PGconn* c, const char* name, int n, const char* const* values,
                           ExecStatusType want) {

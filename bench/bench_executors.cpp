@@ -45,7 +45,6 @@
 
 #include <signal.h>
 #include <sys/resource.h>
-#include <sys/select.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -568,22 +567,14 @@ void BM_raw_push_latency(benchmark::State& state) {
     std::mutex m;
     std::condition_variable cv;
     std::thread reader([&] {
-      const int sock = PQsocket(listener.get());
-      for (;;) {
-        fd_set fds;
-        FD_ZERO(&fds);
-        FD_SET(sock, &fds);
-        FD_SET(wake[0], &fds);
-        if (select(std::max(sock, wake[0]) + 1, &fds, nullptr, nullptr, nullptr) < 0) continue;
-        if (FD_ISSET(wake[0], &fds)) return;
-        if (!PQconsumeInput(listener.get())) return;
-        while (PGnotify* n = PQnotifies(listener.get())) {
+      try {
+        while (bench::next_notification(listener.get(), wake[0])) {
           const auto t = std::chrono::steady_clock::now().time_since_epoch().count();
-          PQfreemem(n);
           std::lock_guard lock(m);
           seen.push_back(t);
           cv.notify_one();
         }
+      } catch (const std::exception&) {  // the wait below reports the missing notification
       }
     });
     struct stop_reader {

@@ -47,7 +47,6 @@
 // recreates the schema bench_primitives and the table bench_primitives_floor.
 
 #include <malloc.h>
-#include <sys/select.h>
 #include <unistd.h>
 
 #include <benchmark/benchmark.h>
@@ -656,21 +655,7 @@ struct raw_side {
     bench::exec_prepared(writer.get(), "send", 2, values, PGRES_TUPLES_OK);
   }
   /// Blocks until a notification for this side arrives (the socket's wait, as an engine's).
-  void wait_notification() {
-    PGconn* c = listener.get();
-    for (;;) {
-      if (PGnotify* n = PQnotifies(c)) {
-        PQfreemem(n);
-        return;
-      }
-      const int sock = PQsocket(c);
-      fd_set fds;
-      FD_ZERO(&fds);
-      FD_SET(sock, &fds);
-      if (select(sock + 1, &fds, nullptr, nullptr, nullptr) < 0) continue;
-      if (!PQconsumeInput(c)) throw std::runtime_error("the listening connection failed");
-    }
-  }
+  void wait_notification() { (void)bench::next_notification(listener.get()); }
   /// The take of the message just announced, journaled as step `seq`; returns its payload.
   int take(int seq) {
     const std::string s = std::to_string(seq);

@@ -686,18 +686,7 @@ TEST_CASE("a send that commits while the receiver's take is in flight is not wai
         (void)co_await tx.exec(lock_row, col);
         (void)co_await eng.send("w-col", "n", 1);
         // Its take waits for the row (append_step's FOR SHARE), past its snapshot.
-        const std::string messages = q(schema) + ".messages";
-        for (int i = 0;; ++i) {
-          const auto waiting =
-              co_await scalar(eng,
-                              "SELECT count(*)::text FROM pg_stat_activity WHERE wait_event_type "
-                              "= 'Lock' AND datname = current_database() AND position($1 in "
-                              "query) > 0",
-                              messages);
-          if (waiting != "0") break;
-          REQUIRE(i < 15000);
-          co_await test::sleep_ms(2);
-        }
+        co_await test::wait_lock_waiter(eng, q(schema) + ".messages");
         (void)co_await eng.send("w-col", "n", 2);
         // Notifications come in commit order: once the witness has its message, the listener
         // has heard the second message to w-col.

@@ -310,22 +310,6 @@ TEST_CASE("a writer whose ownership moved on is fenced out (I3)", "[workflow][fe
   CHECK(probe.calls["s3"] == 0);  // and the coroutine stopped there
 }
 
-// Waits until a session of this database waits for a lock in an INSERT into `schema`'s steps
-// (a journal write held by a test's uncommitted row of the same key).
-asio::awaitable<void> wait_lock_waiter(engine& eng, const std::string& schema) {
-  auto c = co_await eng.pool().acquire();
-  for (int i = 0;; ++i) {
-    auto r = co_await c->exec(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND datname = current_database() AND position($1 in query) > 0 "
-        "AND position('INSERT' in query) > 0",
-        q(schema) + ".steps");
-    if (r[0].get<long>(0) > 0) co_return;
-    if (i == 15000) throw std::runtime_error("no journal write waited for the held key");
-    co_await test::sleep_ms(2);
-  }
-}
-
 // Starts counter(4) as `id` and lets it stall before step 2; then holds step 2's key in an
 // uncommitted row (under `epoch`, with `output`) and lets the workflow go on: its write of step
 // 2 passes its fence and waits for the key. The row is the transaction's, until it ends.
@@ -348,7 +332,7 @@ asio::awaitable<std::unique_ptr<held_key>> run_into_held_key(engine& eng, std::s
                                id, output, epoch);
   probe.stalled_at.clear();
   probe.hang_before.clear();  // the workflow runs step 2; its write waits for the key
-  co_await wait_lock_waiter(eng, eng.schema_name());
+  co_await test::wait_lock_waiter(eng, q(eng.schema_name()) + ".steps", "INSERT");
   co_return held;
 }
 

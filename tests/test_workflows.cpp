@@ -180,17 +180,7 @@ TEST_CASE("result() called after a run here committed its end returns what the r
     (void)db.exec("BEGIN");
     (void)db.exec("SELECT 1 FROM " + row + " FOR NO KEY UPDATE");
     probe.hang_before.clear();
-    const std::string workflows = q(schema) + ".workflows";
-    for (int i = 0;; ++i) {  // the final write waits for the row
-      const auto waiting = co_await test::scalar(
-          eng,
-          "SELECT count(*)::text FROM pg_stat_activity WHERE wait_event_type = "
-          "'Lock' AND position($1 in query) > 0 AND position('UPDATE' in query) > 0",
-          workflows);
-      if (waiting != "0") break;
-      REQUIRE(i < 15000);
-      co_await test::sleep_ms(2);
-    }
+    co_await test::wait_lock_waiter(eng, q(schema) + ".workflows", "UPDATE");  // the final write
     (void)db.exec("COMMIT");
     for (int i = 0; db.exec("SELECT status FROM " + row) != "succeeded"; ++i) {
       REQUIRE(i < 10000);

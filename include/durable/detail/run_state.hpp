@@ -102,10 +102,10 @@ struct waiter_registry {
   }
 
   /// The pokes so far, to hand to quiet_since(key, ...) later: taken before a look for `key`
-  /// that may find nothing. From now on the pokes of `key` are counted (of at most
-  /// remembered_keys keys: past that all are forgotten at once).
+  /// that may find nothing. While a listener hears every send, the pokes of `key` are counted
+  /// from now on (of at most remembered_keys keys: past that all are forgotten at once).
   [[nodiscard]] std::uint64_t mark(std::string_view key) {
-    if (!last_poke_.contains(key)) {
+    if (hears_all_ && !last_poke_.contains(key)) {
       if (last_poke_.size() >= remembered_keys) forget_keys();
       last_poke_.emplace(std::string(key), 0);
     }
