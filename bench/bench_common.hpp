@@ -38,6 +38,13 @@ inline std::string conninfo() {
   return url ? url : "";
 }
 
+/// engine_options::group_commit_send_alone for the engines of a benchmark:
+/// DURABLE_BENCH_SEND_ALONE=1 turns it on (off by default, as in the library).
+inline bool send_alone() {
+  const char* v = std::getenv("DURABLE_BENCH_SEND_ALONE");
+  return v && std::string_view(v) == "1";
+}
+
 /// A plain blocking libpq connection (autocommit), for the raw baselines and for setup.
 class raw_connection {
 public:

@@ -127,6 +127,7 @@ int executor_main(const std::string& id, const std::string& queue, bool hang,
   }
   o.migrate = false;
   if (dispatch_batch > 0) o.dispatch_batch = dispatch_batch;
+  o.group_commit_send_alone = bench::send_alone();
   durable::engine eng(io.get_executor(), o);
   eng.register_workflow("three_steps", &three_steps);
   eng.register_workflow("hangs", &hangs);
@@ -238,6 +239,7 @@ struct fixture {
     o.listen = true;
     o.push_results = true;
     o.pool_size = 4;
+    o.group_commit_send_alone = bench::send_alone();
     producer = std::make_unique<durable::engine>(io.get_executor(), o);
     o.push_results = false;
     o.executor_id = "poller";

@@ -261,6 +261,7 @@ struct fixture {
     // between two of them (as in bench_replay). Nobody else would take over anyway.
     o.lease_timeout = 3600s;
     o.pool_size = 8;
+    o.group_commit_send_alone = bench::send_alone();
     eng = std::make_unique<durable::engine>(io.get_executor(), o);
     eng->register_workflow("nap", &nap);
     eng->register_workflow("pinger", &pinger);

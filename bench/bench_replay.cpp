@@ -540,6 +540,7 @@ int main(int argc, char** argv) {
   options.schema = schema;
   options.executor_id = "bench-replay";
   options.pool_size = 4;
+  options.group_commit_send_alone = bench::send_alone();
   // This process runs the io_context only while a library benchmark runs, so an engine may
   // miss heartbeats for seconds at a time; a long lease keeps the other engine here from
   // taking its workflows over in the middle of a measurement. Heartbeats still happen.

@@ -669,11 +669,16 @@ TEST_CASE("group commit: concurrent statements share a round trip, a failing one
     auto setup = co_await connect();
     co_await setup->exec("CREATE TABLE " + table + " (k int PRIMARY KEY CHECK (k <> 13))");
     pg::pool pool(ex, test::conninfo(), 2);
-    detail::group_committer committer(ex, pool, {.max_batch = 512, .max_in_flight = 1});
+    detail::group_committer committer(ex, pool,
+                                      {.max_batch = 512, .max_in_flight = 1, .send_alone = true});
+    pg::statement first = pg::sql("SELECT 1");  // connects the pool's first connection
+    (void)co_await committer.run(std::move(first));
+    CHECK(committer.stats().sent_alone == 0);  // (it had no open connection at hand)
     constexpr int n = 50;
     std::vector<std::string> outcomes(n);
     // Each statement is submitted from its own coroutine; all are submitted in the same turn
-    // of the event loop, so they travel in one batch.
+    // of the event loop. The first finds nothing in flight and goes out at once, alone; the
+    // other 49 wait for it (one batch in flight at most) and travel together.
     auto all = test::spawn_all(ex, n, [&](int i) -> asio::awaitable<void> {
       pg::statement st = pg::sql("INSERT INTO " + table + " VALUES ($1) RETURNING k", i);
       try {
@@ -686,17 +691,112 @@ TEST_CASE("group commit: concurrent statements share a round trip, a failing one
     co_await test::wait_all(all);
     for (int i = 0; i < n; ++i)
       CHECK(outcomes[std::size_t(i)] == (i == 13 ? "23514" : "ok " + std::to_string(i)));
-    // One batch with all 50 failed on row 13; the other 49 went out again and committed.
-    CHECK(committer.stats().batches == 2);
-    CHECK(committer.stats().largest_batch == std::size_t(n));
+    // Row 0 alone; one batch with the other 49 failed on row 13; its 48 others went out
+    // again and committed.
+    CHECK(committer.stats().batches == 4);
+    CHECK(committer.stats().sent_alone == 1);
+    CHECK(committer.stats().largest_batch == std::size_t(n - 1));
     auto r = co_await setup->exec("SELECT count(*), sum(k) FROM " + table);
     CHECK(r[0].get<int>(0) == n - 1);
     CHECK(r[0].get<long>(1) == long(n * (n - 1) / 2 - 13));
 
-    // A statement submitted alone, with no batch in flight, goes out at once and alone.
+    // A statement submitted alone, with no batch in flight, goes out at once and alone: after
+    // a batch of many through a flusher (which would have taken others of its turn), and
+    // after a batch of one from its submitter.
     pg::statement one = pg::sql("INSERT INTO " + table + " VALUES ($1)", 1000);
     (void)co_await committer.run(std::move(one));
-    CHECK(committer.stats().batches == 3);
+    CHECK(committer.stats().batches == 5);
+    CHECK(committer.stats().sent_alone == 1);
+    pg::statement two = pg::sql("INSERT INTO " + table + " VALUES ($1)", 1001);
+    (void)co_await committer.run(std::move(two));
+    CHECK(committer.stats().batches == 6);
+    CHECK(committer.stats().sent_alone == 2);
+    co_await setup->exec("DROP TABLE " + table);
+  }());
+}
+
+namespace {
+// Waits until a statement on `table` waits for a lock.
+asio::awaitable<void> wait_for_lock_waiter(pg::connection& c, const std::string& table) {
+  for (int i = 0;; ++i) {
+    auto r = co_await c.exec(
+        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+        "AND datname = current_database() AND position($1 in query) > 0",
+        table);
+    if (r[0].get<long>(0) > 0) co_return;
+    if (i == 15000) throw std::runtime_error("no statement on " + table + " waited for a lock");
+    co_await sleep_for(2ms);
+  }
+}
+
+std::string message_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "(not a std::exception)";
+  }
+}
+}  // namespace
+
+TEST_CASE("a lone statement's wait ends when its submitter is cancelled, and at cancel_all",
+          "[pg][group-commit]") {
+  test::run([]() -> asio::awaitable<void> {
+    auto ex = co_await asio::this_coro::executor;
+    const std::string table = test::fresh_schema("gclone");
+    auto setup = co_await connect();
+    co_await setup->exec("CREATE TABLE " + table + " (k int PRIMARY KEY, v int NOT NULL)");
+    co_await setup->exec("INSERT INTO " + table + " VALUES (1, 0)");
+    // One connection: the statement after each cancelled one needs the connection whose
+    // answer was never read to have been replaced. Each wait below is ended by the test long
+    // before the statement deadline, which only turns a wait nothing ended into a failure.
+    const auto deadline = 120s;
+    pg::pool pool(ex, test::conninfo(), 1, {}, {.statement_timeout = deadline});
+    detail::group_committer committer(ex, pool, {.send_alone = true});
+    const std::string update = "UPDATE " + table + " SET v = v + 1 WHERE k = 1";
+    pg::statement warm = pg::sql("SELECT 1");  // an open connection at hand from now on
+    (void)co_await committer.run(std::move(warm));
+
+    for (const bool by_cancel_all : {false, true}) {
+      CAPTURE(by_cancel_all);
+      auto locker = co_await connect();
+      auto tx = locker->begin();
+      co_await tx.exec("SELECT v FROM " + table + " WHERE k = 1 FOR UPDATE");
+      // Submitted with nothing in flight: it goes out from this coroutine and waits for the
+      // row lock.
+      const auto alone_before = committer.stats().sent_alone;
+      asio::cancellation_signal cancel;
+      std::optional<std::exception_ptr> outcome;
+      asio::co_spawn(ex, test::exception_of(committer.run(pg::sql(update))),
+                     asio::bind_cancellation_slot(
+                         cancel.slot(), [&](std::exception_ptr e, std::exception_ptr thrown) {
+                           outcome = e ? e : thrown;
+                         }));
+      co_await wait_for_lock_waiter(*setup, table);
+      const auto batches = committer.stats().batches;
+      CHECK(batches == (by_cancel_all ? 4u : 2u));
+      CHECK(committer.stats().sent_alone == alone_before + 1);
+      if (by_cancel_all)
+        committer.cancel_all();
+      else
+        cancel.emit(asio::cancellation_type::terminal);
+      for (int i = 0; !outcome; ++i) {
+        if (i == 60000) throw std::runtime_error("the cancelled wait did not end");
+        co_await sleep_for(2ms);
+      }
+      // Ended while the row is still locked, so its statement had not run: the outcome the
+      // submitter learns is "unknown", never an answer it did not read.
+      REQUIRE(*outcome);
+      CHECK(test::holds<asio::system_error>(*outcome));
+      CHECK_THAT(message_of(*outcome), Catch::Contains("outcome is unknown"));
+      CHECK_FALSE(test::holds<pg::statement_timeout>(*outcome));
+      co_await tx.commit();  // the statement runs and commits on the server now
+      // The next statement gets a new connection and its own answer.
+      auto next = co_await committer.run(pg::sql("SELECT v FROM " + table + " WHERE k = 1"));
+      CHECK(next.rows() == 1);
+      CHECK(committer.stats().batches == batches + 1);
+    }
     co_await setup->exec("DROP TABLE " + table);
   }());
 }

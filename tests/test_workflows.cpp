@@ -142,6 +142,46 @@ TEST_CASE("start and result of a workflow of 1 step take 3 round trips, of 10 st
       });
 }
 
+TEST_CASE("with group_commit_send_alone, a lone workflow's runs send their rows themselves",
+          "[workflow][round-trips][group-commit]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("alone");
+  fx.with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto first = co_await eng.start("counter", "w-alone-0", 1);
+        const int first_sum = co_await first.result<int>();
+        CHECK(first_sum == 0);
+        // The same round trips as through flushers (n + 2), and every statement but the
+        // start's insert (the first after the last batch of many, if any) sent by the run.
+        const auto before = eng.stats();
+        auto h = co_await eng.start("counter", "w-alone-10", 10);
+        const int sum = co_await h.result<int>();
+        CHECK(sum == 45);
+        const auto after = eng.stats();
+        CHECK(after.round_trips - before.round_trips == 12);
+        CHECK(after.group_commits - before.group_commits == 12);
+        CHECK(after.group_commits_alone - before.group_commits_alone >= 11);
+        // Concurrent workflows still share batches.
+        auto all = test::spawn_all(
+            co_await asio::this_coro::executor, 20, [&eng](int i) -> asio::awaitable<void> {
+              auto w = co_await eng.start("counter", "w-alone-c" + std::to_string(i), 5);
+              if (co_await w.result<int>() != 10) throw std::runtime_error("wrong sum");
+            });
+        co_await test::wait_all(all);
+        const auto end = eng.stats();
+        CHECK(end.group_commits - after.group_commits < 20 * 7 / 2);
+        auto c = co_await eng.pool().acquire();
+        auto r = co_await c->exec("SELECT count(*) FROM " + q(schema) + ".steps");
+        CHECK(r[0].get<long>(0) == 1 + 10 + 20 * 5);
+      },
+      [](engine_options& o) {
+        o.poll_interval = std::chrono::hours(1);
+        o.listen = false;
+        o.group_commit_send_alone = true;
+      });
+}
+
 /// A plain blocking libpq connection: what it does, the engine's event loop (this thread) cannot
 /// see happen, and does not run meanwhile.
 struct blocking_connection {

@@ -138,6 +138,12 @@ struct engine_options {
   /// connection). A row submitted while fewer are in flight goes out at once, so a single
   /// workflow's steps see no added latency.
   std::size_t group_commit_in_flight = 2;
+  /// A journal row, start or finish submitted while no batch is queued or in flight, the last
+  /// batch having carried a single statement too (a workflow running alone), is sent from the
+  /// run's own coroutine instead of a batch's: about 12 µs less per step of a lone workflow
+  /// (of 230-250). Off by default: with it, 2 000 queued workflows ran 9 % slower in the
+  /// same runs (docs/performance.md, run AA), for causes not yet found.
+  bool group_commit_send_alone = false;
   /// Queues this executor dispatches (serve_queue() adds more). start() inside a
   /// transaction uses "default".
   std::vector<std::string> queues{"default"};
@@ -203,6 +209,8 @@ struct engine_stats {
   std::uint64_t ownership_lost = 0;
   std::uint64_t group_commits = 0;       ///< batches the group committer sent
   std::size_t largest_group_commit = 0;  ///< most statements in one of them
+  /// Of the batches, those a run sent itself (engine_options::group_commit_send_alone).
+  std::uint64_t group_commits_alone = 0;
 };
 
 /// What status() reports; see docs/concepts.md for the lifecycle.

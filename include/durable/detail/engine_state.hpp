@@ -79,7 +79,11 @@ struct engine_services {
         options(std::move(o)),
         st(options.schema),
         pool(e, options.conninfo, options.pool_size, st.catalog(), options.connection),
-        committer(e, pool, {options.group_commit_max_batch, options.group_commit_in_flight}, &st) {
+        committer(e, pool,
+                  {.max_batch = options.group_commit_max_batch,
+                   .max_in_flight = options.group_commit_in_flight,
+                   .send_alone = options.group_commit_send_alone},
+                  &st) {
     counters.set_hook(options.on_metric ? &options.on_metric : nullptr);
     committer.set_metrics(&counters);
   }

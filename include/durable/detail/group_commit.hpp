@@ -37,10 +37,19 @@ namespace durable::detail {
 /// transaction. A submitter resumes only after the commit of the batch holding its
 /// statement was acknowledged, so nothing continues on a row that is not durable.
 ///
-/// Batching costs no latency: a statement submitted while no batch is in flight goes out at
-/// once (alone, as it would without group commit); statements submitted while
-/// `max_in_flight` batches are out wait for the next one, which takes all of them (up to
-/// `max_batch`).
+/// Batching costs no latency: a statement submitted while nothing is queued or in flight goes
+/// out at once, with whatever else is submitted in the same turn of the event loop (a flusher
+/// takes them after one `post`). With `send_alone`, if the last batch carried one statement too
+/// (a lone workflow's steps), it goes from the submitter's own coroutine instead: no flusher is
+/// spawned, nothing waits for a turn of the event loop or a wake-up (about 12 µs of a 250 µs
+/// step; off by default, since it cost 9 % of the throughput of 2 000 queued workflows,
+/// docs/performance.md run AA). Statements submitted while batches are out wait for the next
+/// one, which takes all of them (up to `max_batch`), and up to `max_in_flight` batches are out
+/// at once, the lone one included.
+///
+/// A lone statement's wait is the submitter's: cancelling the submitter (a run cancelled or
+/// shut down) ends it at once with the outcome unknown, as the wait for a batch ends, and
+/// gives the connection up, since its answer was not read. cancel_all() ends it too.
 ///
 /// Journal rows are merged: all rows of a batch travel as one statement (arrays bound as
 /// parameters), fenced row by row (I3), so a fenced-out row fails alone. (A batch with one
@@ -59,6 +68,10 @@ public:
     std::size_t max_in_flight = 2;
     /// A batch stops growing once its values reach this size (large step outputs).
     std::size_t max_batch_bytes = std::size_t(4) << 20;
+    /// A statement submitted while nothing is queued or in flight (and the last batch carried
+    /// one statement) goes out from its submitter's coroutine; false sends every statement
+    /// through a flusher (engine_options::group_commit_send_alone).
+    bool send_alone = false;
   };
 
   /// `st` builds the merged journal statement; without it, append() may not be used.
@@ -97,6 +110,7 @@ public:
     std::uint64_t batches = 0;     ///< round trips sent by the committer
     std::uint64_t statements = 0;  ///< statements committed or failed through it
     std::size_t largest_batch = 0;
+    std::uint64_t sent_alone = 0;  ///< of the batches, those sent from their submitter
   };
   [[nodiscard]] const counters& stats() const noexcept { return counters_; }
 
@@ -162,6 +176,9 @@ private:
   /// Queues `it` and waits until its batch has committed; rethrows its error.
   DURABLE_DECL asio::awaitable<void> submit(item_ptr it);
 
+  /// Runs `it` alone on `conn` from the submitter's coroutine; rethrows its error.
+  DURABLE_DECL asio::awaitable<void> submit_alone(item_ptr it, pg::pool::lease conn);
+
   DURABLE_DECL void start_flushers();
 
   DURABLE_DECL static void finish(const item_ptr& it);
@@ -176,7 +193,9 @@ private:
   /// One journal row alone (step_write: fenced out when it inserted no row).
   DURABLE_DECL pg::statement single_row(const journal_row& r) const;
 
-  DURABLE_DECL asio::awaitable<void> commit(std::vector<item_ptr> items);
+  /// Sends `items` (on `conn` first, if given) until each has its outcome.
+  DURABLE_DECL asio::awaitable<void> commit(std::vector<item_ptr> items,
+                                            std::optional<pg::pool::lease> conn = std::nullopt);
 
   DURABLE_DECL void fail_all(std::vector<item_ptr>& items, std::exception_ptr e);
 
@@ -187,11 +206,13 @@ private:
   std::deque<item_ptr> queue_;
   std::weak_ptr<void> owner_;
   std::size_t in_flight_ = 0;
+  bool last_batch_lone_ = true;  // the last batch sent carried one statement
   bool starting_ = false;
   counters counters_;
   engine_counters* metrics_ = nullptr;
   std::multiset<std::chrono::steady_clock::time_point> sent_at_;  // batches in flight
   std::set<std::shared_ptr<asio::cancellation_signal>> flushers_;
+  std::set<pg::connection*> sending_;  // connections with a batch in flight (cancel_all)
   std::function<void(const std::string&)> on_failure_;
 };
 

@@ -183,7 +183,8 @@ DURABLE_DECL engine_stats engine::stats() const {
           s_->counters.steps_executed,
           s_->counters.ownership_lost,
           s_->committer.stats().batches,
-          s_->committer.stats().largest_batch};
+          s_->committer.stats().largest_batch,
+          s_->committer.stats().sent_alone};
 }
 
 DURABLE_DECL engine_metrics engine::metrics() const {

@@ -178,6 +178,13 @@ public:
   void set_statement_timeout(std::chrono::milliseconds t) noexcept {
     options_.statement_timeout = t;
   }
+  /// Ends the socket wait of the batch in progress at once: the batch fails with
+  /// operation_aborted, its outcome unknown, and the connection is given up (a pool replaces
+  /// it). For a batch that must not outlive a shutdown; does nothing while no batch waits.
+  void interrupt() noexcept {
+    asio::error_code ignored;
+    socket_.cancel(ignored);
+  }
   /// Whether a transaction is open (or was left open and awaits its lazy ROLLBACK).
   [[nodiscard]] bool in_transaction() const noexcept {
     return begin_pending_ || rollback_pending_ || PQtransactionStatus(conn_) != PQTRANS_IDLE;

@@ -6,6 +6,7 @@
 
 #include <asio/experimental/channel.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,6 +113,20 @@ public:
       }
     }
     co_return lease(std::move(state), i);
+  }
+
+  /// A connection now, if one is free, open and alive; nothing otherwise (every connection
+  /// is lent out or waited for, or the free one needs connecting first). Never suspends.
+  [[nodiscard]] std::optional<lease> try_acquire() {
+    if (!state_->free.try_receive([](asio::error_code, std::size_t) {})) return std::nullopt;
+    const std::size_t i = state_->take_idle();
+    std::unique_ptr<connection>& slot = state_->slots[i];
+    if (slot && !alive(*slot)) state_->retire(i);
+    if (!slot) {
+      state_->release(i);
+      return std::nullopt;
+    }
+    return lease(state_, i);
   }
 
   [[nodiscard]] std::size_t size() const noexcept { return state_->slots.size(); }

@@ -6,6 +6,14 @@ namespace durable::detail {
 
 DURABLE_DECL void group_committer::cancel_all() {
   for (const auto& sig : flushers_) sig->emit(asio::cancellation_type::terminal);
+  for (pg::connection* c : sending_) c->interrupt();  // lone statements' waits among them
+}
+
+/// What the submitter of a statement learns when its wait was cancelled before the answer.
+[[noreturn]] inline void throw_group_wait_cancelled() {
+  throw asio::system_error(asio::error::operation_aborted,
+                           "the wait for a group commit was cancelled; the statement's outcome "
+                           "is unknown");
 }
 
 DURABLE_DECL asio::awaitable<pg::result> group_committer::run_impl(pg::statement st) {
@@ -28,6 +36,17 @@ DURABLE_DECL asio::awaitable<fence_verdict> group_committer::append_impl(journal
 }
 
 DURABLE_DECL asio::awaitable<void> group_committer::submit(item_ptr it) {
+  // Nothing queued or in flight, the last batch a lone statement too (under load batches carry
+  // many: a statement sent alone there would take a batch's place with one row, and cost the
+  // others their commit), a connection free and the submitter on this committer's executor:
+  // the statement goes out now, from here.
+  if (options_.send_alone && last_batch_lone_ && queue_.empty() && in_flight_ == 0 && !starting_ &&
+      (co_await asio::this_coro::executor) == ex_) {
+    if (std::optional<pg::pool::lease> conn = pool_->try_acquire()) {
+      co_await submit_alone(std::move(it), std::move(*conn));
+      co_return;
+    }
+  }
   queue_.push_back(it);
   start_flushers();
   if (!it->finished) {
@@ -35,12 +54,39 @@ DURABLE_DECL asio::awaitable<void> group_committer::submit(item_ptr it) {
     co_await it->done.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     // The waiter was cancelled (cancel(), a deadline, shutdown) before its batch came back:
     // the statement may still commit, so its outcome is unknown here, never "written".
-    if (!it->finished)
-      throw asio::system_error(asio::error::operation_aborted,
-                               "the wait for a group commit was cancelled; the statement's "
-                               "outcome is unknown");
+    if (!it->finished) throw_group_wait_cancelled();
   }
   if (it->err) std::rethrow_exception(it->err);
+}
+
+DURABLE_DECL asio::awaitable<void> group_committer::submit_alone(item_ptr it,
+                                                                 pg::pool::lease conn) {
+  // Counted as a batch in flight, so that statements submitted meanwhile start a flusher only
+  // while max_in_flight allows; the owner is held as a flusher holds it.
+  const std::shared_ptr<void> keep = owner_.lock();
+  ++in_flight_;
+  ++counters_.sent_alone;
+  struct count_out {
+    group_committer* self;
+    ~count_out() { --self->in_flight_; }
+  };
+  {
+    const count_out out{this};
+    // Named, not temporaries: GCC 12 miscompiles prvalue arguments of a coroutine in co_await.
+    std::vector<item_ptr> alone{it};
+    std::optional<pg::pool::lease> lent(std::move(conn));
+    co_await commit(std::move(alone), std::move(lent));
+  }
+  start_flushers();  // for what came while this one was out
+  if (!it->err) co_return;
+  // The submitter was cancelled while its statement was out: the same error as a cancelled
+  // wait for a batch (commit() saw its wait end with operation_aborted).
+  try {
+    std::rethrow_exception(it->err);
+  } catch (const asio::system_error& e) {
+    if (e.code() == asio::error::operation_aborted) throw_group_wait_cancelled();
+    throw;
+  }
 }
 
 DURABLE_DECL void group_committer::start_flushers() {
@@ -129,7 +175,8 @@ DURABLE_DECL pg::statement group_committer::single_row(const journal_row& r) con
       .st;
 }
 
-DURABLE_DECL asio::awaitable<void> group_committer::commit(std::vector<item_ptr> items) {
+DURABLE_DECL asio::awaitable<void> group_committer::commit(std::vector<item_ptr> items,
+                                                           std::optional<pg::pool::lease> conn) {
   while (!items.empty()) {
     // Journal rows first, as one statement; then the other statements, in order.
     std::vector<item_ptr> rows;
@@ -170,6 +217,7 @@ DURABLE_DECL asio::awaitable<void> group_committer::commit(std::vector<item_ptr>
     if (items.empty()) co_return;
     ++counters_.batches;
     counters_.largest_batch = std::max(counters_.largest_batch, items.size());
+    last_batch_lone_ = items.size() == 1;
     // Journal rows in flight are what the lease keeper watches (a write that hangs must not
     // keep the lease fresh): stamped once the batch has its connection, and only if it carries
     // journal rows, so that waiting for the pool or a start's insert does not count.
@@ -186,7 +234,15 @@ DURABLE_DECL asio::awaitable<void> group_committer::commit(std::vector<item_ptr>
     try {
       std::vector<pg::result> results;
       {
-        auto c = co_await pool_->acquire();
+        std::optional<pg::pool::lease> c = std::move(conn);
+        conn.reset();
+        if (!c) c.emplace(co_await pool_->acquire());
+        struct unsending {
+          std::set<pg::connection*>& set;
+          pg::connection* c;
+          ~unsending() { set.erase(c); }
+        } unsending_at_end{sending_, &**c};
+        sending_.insert(&**c);
         const auto sent = std::chrono::steady_clock::now();
         if (carries_rows) {
           std::size_t bytes = 0;
@@ -195,7 +251,7 @@ DURABLE_DECL asio::awaitable<void> group_committer::commit(std::vector<item_ptr>
               std::chrono::duration<double>(double(bytes) / write_allowance_bytes_per_second));
           unmark_sent.it = sent_at_.insert(sent + allowance);
         }
-        results = co_await c->run_batch(std::move(batch));
+        results = co_await (*c)->run_batch(std::move(batch));
         if (metrics_)
           metrics_->group_commit_seconds.observe(
               std::chrono::duration<double>(std::chrono::steady_clock::now() - sent).count());
