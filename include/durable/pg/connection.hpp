@@ -180,7 +180,9 @@ public:
   }
   /// Ends the socket wait of the batch in progress at once: the batch fails with
   /// operation_aborted, its outcome unknown, and the connection is given up (a pool replaces
-  /// it). For a batch that must not outlive a shutdown; does nothing while no batch waits.
+  /// it). For a batch that must not outlive a shutdown; does nothing while no batch waits on
+  /// the socket (after a statement deadline, the wait for the cancel request's processing ends
+  /// within cancel_grace on its own).
   void interrupt() noexcept {
     asio::error_code ignored;
     socket_.cancel(ignored);

@@ -40,8 +40,11 @@ DURABLE_DECL asio::awaitable<void> group_committer::submit(item_ptr it) {
   // many: a statement sent alone there would take a batch's place with one row, and cost the
   // others their commit), a connection free and the submitter on this committer's executor:
   // the statement goes out now, from here.
-  if (options_.send_alone && last_batch_lone_ && queue_.empty() && in_flight_ == 0 && !starting_ &&
-      (co_await asio::this_coro::executor) == ex_) {
+  const bool idle =
+      options_.send_alone && last_batch_lone_ && queue_.empty() && in_flight_ == 0 && !starting_;
+  // Named, not a temporary inside the condition: GCC 12 and co_await (docs/concepts.md).
+  const asio::any_io_executor here = co_await asio::this_coro::executor;
+  if (idle && here == ex_) {
     if (std::optional<pg::pool::lease> conn = pool_->try_acquire()) {
       co_await submit_alone(std::move(it), std::move(*conn));
       co_return;
@@ -65,10 +68,11 @@ DURABLE_DECL asio::awaitable<void> group_committer::submit_alone(item_ptr it,
   // while max_in_flight allows; the owner is held as a flusher holds it.
   const std::shared_ptr<void> keep = owner_.lock();
   ++in_flight_;
-  ++counters_.sent_alone;
-  struct count_out {
+  struct count_out {  // once, even if GCC 12 destroys it twice (docs/concepts.md)
     group_committer* self;
-    ~count_out() { --self->in_flight_; }
+    ~count_out() {
+      if (self) --std::exchange(self, nullptr)->in_flight_;
+    }
   };
   {
     const count_out out{this};
@@ -137,7 +141,8 @@ DURABLE_DECL asio::awaitable<void> group_committer::flush(group_committer* self,
     }
     // More waiting than this batch takes: let another flusher start on them now.
     self->start_flushers();
-    co_await self->commit(std::move(items));
+    std::optional<pg::pool::lease> none;  // named: no prvalue argument inside co_await
+    co_await self->commit(std::move(items), std::move(none));
   }
   --self->in_flight_;
   self->start_flushers();
@@ -236,7 +241,10 @@ DURABLE_DECL asio::awaitable<void> group_committer::commit(std::vector<item_ptr>
       {
         std::optional<pg::pool::lease> c = std::move(conn);
         conn.reset();
-        if (!c) c.emplace(co_await pool_->acquire());
+        if (c)
+          ++counters_.sent_alone;  // sent by its submitter
+        else
+          c.emplace(co_await pool_->acquire());
         struct unsending {
           std::set<pg::connection*>& set;
           pg::connection* c;

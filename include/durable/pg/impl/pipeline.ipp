@@ -259,7 +259,11 @@ DURABLE_DECL asio::awaitable<std::vector<result>> connection::run_internal(
     // interrupt whatever this connection runs next: the connection is retired, and the
     // batch's own outcome is reported.
     if (first_error && first_error->sqlstate == "57014") {
-      if (!co_await cancel_processed()) broken_ = true;
+      // Broken until the request is known to be processed: a wait cut short (the awaiting
+      // coroutine cancelled) must not hand the connection on with the second signal pending.
+      broken_ = true;
+      const bool processed = co_await cancel_processed();
+      broken_ = !processed;
       throw statement_timeout(first_error->statement, options_.statement_timeout, broken_);
     }
     broken_ = true;
