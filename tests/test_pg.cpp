@@ -715,31 +715,6 @@ TEST_CASE("group commit: concurrent statements share a round trip, a failing one
   }());
 }
 
-namespace {
-// Waits until a statement on `table` waits for a lock.
-asio::awaitable<void> wait_for_lock_waiter(pg::connection& c, const std::string& table) {
-  for (int i = 0;; ++i) {
-    auto r = co_await c.exec(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND datname = current_database() AND position($1 in query) > 0",
-        table);
-    if (r[0].get<long>(0) > 0) co_return;
-    if (i == 15000) throw std::runtime_error("no statement on " + table + " waited for a lock");
-    co_await sleep_for(2ms);
-  }
-}
-
-std::string message_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  } catch (...) {
-    return "(not a std::exception)";
-  }
-}
-}  // namespace
-
 TEST_CASE("a lone statement's wait ends when its submitter is cancelled, and at cancel_all",
           "[pg][group-commit]") {
   test::run([]() -> asio::awaitable<void> {
@@ -783,7 +758,7 @@ TEST_CASE("a lone statement's wait ends when its submitter is cancelled, and at 
                          cancel.slot(), [&](std::exception_ptr e, std::exception_ptr thrown) {
                            outcome = e ? e : thrown;
                          }));
-      co_await wait_for_lock_waiter(*setup, table);
+      co_await test::wait_lock_waiter(*setup, table);
       CHECK(committer.stats().sent_alone == alone_before + 1);
       // Submitted while the lone one is out: it waits for it, then goes with a flusher.
       asio::co_spawn(
@@ -803,7 +778,7 @@ TEST_CASE("a lone statement's wait ends when its submitter is cancelled, and at 
       // submitter learns is "unknown", never an answer it did not read.
       REQUIRE(*outcome);
       CHECK(test::holds<asio::system_error>(*outcome));
-      CHECK_THAT(message_of(*outcome), Catch::Contains("outcome is unknown"));
+      CHECK_THAT(std::string(thrown(*outcome).what()), Catch::Contains("outcome is unknown"));
       CHECK_FALSE(test::holds<pg::statement_timeout>(*outcome));
       // The queued statement was not stranded: it ran, on a new connection, with the row
       // still locked (it does not need the lock).

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "support/db.hpp"
+#include "support/pg_cases.hpp"
 
 namespace test {
 
@@ -262,22 +263,11 @@ inline asio::awaitable<void> lapse_lease(durable::engine& eng, std::string_view 
       executor);
 }
 
-/// Waits until a session of this database waits for a lock in a statement that names `table`
-/// (and holds `verb`, if given): a write the test holds back with a lock of its own. Throws
-/// after 30 s.
+/// test::wait_lock_waiter (support/pg_cases.hpp) on a connection of the engine's pool.
 inline asio::awaitable<void> wait_lock_waiter(durable::engine& eng, std::string table,
                                               std::string verb = {}) {
   auto c = co_await eng.pool().acquire();
-  for (int i = 0;; ++i) {
-    auto r = co_await c->exec(
-        "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-        "AND datname = current_database() AND position($1 in query) > 0 "
-        "AND position($2 in query) > 0",
-        table, verb);
-    if (r[0].get<long>(0) > 0) co_return;
-    if (i == 15000) throw std::runtime_error("no statement on " + table + " waited for a lock");
-    co_await sleep_ms(2);
-  }
+  co_await wait_lock_waiter(*c, std::move(table), std::move(verb));
 }
 
 /// Waits (without database I/O) until this engine runs no workflow.

@@ -213,7 +213,7 @@ private:
   engine_counters* metrics_ = nullptr;
   std::multiset<std::chrono::steady_clock::time_point> sent_at_;  // batches in flight
   std::set<std::shared_ptr<asio::cancellation_signal>> flushers_;
-  std::set<pg::connection*> sending_;  // connections with a batch in flight (cancel_all)
+  std::set<pg::connection*> sending_;  // connections of lone statements in flight (cancel_all)
   std::function<void(const std::string&)> on_failure_;
 };
 

@@ -101,9 +101,8 @@ public:
     // value: try_receive succeeds only when nobody waits.)
     if (!state->free.try_receive([](asio::error_code, std::size_t) {}))
       (void)co_await state->free.async_receive(asio::use_awaitable);
-    const std::size_t i = state->take_idle();
+    const std::size_t i = take(*state);
     std::unique_ptr<connection>& slot = state->slots[i];
-    if (slot && !alive(*slot)) state->retire(i);
     if (!slot) {
       try {
         slot = co_await connection::connect(state->conninfo, state->catalog, state->options);
@@ -119,10 +118,8 @@ public:
   /// is lent out or waited for, or the free one needs connecting first). Never suspends.
   [[nodiscard]] std::optional<lease> try_acquire() {
     if (!state_->free.try_receive([](asio::error_code, std::size_t) {})) return std::nullopt;
-    const std::size_t i = state_->take_idle();
-    std::unique_ptr<connection>& slot = state_->slots[i];
-    if (slot && !alive(*slot)) state_->retire(i);
-    if (!slot) {
+    const std::size_t i = take(*state_);
+    if (!state_->slots[i]) {
       state_->release(i);
       return std::nullopt;
     }
@@ -145,6 +142,14 @@ public:
   }
 
 private:
+  // The slot of a free connection (its count already taken from `free`), emptied if the
+  // connection there is dead.
+  static std::size_t take(detail::pool_state& state) {
+    const std::size_t i = state.take_idle();
+    if (state.slots[i] && !alive(*state.slots[i])) state.retire(i);
+    return i;
+  }
+
   // An idle connection has nothing to say; if its socket is readable the server has sent
   // an error or closed it (a restart, a terminated backend). Costs one poll(2), no I/O.
   static bool alive(connection& c) {

@@ -6,7 +6,7 @@ namespace durable::detail {
 
 DURABLE_DECL void group_committer::cancel_all() {
   for (const auto& sig : flushers_) sig->emit(asio::cancellation_type::terminal);
-  for (pg::connection* c : sending_) c->interrupt();  // lone statements' waits among them
+  for (pg::connection* c : sending_) c->interrupt();  // lone statements' waits
 }
 
 /// What the submitter of a statement learns when its wait was cancelled before the answer.
@@ -40,15 +40,14 @@ DURABLE_DECL asio::awaitable<void> group_committer::submit(item_ptr it) {
   // many: a statement sent alone there would take a batch's place with one row, and cost the
   // others their commit), a connection free and the submitter on this committer's executor:
   // the statement goes out now, from here.
-  const bool idle =
-      options_.send_alone && last_batch_lone_ && queue_.empty() && in_flight_ == 0 && !starting_;
-  // Named, not a temporary inside the condition: GCC 12 and co_await (docs/concepts.md).
-  const asio::any_io_executor here = co_await asio::this_coro::executor;
-  if (idle && here == ex_) {
-    if (std::optional<pg::pool::lease> conn = pool_->try_acquire()) {
-      co_await submit_alone(std::move(it), std::move(*conn));
-      co_return;
-    }
+  if (options_.send_alone && last_batch_lone_ && queue_.empty() && in_flight_ == 0 && !starting_) {
+    // Named, not a temporary inside the condition: GCC 12 and co_await (docs/concepts.md).
+    const asio::any_io_executor here = co_await asio::this_coro::executor;
+    if (here == ex_)
+      if (std::optional<pg::pool::lease> conn = pool_->try_acquire()) {
+        co_await submit_alone(std::move(it), std::move(*conn));
+        co_return;
+      }
   }
   queue_.push_back(it);
   start_flushers();
@@ -241,16 +240,22 @@ DURABLE_DECL asio::awaitable<void> group_committer::commit(std::vector<item_ptr>
       {
         std::optional<pg::pool::lease> c = std::move(conn);
         conn.reset();
-        if (c)
-          ++counters_.sent_alone;  // sent by its submitter
-        else
-          c.emplace(co_await pool_->acquire());
+        // A lone statement's wait is its submitter's: cancel_all() reaches it through its
+        // connection (a flusher's, through the flusher's cancellation signal).
         struct unsending {
           std::set<pg::connection*>& set;
           pg::connection* c;
-          ~unsending() { set.erase(c); }
-        } unsending_at_end{sending_, &**c};
-        sending_.insert(&**c);
+          ~unsending() {
+            if (c) set.erase(c);
+          }
+        } unsending_at_end{sending_, nullptr};
+        if (c) {
+          ++counters_.sent_alone;
+          unsending_at_end.c = &**c;
+          sending_.insert(unsending_at_end.c);
+        } else {
+          c.emplace(co_await pool_->acquire());
+        }
         const auto sent = std::chrono::steady_clock::now();
         if (carries_rows) {
           std::size_t bytes = 0;
