@@ -233,6 +233,45 @@ TEST_CASE("result() called after a run here committed its end returns what the r
   });
 }
 
+// Issue 39, item 3: a replay costs two round trips, the claim with the journal's load and the
+// final state. recover() returns once the run is launched; the run replays its steps and queues
+// its final state before result() is called, but that state is not sent yet, so it commits after
+// the call: result() takes it from the run instead of reading the row (a third round trip).
+TEST_CASE("recover() and result() of a journaled workflow take 2 round trips",
+          "[workflow][round-trips][replay]") {
+  probe.reset();
+  const auto schema = test::fresh_schema("replayTrips");
+  fx.with_engine(
+      schema,
+      [&](engine& eng) -> asio::awaitable<void> {
+        auto h = co_await eng.start("counter", "w-replay", 10);
+        const int first = co_await h.result<int>();
+        CHECK(first == 45);
+        blocking_connection db;
+        for (int round = 0; round < 2; ++round) {  // the first one also prepares statements
+          (void)db.exec("UPDATE " + q(schema) +
+                        ".workflows SET status = 'running', output = NULL, completed_at = NULL "
+                        "WHERE id = 'w-replay'");
+          const auto before = eng.stats();
+          const bool resumed = co_await eng.recover("w-replay");
+          auto again = eng.handle("w-replay");
+          const int sum = co_await again.result<int>();
+          const auto after = eng.stats();
+          INFO("round " << round);
+          CHECK(resumed);
+          CHECK(sum == 45);
+          CHECK(after.steps_replayed - before.steps_replayed == 10);
+          CHECK(after.steps_executed == before.steps_executed);
+          if (round == 1) CHECK(after.round_trips - before.round_trips == 2);
+        }
+        for (int i = 0; i < 10; ++i) CHECK(probe.calls["s" + std::to_string(i)] == 1);
+      },
+      [](engine_options& o) {
+        o.poll_interval = std::chrono::hours(1);
+        o.listen = false;
+      });
+}
+
 // The end of a workflow that start() launched frees no queue's slot, so it does not wake the
 // dispatcher, unless the last dispatch lacked room here (max_running): then it must, or the
 // queued workflow would wait for the next poll (an hour here).

@@ -83,9 +83,11 @@ public:
   }
 
   /// Runs `st` in the next batch and returns its result once the batch committed. Throws
-  /// the statement's own pg::sql_error, or the batch's connection error.
-  [[nodiscard]] asio::awaitable<pg::result> run(pg::statement st) {
-    return run_impl(std::move(st));
+  /// the statement's own pg::sql_error, or the batch's connection error. `sent`, if given, is
+  /// set when the batch carrying `st` goes to the server: until then, `st` has not committed.
+  [[nodiscard]] asio::awaitable<pg::result> run(pg::statement st,
+                                                std::shared_ptr<bool> sent = nullptr) {
+    return run_impl(std::move(st), std::move(sent));
   }
 
   /// One journal row, as step_write takes it.
@@ -149,6 +151,7 @@ private:
     pg::statement st;
     std::optional<journal_row> row;  // set for a journal row (merged), else `st` runs
     bool alone = false;              // a journal row sent as its own statement
+    std::shared_ptr<bool> sent;      // set when its batch is sent (run's `sent`)
     fence_verdict verdict;           // of a journal row
     pg::result res;
 
@@ -170,7 +173,7 @@ private:
   };
   using item_ptr = std::shared_ptr<item>;
 
-  DURABLE_DECL asio::awaitable<pg::result> run_impl(pg::statement st);
+  DURABLE_DECL asio::awaitable<pg::result> run_impl(pg::statement st, std::shared_ptr<bool> sent);
 
   DURABLE_DECL asio::awaitable<fence_verdict> append_impl(journal_row row);
 

@@ -204,6 +204,11 @@ struct run_state : cursor {
   // The final state this run committed (its verdict's, or the park that replaced it): what a
   // result() of this process returns without reading it back. Unset until it committed.
   std::optional<final_state> written_final;
+  // Set once the batch carrying the final state went to the server (null before the run
+  // writes it). A result() called before then knows the commit comes after its call, so what
+  // the run wrote is news to it; one called after may be late for it (an operator may have
+  // acted on the workflow since the commit), and reads the row.
+  std::shared_ptr<bool> final_sent;
   // Its end may let the dispatcher claim queued work: a queue's slot or this engine's room
   // comes free (false for a workflow start() launched, which holds no queue's slot).
   bool holds_queue_slot = true;

@@ -181,10 +181,12 @@ DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl(
         progress->first_look.cancel();
       }
       progress->status = "running";
-      // A run already writing its final state may have committed it before this call, and an
-      // operator may have acted on the workflow since (a retry of the dead letter it wrote):
-      // then what it wrote is not news, and the row is read once it has ended.
-      const bool ended_before = here->second.run->finishing;
+      // A run whose final state already went to the server may have committed it before this
+      // call, and an operator may have acted on the workflow since (a retry of the dead letter
+      // it wrote): then what it wrote is not news, and the row is read once it has ended. One
+      // still queued for its batch commits after this call.
+      const auto& sent = here->second.run->final_sent;
+      const bool ended_before = sent && *sent;
       const auto run = co_await detail::local_runs_end(s, id_);
       if (const auto& f = run->written_final; f && !ended_before)
         if (auto out = detail::ended_with(id_, std::string(to_string(f->status)), f->reason,

@@ -16,9 +16,11 @@ DURABLE_DECL void group_committer::cancel_all() {
                            "is unknown");
 }
 
-DURABLE_DECL asio::awaitable<pg::result> group_committer::run_impl(pg::statement st) {
+DURABLE_DECL asio::awaitable<pg::result> group_committer::run_impl(pg::statement st,
+                                                                   std::shared_ptr<bool> sent) {
   auto it = std::make_shared<item>(ex_);
   it->st = std::move(st);
+  it->sent = std::move(sent);
   co_await submit(it);
   co_return std::move(it->res);
 }
@@ -257,6 +259,8 @@ DURABLE_DECL asio::awaitable<void> group_committer::commit(std::vector<item_ptr>
           c.emplace(co_await pool_->acquire());
         }
         const auto sent = std::chrono::steady_clock::now();
+        for (const auto& it : items)
+          if (it->sent) *it->sent = true;
         if (carries_rows) {
           std::size_t bytes = 0;
           for (const auto& it : items) bytes += it->size();

@@ -37,10 +37,11 @@ inline asio::awaitable<fence_verdict> write_final(std::shared_ptr<engine_state> 
                                                   std::int64_t epoch, workflow_state status,
                                                   std::optional<std::string> output,
                                                   std::optional<std::string> error_json,
-                                                  std::optional<std::string> reason) {
+                                                  std::optional<std::string> reason,
+                                                  std::shared_ptr<bool> sent = nullptr) {
   fenced_write finish = s->st.workflow_finish(id, epoch, status, output, error_json, reason);
   pg::statement st = std::move(finish.st);
-  const pg::result r = co_await s->committer.run(std::move(st));
+  const pg::result r = co_await s->committer.run(std::move(st), std::move(sent));
   co_return finish.verdict(r);
 }
 
@@ -385,9 +386,10 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
     if (v.epoch) run->epoch = *v.epoch;  // a misuse after a continue parks the new generation
     const std::int64_t epoch = run->epoch;
     bool refused = false;
+    run->final_sent = std::make_shared<bool>(false);
     try {
-      const fence_verdict written =
-          co_await write_final(s, run->id, epoch, f.status, f.output, f.error, f.reason);
+      const fence_verdict written = co_await write_final(s, run->id, epoch, f.status, f.output,
+                                                         f.error, f.reason, run->final_sent);
       if (written.fenced_out()) {  // I3: a newer epoch owns it now
         v = verdict::released("a newer epoch owns the workflow");
         ++s->counters.ownership_lost;
