@@ -146,15 +146,17 @@ TEST_CASE("open() claims many workflows per statement and resumes them together"
   probe.reset();
   const auto schema = test::fresh_schema("many");
   constexpr int n = 250;
-  probe.hang_before = "s1";
+  // Two rows each, written while all of them ran: a workflow's rows lie apart in the table, and
+  // the claim's load returns them in no order, interleaved with the other workflows' rows.
+  probe.hang_before = "s2";
   fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
     for (int i = 0; i < n; ++i) {
       const std::string id = "m" + std::to_string(i);
-      (void)co_await eng.start("hang", id, 2);
+      (void)co_await eng.start("hang", id, 3);
     }
     for (int i = 0; i < n; ++i) {
       const std::string id = "m" + std::to_string(i);
-      co_await test::wait_rows(eng, id, 1);
+      co_await test::wait_rows(eng, id, 2);
     }
   });
   probe.hang_before.clear();
@@ -164,9 +166,13 @@ TEST_CASE("open() claims many workflows per statement and resumes them together"
         // open() resumed every one with three claim statements (100 per statement).
         CHECK(eng.stats().journal_loads == 3);
         co_await test::wait_idle(eng);
+        // Each row was placed at its step: every run replayed two steps, ran the third, and
+        // returned 0 + 1 + 2.
+        CHECK(eng.stats().steps_replayed == 2 * n);
+        CHECK(eng.stats().steps_executed == n);
         auto c = co_await eng.pool().acquire();
         auto r = co_await c->exec("SELECT count(*) FROM " + q(schema) +
-                                  ".workflows WHERE status = 'succeeded'");
+                                  ".workflows WHERE status = 'succeeded' AND output = '3'::jsonb");
         CHECK(r[0].get<long>(0) == n);
       },
       [](engine_options& o) {
@@ -435,7 +441,7 @@ TEST_CASE("after backends are killed for seconds, runs waiting to claim again re
   events = {};
   const auto schema = test::fresh_schema("storm");
   const std::string app = "durable-storm-" + std::to_string(::getpid());
-  constexpr int workflows = 20, steps = 150;  // 4.5 s of steps, about 3 s of them in the storm
+  constexpr int workflows = 20, steps = 150;  // 4.5 s of steps, held during the storm
   int sum = 0;
   test::run([&]() -> asio::awaitable<void> {
     auto o = fx.options(schema);
@@ -455,7 +461,14 @@ TEST_CASE("after backends are killed for seconds, runs waiting to claim again re
     // Every backend of the engine is terminated every 20 ms: claims fail too, and the runs'
     // pauses double (50 ms, 100 ms, ...). The storm lasts until some run has begun a pause of
     // 2 s or more (about 3 s in), which then outlasts the quiet spell of three heartbeats
-    // (300 ms) that lets the lease keeper cut it short, however slow the machine is.
+    // (300 ms) that lets the lease keeper cut it short, however slow the machine is. A
+    // transaction of another application holds the workflows' rows meanwhile, so that every
+    // step's row and every claim waits until the next kill ends it: none slips in between two
+    // kills (which would start its run's pauses from 50 ms again, and could let every run
+    // finish before any pause grew that long).
+    auto holder = co_await pg::connection::connect(test::conninfo());
+    auto hold = holder->begin();
+    (void)co_await hold.exec("SELECT id FROM " + q(schema) + ".workflows FOR UPDATE");
     auto killer = co_await pg::connection::connect(test::conninfo());
     const auto longest_pause = [] {
       long longest = 0;
@@ -474,6 +487,7 @@ TEST_CASE("after backends are killed for seconds, runs waiting to claim again re
       co_await test::sleep_ms(20);
     }
     CHECK(longest_pause() >= 2000);
+    (void)co_await hold.commit();
     for (auto& h : handles) sum += co_await h.result<int>();
     auto r = co_await killer->exec("SELECT count(*), count(DISTINCT (workflow_id, seq)) FROM " +
                                    q(schema) + ".steps");

@@ -51,10 +51,23 @@ private:
 class result {
 public:
   result() = default;
-  explicit result(PGresult* r) noexcept : res_(r) {}
+  // The counts are read once: every field read checks its row and column against them.
+  explicit result(PGresult* r) noexcept
+      : res_(r), rows_(r ? PQntuples(r) : 0), columns_(r ? PQnfields(r) : 0) {}
+  // A moved-from result is empty, as its PGresult went with the move.
+  result(result&& o) noexcept
+      : res_(std::move(o.res_)),
+        rows_(std::exchange(o.rows_, 0)),
+        columns_(std::exchange(o.columns_, 0)) {}
+  result& operator=(result&& o) noexcept {
+    res_ = std::move(o.res_);
+    rows_ = std::exchange(o.rows_, 0);
+    columns_ = std::exchange(o.columns_, 0);
+    return *this;
+  }
 
-  [[nodiscard]] int rows() const noexcept { return res_ ? PQntuples(res_.get()) : 0; }
-  [[nodiscard]] int columns() const noexcept { return res_ ? PQnfields(res_.get()) : 0; }
+  [[nodiscard]] int rows() const noexcept { return rows_; }
+  [[nodiscard]] int columns() const noexcept { return columns_; }
   [[nodiscard]] bool empty() const noexcept { return rows() == 0; }
   /// Rows affected by INSERT/UPDATE/DELETE (PQcmdTuples), 0 when not applicable.
   [[nodiscard]] long affected() const noexcept {
@@ -119,7 +132,7 @@ private:
   struct is_optional<std::optional<T>> : std::true_type {};
 
   void check(int r, int c) const {
-    if (r < 0 || r >= rows() || c < 0 || c >= columns())
+    if (r < 0 || r >= rows_ || c < 0 || c >= columns_)
       throw conversion_error("result has " + std::to_string(rows()) + " rows and " +
                              std::to_string(columns()) + " columns; asked for row " +
                              std::to_string(r) + ", column " + std::to_string(c));
@@ -128,6 +141,8 @@ private:
     void operator()(PGresult* r) const noexcept { PQclear(r); }
   };
   std::unique_ptr<PGresult, deleter> res_;
+  int rows_ = 0;
+  int columns_ = 0;
 };
 
 inline bool row::is_null(int column) const { return result_->is_null(index_, column); }

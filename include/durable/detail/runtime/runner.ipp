@@ -246,22 +246,39 @@ inline asio::awaitable<std::size_t> claim_runs(
       h.add(a.attempt, a.outcome, a.error, next);
     }
     // The rows come in no order (journals_load): each is placed by its step number, and checked
-    // against how many its workflow has.
-    auto loaded = store::rows<store::loaded_step>(r[1]);
+    // against how many its workflow has. They are read in place (views into the result), and
+    // each field is copied once, into its entry; a workflow's rows mostly come together, so the
+    // workflow of the row before is tried first.
+    const auto loaded = store::rows<store::loaded_step>(r[1]);
     std::map<std::string_view, std::size_t, std::less<>> rows_of;
-    for (const auto& row : loaded) ++rows_of[row.workflow_id];
-    for (auto& row : loaded) {
-      const auto it = runs.find(row.workflow_id);
-      if (it == runs.end() || unusable.contains(it->first)) continue;
-      const std::size_t loading = rows_of[row.workflow_id];
+    {
+      std::size_t* count = nullptr;
+      std::string_view counting;
+      for (const auto& row : loaded) {
+        if (!count || row.workflow_id != counting) {
+          counting = row.workflow_id;
+          count = &rows_of[counting];
+        }
+        ++*count;
+      }
+    }
+    auto placing = runs.end();
+    std::size_t loading = 0;
+    for (const auto& row : loaded) {
+      if (placing == runs.end() || row.workflow_id != placing->first) {
+        placing = runs.find(row.workflow_id);
+        if (placing == runs.end()) continue;
+        loading = rows_of[row.workflow_id];
+      }
+      if (unusable.contains(placing->first)) continue;
       journal_entry e;
-      e.name = std::move(row.step.name);
-      e.kind = std::move(row.step.kind);
-      e.failed = row.step.failed;
-      if (row.step.output) e.output = std::move(*row.step.output);
-      if (row.step.error) e.error = std::move(*row.step.error);
-      if (auto why = it->second.run->add_entry(row.step.seq, std::move(e), loading))
-        unusable[it->first] = *why;
+      e.name = row.name;
+      e.kind = row.kind;
+      e.failed = row.failed;
+      if (row.output) e.output = *row.output;
+      if (row.error) e.error = *row.error;
+      if (auto why = placing->second.run->add_entry(row.seq, std::move(e), loading))
+        unusable[placing->first] = *why;
     }
     for (auto& [id, c] : runs) {
       const auto& run = c.run;

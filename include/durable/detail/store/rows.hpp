@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "durable/pg/connection.hpp"
@@ -209,14 +210,23 @@ struct store_rows {
     }
   };
 
-  /// journals_load: one journal row of one of the listed workflows.
+  /// journals_load: one journal row of one of the listed workflows, its text fields as views
+  /// into the result (valid while the result lives): a claim copies each field once, into the
+  /// journal entry it builds.
   struct loaded_step {
-    std::string workflow_id;
-    journal_step step;
+    std::string_view workflow_id;
+    int seq = 0;
+    std::string_view name, kind;
+    bool failed = false;  ///< status 'failed' (else 'succeeded')
+    std::optional<std::string_view> output, error;
     static loaded_step from(const pg::row& r) {
-      return {r.get<std::string>(0),
-              {r.get<int>(1), r.get<std::string>(2), r.get<std::string>(3), r.text(4) == "failed",
-               r.get<std::optional<std::string>>(5), r.get<std::optional<std::string>>(6)}};
+      return {r.get<std::string_view>(0),
+              r.get<int>(1),
+              r.get<std::string_view>(2),
+              r.get<std::string_view>(3),
+              r.text(4) == "failed",
+              r.get<std::optional<std::string_view>>(5),
+              r.get<std::optional<std::string_view>>(6)};
     }
   };
 
