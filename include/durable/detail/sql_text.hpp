@@ -2054,23 +2054,25 @@ SELECT w.status, (SELECT count(*) FROM reset)::integer, (SELECT count(*) FROM du
  WHERE id = ANY($1::text[]) AND status = 'cancelled')durable_sql"},
   {"workflows_claim",
    R"durable_sql(UPDATE :"schema".workflows w
- SET stalled_claims = CASE WHEN w.woken THEN w.stalled_claims
-                          WHEN j.n = w.progress_mark THEN w.stalled_claims + 1 ELSE 0 END,
-     progress_mark = j.n, woken = false,
-     status = CASE WHEN NOT w.woken AND j.n = w.progress_mark AND w.stalled_claims >= $5
+ SET (stalled_claims, progress_mark, status, status_reason) = (
+       SELECT CASE WHEN w.woken THEN w.stalled_claims
+                   WHEN j.n = w.progress_mark THEN w.stalled_claims + 1 ELSE 0 END,
+              j.n,
+              CASE WHEN NOT w.woken AND j.n = w.progress_mark AND w.stalled_claims >= $5
                    THEN 'parked' ELSE 'running' END,
-     status_reason = CASE WHEN NOT w.woken AND j.n = w.progress_mark AND w.stalled_claims >= $5
-       THEN format('claimed %s times in a row without journaling a step (the limit is '
-                   'max_claims_without_progress = %s); last error: %s',
-                   w.stalled_claims + 1, $5, coalesce(w.last_error, 'none recorded'))
-       ELSE w.status_reason END,
-     executor_id = $2, epoch = w.epoch + 1, attempts = w.attempts + 1,
+              CASE WHEN NOT w.woken AND j.n = w.progress_mark AND w.stalled_claims >= $5
+                THEN format('claimed %s times in a row without journaling a step (the limit is '
+                            'max_claims_without_progress = %s); last error: %s',
+                            w.stalled_claims + 1, $5, coalesce(w.last_error, 'none recorded'))
+                ELSE w.status_reason END
+         FROM (SELECT (SELECT count(*)::integer FROM :"schema".steps s
+                        WHERE s.workflow_id = w.id)
+                      + (SELECT count(*)::integer FROM :"schema".step_attempts a
+                          WHERE a.workflow_id = w.id) AS n
+               OFFSET 0) j),
+     woken = false, executor_id = $2, epoch = w.epoch + 1, attempts = w.attempts + 1,
      started_at = coalesce(w.started_at, now()), updated_at = now()
-FROM (SELECT x.id, (SELECT count(*)::integer FROM :"schema".steps s WHERE s.workflow_id = x.id)
-                  + (SELECT count(*)::integer FROM :"schema".step_attempts a WHERE a.workflow_id = x.id)
-                  AS n
-        FROM :"schema".workflows x WHERE x.id = ANY($1::text[])) j
- WHERE w.id = j.id AND w.status IN ('pending', 'running') AND w.name = ANY($3::text[])
+ WHERE w.id = ANY($1::text[]) AND w.status IN ('pending', 'running') AND w.name = ANY($3::text[])
  AND (cardinality($4::text[]) = 0 OR w.app_version = ANY($4::text[]))
 RETURNING w.id, w.name, w.inputs::text, w.epoch, w.status, w.status_reason,
           extract(epoch FROM w.deadline - now())::double precision, w.generation,
