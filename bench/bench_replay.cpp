@@ -495,6 +495,7 @@ void print_summary(const bench::collecting_reporter& rep) {
     const auto raw = med("BM_raw_journal_load/" + std::to_string(n));
     if (!t || !raw) continue;
     const double trips = rt("BM_replay/" + std::to_string(n));
+    if (trips < 0) continue;  // not counted
     std::printf(
         "    replay / raw journal_load, N=%-5d: %6.2f   (target <= 2: %s), %.2f round trips "
         "(target 2: %s)\n",

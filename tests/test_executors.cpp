@@ -462,13 +462,14 @@ TEST_CASE("after backends are killed for seconds, runs waiting to claim again re
     // pauses double (50 ms, 100 ms, ...). The storm lasts until some run has begun a pause of
     // 2 s or more (about 3 s in), which then outlasts the quiet spell of three heartbeats
     // (300 ms) that lets the lease keeper cut it short, however slow the machine is. A
-    // transaction of another application holds the workflows' rows meanwhile, so that every
-    // step's row and every claim waits until the next kill ends it: none slips in between two
-    // kills (which would start its run's pauses from 50 ms again, and could let every run
-    // finish before any pause grew that long).
+    // transaction of another application holds the workflows table meanwhile (EXCLUSIVE: reads
+    // go on, row locks and updates wait; one table lock, so no deadlock with a batch locking
+    // several rows), so that every step's row and every claim waits until the next kill ends
+    // it: none slips in between two kills (which would start its run's pauses from 50 ms
+    // again, and could let every run finish before any pause grew that long).
     auto holder = co_await pg::connection::connect(test::conninfo());
     auto hold = holder->begin();
-    (void)co_await hold.exec("SELECT id FROM " + q(schema) + ".workflows FOR UPDATE");
+    (void)co_await hold.exec("LOCK TABLE " + q(schema) + ".workflows IN EXCLUSIVE MODE");
     auto killer = co_await pg::connection::connect(test::conninfo());
     const auto longest_pause = [] {
       long longest = 0;

@@ -237,6 +237,9 @@ TEST_CASE("result() called after a run here committed its end returns what the r
 // final state. recover() returns once the run is launched; the run replays its steps and queues
 // its final state before result() is called, but that state is not sent yet, so it commits after
 // the call: result() takes it from the run instead of reading the row (a third round trip).
+// Deterministic, not timed: it rests on the order of the event loop's posts (the flusher's post
+// comes round after result() has looked), and this engine sends nothing else (no heartbeat, no
+// listener, an hourly poll). A change of that order would read 3 here with nothing wrong.
 TEST_CASE("recover() and result() of a journaled workflow take 2 round trips",
           "[workflow][round-trips][replay]") {
   probe.reset();

@@ -601,11 +601,15 @@ private:
 
   template <class Row, class Conn>
   static asio::awaitable<std::vector<Row>> fetch_impl(Conn& c, pg::statement st) {
+    static_assert(
+        !requires { Row::views; }, "rows of views need their result: run the statement");
     const pg::result r = co_await c.run(std::move(st));
     co_return rows<Row>(r);
   }
   template <class Row, class Conn>
   static asio::awaitable<std::optional<Row>> fetch_one_impl(Conn& c, pg::statement st) {
+    static_assert(
+        !requires { Row::views; }, "rows of views need their result: run the statement");
     const pg::result r = co_await c.run(std::move(st));
     co_return first<Row>(r);
   }

@@ -219,6 +219,7 @@ struct store_rows {
     std::string_view name, kind;
     bool failed = false;  ///< status 'failed' (else 'succeeded')
     std::optional<std::string_view> output, error;
+    static constexpr bool views = true;  ///< store::fetch refuses it: the result would be freed
     static loaded_step from(const pg::row& r) {
       return {r.get<std::string_view>(0),
               r.get<int>(1),
