@@ -109,6 +109,13 @@ TEST_CASE("a new step costs one round trip, resuming loads the journal in one qu
   for (int i = 0; i < n; ++i) CHECK(probe.calls["s" + std::to_string(i)] == 1);
 }
 
+/// For cases that count round trips: the dispatcher serves its queue, but polls only hourly, and
+/// no listener wakes it (its connect does, at a moment of its own): nothing else counts.
+static void counting_round_trips(engine_options& o) {
+  o.poll_interval = std::chrono::hours(1);
+  o.listen = false;
+}
+
 // Issue 39: started and awaited by one engine, a workflow of n steps costs n + 2 round trips:
 // the start (insert and claim in one), one per step, and the final state; result() takes the
 // outcome from the run instead of reading it, and the dispatcher is not asked to look for queued
@@ -134,12 +141,7 @@ TEST_CASE("start and result of a workflow of 1 step take 3 round trips, of 10 st
           CHECK(after - before == std::uint64_t(n + 2));
         }
       },
-      // The dispatcher serves its queue, but polls only hourly, and no listener wakes it (its
-      // connect does, at a moment of its own): nothing else counts.
-      [](engine_options& o) {
-        o.poll_interval = std::chrono::hours(1);
-        o.listen = false;
-      });
+      &counting_round_trips);
 }
 
 TEST_CASE("with group_commit_send_alone, a lone workflow's runs send their rows themselves",
@@ -176,8 +178,7 @@ TEST_CASE("with group_commit_send_alone, a lone workflow's runs send their rows 
         CHECK(r[0].get<long>(0) == 1 + 10 + 20 * 5);
       },
       [](engine_options& o) {
-        o.poll_interval = std::chrono::hours(1);
-        o.listen = false;
+        counting_round_trips(o);
         o.group_commit_send_alone = true;
       });
 }
@@ -269,10 +270,7 @@ TEST_CASE("recover() and result() of a journaled workflow take 2 round trips",
         }
         for (int i = 0; i < 10; ++i) CHECK(probe.calls["s" + std::to_string(i)] == 1);
       },
-      [](engine_options& o) {
-        o.poll_interval = std::chrono::hours(1);
-        o.listen = false;
-      });
+      &counting_round_trips);
 }
 
 // The end of a workflow that start() launched frees no queue's slot, so it does not wake the

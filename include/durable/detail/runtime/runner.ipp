@@ -212,9 +212,10 @@ inline asio::awaitable<std::size_t> claim_runs(
     struct claimed {
       std::shared_ptr<run_state> run;
       std::string inputs;
+      std::size_t rows = 0;                 // journal rows loaded for it
+      std::optional<std::string> unusable;  // why its journal cannot be used
     };
     std::map<std::string, claimed, std::less<>> runs;
-    std::map<std::string, std::string, std::less<>> unusable;
     for (auto& w : store::rows<store::claimed_workflow>(r[0])) {
       if (w.parked()) {
         s->counters.workflows_parked.add(s->counters.workflows_parked.index("no_progress"));
@@ -231,7 +232,8 @@ inline asio::awaitable<std::size_t> claim_runs(
       // Times from the server, as the time left from its now(), become times on the server's
       // clock as this process measures it (server_clock): hosts' wall clocks may be wrong.
       if (w.deadline_in) run->deadline = s->clock.now() + *w.deadline_in;
-      runs[w.id] = claimed{std::move(run), std::move(w.inputs)};
+      runs[w.id] =
+          claimed{.run = std::move(run), .inputs = std::move(w.inputs), .rows = 0, .unusable = {}};
     }
     for (auto& a : store::rows<store::step_attempt>(r[2])) {
       const auto it = runs.find(a.workflow_id);
@@ -250,43 +252,30 @@ inline asio::awaitable<std::size_t> claim_runs(
     // each field is copied once, into its entry; a workflow's rows mostly come together, so the
     // workflow of the row before is tried first.
     const auto loaded = store::rows<store::loaded_step>(r[1]);
-    std::map<std::string_view, std::size_t, std::less<>> rows_of;
-    {
-      std::size_t* count = nullptr;
-      std::string_view counting;
-      for (const auto& row : loaded) {
-        if (!count || row.workflow_id != counting) {
-          counting = row.workflow_id;
-          count = &rows_of[counting];
-        }
-        ++*count;
-      }
-    }
-    auto placing = runs.end();
-    std::size_t loading = 0;
+    auto run_of = [&runs, last = runs.end()](std::string_view id) mutable {
+      if (last == runs.end() || last->first != id) last = runs.find(id);
+      return last;
+    };
+    for (const auto& row : loaded)
+      if (const auto it = run_of(row.workflow_id); it != runs.end()) ++it->second.rows;
     for (const auto& row : loaded) {
-      if (placing == runs.end() || row.workflow_id != placing->first) {
-        placing = runs.find(row.workflow_id);
-        if (placing == runs.end()) continue;
-        loading = rows_of[row.workflow_id];
-      }
-      if (unusable.contains(placing->first)) continue;
+      const auto it = run_of(row.workflow_id);
+      if (it == runs.end() || it->second.unusable) continue;
       journal_entry e;
       e.name = row.name;
       e.kind = row.kind;
       e.failed = row.failed;
       if (row.output) e.output = *row.output;
       if (row.error) e.error = *row.error;
-      if (auto why = placing->second.run->add_entry(row.seq, std::move(e), loading))
-        unusable[placing->first] = *why;
+      it->second.unusable = it->second.run->add_entry(row.seq, std::move(e), it->second.rows);
     }
     for (auto& [id, c] : runs) {
       const auto& run = c.run;
-      if (auto u = unusable.find(id); u != unusable.end()) {
+      if (c.unusable) {
         const std::string type = "durable::journal_error";
-        co_await park(s, id, run->epoch, type, u->second);
+        co_await park(s, id, run->epoch, type, *c.unusable);
         s->counters.workflows_parked.add(s->counters.workflows_parked.index("journal_error"));
-        s->report(severity::warning, component, id, "parked: " + u->second);
+        s->report(severity::warning, component, id, "parked: " + *c.unusable);
         continue;
       }
       if (component != "runner")
