@@ -7,6 +7,8 @@
 // Note: Catch's assertion macros never contain co_await here (GCC 12 miscompiles that).
 #include <catch2/catch.hpp>
 
+#include <sstream>
+
 #include "support/cli.hpp"
 
 using namespace cli_cases;
@@ -107,8 +109,24 @@ TEST_CASE("cli: a dead-lettered workflow is found, explained, fixed and retried 
 TEST_CASE("cli: cancel, resume, send and fork steer a waiting workflow", "[cli]") {
   const std::string schema = test::fresh_schema("cli_steer");
   fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
-    auto h = co_await eng.start("inbox", "w1");
+    // Started in a trace: show says which, and the fork below stays in it.
+    const start_options traced{
+        .timeout = {},
+        .traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        .tracestate = "rojo=00f067aa0ba902b7"};
+    auto h = co_await eng.start(traced, "inbox", "w1");
     co_await test::wait_rows(eng, "w1", 1);
+    auto shown = cli_in(schema, {"show", "w1"});
+    const auto field_of = [&shown](const std::string& key) {
+      std::istringstream in(shown.out);
+      for (std::string line; std::getline(in, line);)
+        if (line.rfind(key + " ", 0) == 0)
+          return line.substr(line.find_first_not_of(' ', key.size()));
+      return std::string();
+    };
+    CHECK(field_of("trace") == "4bf92f3577b34da6a3ce929d0e0e4736");
+    CHECK(field_of("traceparent") == "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+    CHECK(field_of("tracestate") == "rojo=00f067aa0ba902b7");
 
     auto cancelled = cli_in(schema, {"cancel", "w1", "--json"}).parsed();
     CHECK(cancelled["action"] == "cancel");
@@ -151,6 +169,8 @@ TEST_CASE("cli: cancel, resume, send and fork steer a waiting workflow", "[cli]"
     CHECK(forked["from_step"] == 1);
     auto show_fork = cli_in(schema, {"show", "w1-again", "--json"}).parsed();
     CHECK(show_fork["workflow"]["forked_from"] == "w1");
+    CHECK(show_fork["workflow"]["traceparent"] ==
+          "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
     auto text = cli_in(schema, {"send", "w1-again", "go", "plain words", "--text"});
     CHECK(text.status == 0);
     auto fork_handle = eng.handle("w1-again");

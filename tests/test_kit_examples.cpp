@@ -214,11 +214,16 @@ TEST_CASE("kit: durable import loads a journal into another schema, and resume f
   const std::string file = "/tmp/" + from + ".json";
   steps_run = 0;
   // In the first schema the pipeline stops at its recv, its first three steps journaled.
-  test::with_open_engine(test::options(from), register_v1,
-                         [](engine& eng) -> asio::awaitable<void> {
-                           (void)co_await eng.start("pipeline", "p-2", std::string("text"));
-                           co_await test::wait_rows(eng, "p-2", 3);
-                         });
+  test::with_open_engine(
+      test::options(from), register_v1, [](engine& eng) -> asio::awaitable<void> {
+        // In a trace, which the import keeps (the child's too).
+        const start_options so{
+            .timeout = {},
+            .traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            .tracestate = "rojo=1"};
+        (void)co_await eng.start(so, "pipeline", "p-2", std::string("text"));
+        co_await test::wait_rows(eng, "p-2", 3);
+      });
   REQUIRE(steps_run == 1);
   REQUIRE(durable_cli("--schema " + from + " export p-2 --children -o " + file) == 0);
   REQUIRE(durable_cli("--schema " + to + " migrate") == 0);
@@ -251,6 +256,14 @@ TEST_CASE("kit: durable import loads a journal into another schema, and resume f
   CHECK(shown["workflow"]["output"] == "text:8:yes");
   REQUIRE(shown["children"].size() == 1);
   CHECK(shown["children"][0]["id"].get<std::string>().rfind("staged/", 0) == 0);
+  CHECK(shown["workflow"]["traceparent"] ==
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01");
+  CHECK(shown["workflow"]["tracestate"] == "rojo=1");
+  REQUIRE(durable_cli("--schema " + to + " --json show " +
+                      shown["children"][0]["id"].get<std::string>()) == 0);
+  const auto child = nlohmann::json::parse(slurp("/tmp/kit-cli.out"));
+  CHECK(child["workflow"]["traceparent"].get<std::string>().rfind(
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-", 0) == 0);
 }
 
 #endif

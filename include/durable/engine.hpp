@@ -132,20 +132,19 @@ public:
     return detail::split_token<workflow_handle>(
         [&](auto&& token, const auto&... inputs) {
           return launch_start(std::forward<decltype(token)>(token), std::move(name),
-                              std::move(workflow_id), 0, inputs...);
+                              std::move(workflow_id), start_options{}, inputs...);
         },
         std::forward<ArgsAndToken>(args)...);
   }
 
-  /// start() with options: a deadline (`opts.timeout`) stored with the workflow.
+  /// start() with options: a deadline (`opts.timeout`) and a trace context stored with it.
   template <class... ArgsAndToken>
   [[nodiscard]] auto start(start_options opts, std::string name, std::string workflow_id,
                            ArgsAndToken&&... args) {
     return detail::split_token<workflow_handle>(
         [&](auto&& token, const auto&... inputs) {
           return launch_start(std::forward<decltype(token)>(token), std::move(name),
-                              std::move(workflow_id), std::int64_t(opts.timeout.count()),
-                              inputs...);
+                              std::move(workflow_id), opts, inputs...);
         },
         std::forward<ArgsAndToken>(args)...);
   }
@@ -478,19 +477,20 @@ private:
   void add_workflow(std::string name, std::shared_ptr<Fn> fn);
 
   template <class Token, class... Args>
-  auto launch_start(Token&& token, std::string name, std::string id, std::int64_t timeout_ms,
+  auto launch_start(Token&& token, std::string name, std::string id, const start_options& opts,
                     const Args&... inputs) {
+    const std::int64_t timeout_ms = opts.timeout.count();
     return detail::launch<workflow_handle>(
         s_->ex, std::forward<Token>(token),
         [&] {
-          check_start(name, id, timeout_ms);
+          auto trace = check_start(name, id, opts);
           return start_encoded(std::move(name), std::move(id), detail::encode_inputs(inputs...),
-                               timeout_ms);
+                               timeout_ms, std::move(trace));
         },
         [&] {
-          check_start(name, id, timeout_ms);
+          auto trace = check_start(name, id, opts);
           return start_encoded_impl(std::move(name), std::move(id),
-                                    detail::encode_inputs(inputs...), timeout_ms);
+                                    detail::encode_inputs(inputs...), timeout_ms, std::move(trace));
         });
   }
   template <class Token, class... Args>
@@ -577,13 +577,20 @@ private:
                                                        const nlohmann::json& inputs) const;
   DURABLE_DECL asio::awaitable<void> configure_queue_hop(const queue_options& q);
   DURABLE_DECL asio::awaitable<void> configure_queue_impl(const queue_options& q);
-  DURABLE_DECL void check_start(const std::string& name, const std::string& id,
-                                std::int64_t timeout_ms) const;
+  /// Checks a start's arguments; its trace context (the options', else current_trace's).
+  DURABLE_DECL std::optional<trace_context> check_start(const std::string& name,
+                                                        const std::string& id,
+                                                        const start_options& opts) const;
+  /// The trace context given (checked: invalid_text), else current_trace's (one that is not
+  /// valid is dropped with a warning); `call` names the caller in messages.
+  DURABLE_DECL std::optional<trace_context> resolve_trace(std::string_view traceparent,
+                                                          std::string_view tracestate,
+                                                          const std::string& call) const;
   /// Throws when `bytes` of JSON are over engine_options::max_value_bytes.
   DURABLE_DECL void refuse_large(const std::string& what, std::size_t bytes) const;
-  DURABLE_DECL asio::awaitable<workflow_handle> start_encoded_impl(std::string name, std::string id,
-                                                                   nlohmann::json inputs,
-                                                                   std::int64_t timeout_ms);
+  DURABLE_DECL asio::awaitable<workflow_handle> start_encoded_impl(
+      std::string name, std::string id, nlohmann::json inputs, std::int64_t timeout_ms,
+      std::optional<trace_context> trace);
   DURABLE_DECL asio::awaitable<bool> cancel_impl(std::string id);
   DURABLE_DECL asio::awaitable<bool> cancel_on_strand(std::string id);
   DURABLE_DECL asio::awaitable<bool> resume_impl(std::string id, bool dead_letter_only);
@@ -596,7 +603,8 @@ private:
                                   const std::string& id, const nlohmann::json& inputs) const;
   DURABLE_DECL asio::awaitable<workflow_handle> start_encoded(std::string name, std::string id,
                                                               nlohmann::json inputs,
-                                                              std::int64_t timeout_ms);
+                                                              std::int64_t timeout_ms,
+                                                              std::optional<trace_context> trace);
 
   friend const store& detail::store_of(const engine& e) noexcept;
   DURABLE_DECL asio::awaitable<std::vector<queue_depth>> queue_depths_hop();

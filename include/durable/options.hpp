@@ -13,6 +13,7 @@
 #include "durable/events.hpp"
 #include "durable/metrics.hpp"
 #include "durable/pg/connection.hpp"
+#include "durable/trace.hpp"
 
 namespace durable {
 
@@ -94,6 +95,9 @@ struct engine_options {
   /// them to its own metrics system. Unset (the default), observations cost nothing beyond
   /// the counters engine::metrics() and the Prometheus endpoint read.
   metric_hook on_metric{};
+  /// Supplies the caller's trace context to start() and enqueue() calls whose options carry
+  /// no traceparent, e.g. from OpenTelemetry's current span (docs/tracing.md). Unset: none.
+  trace_context_hook current_trace{};
   /// shutdown(): after the grace period, running steps receive cancellation; this long is
   /// then allowed for them to end and for the lease release to reach the database.
   std::chrono::milliseconds shutdown_timeout{2000};
@@ -186,6 +190,11 @@ struct enqueue_options {
   /// Collapse a burst of enqueues with one key into one workflow, run with the arguments of
   /// the last one once the window from the first has passed. Its handle is the first one's.
   std::optional<debounce_options> debounce{};
+  /// W3C trace context of the span that enqueues (docs/tracing.md): stored with the workflow
+  /// and inherited by its children. Empty: engine_options::current_trace's, if any. A
+  /// traceparent that is not valid is refused (durable::invalid_text) before anything is done.
+  std::string_view traceparent{};
+  std::string_view tracestate{};
 };
 
 /// Options of engine::start(start_options, ...).
@@ -194,6 +203,9 @@ struct start_options {
   /// so it holds across restarts and takeovers: when it passes, the workflow stops at its
   /// next step (a running step receives Asio cancellation) and ends as 'cancelled'.
   std::chrono::milliseconds timeout{0};
+  /// W3C trace context of the span that starts it; see enqueue_options::traceparent.
+  std::string_view traceparent{};
+  std::string_view tracestate{};
 };
 static_assert(std::is_trivially_copyable_v<queue_options> &&
               std::is_trivially_copyable_v<enqueue_options> &&
@@ -221,6 +233,8 @@ struct workflow_status {
   std::int64_t epoch = 0;
   int attempts = 0;
   std::optional<std::string> executor_id;
+  /// Its W3C trace context's traceparent, if it was started with one (docs/tracing.md).
+  std::optional<std::string> traceparent;
 };
 
 }  // namespace durable

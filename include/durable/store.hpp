@@ -26,6 +26,7 @@
 #include "durable/error.hpp"
 #include "durable/pg/connection.hpp"
 #include "durable/states.hpp"
+#include "durable/trace.hpp"
 
 namespace durable {
 
@@ -114,8 +115,10 @@ public:
                                                      const std::string& inputs,
                                                      const std::string& executor_id,
                                                      const std::string& app_version,
-                                                     std::int64_t timeout_ms) const {
-    return {call("workflow_insert", id, name, inputs, executor_id, app_version, timeout_ms)};
+                                                     std::int64_t timeout_ms,
+                                                     const trace_context* trace = nullptr) const {
+    return {call("workflow_insert", id, name, inputs, executor_id, app_version, timeout_ms,
+                 traceparent_of(trace), tracestate_of(trace))};
   }
 
   /// One workflow's state; no row when it does not exist.
@@ -235,9 +238,10 @@ public:
       std::string_view queue, int priority, const std::optional<std::string_view>& dedup_key,
       std::int64_t delay_ms, const std::string& app_version, const std::string& channel,
       std::int64_t timeout_ms, const std::optional<std::string_view>& debounce_key,
-      std::int64_t debounce_ms) const {
+      std::int64_t debounce_ms, const trace_context* trace = nullptr) const {
     return {call("workflow_enqueue", id, name, inputs, queue, priority, dedup_key, delay_ms,
-                 app_version, channel, timeout_ms, debounce_key, debounce_ms)};
+                 app_version, channel, timeout_ms, debounce_key, debounce_ms, traceparent_of(trace),
+                 tracestate_of(trace))};
   }
 
   /// Records a failed attempt of step `seq` ('retrying', with the pause before the next
@@ -417,9 +421,10 @@ public:
   [[nodiscard]] query<written_row> child_start(const std::string& child_id, const std::string& name,
                                                const std::string& inputs, const std::string& parent,
                                                std::int64_t epoch, int seq, double started_at,
-                                               const std::string& app_version) const {
+                                               const std::string& app_version,
+                                               const std::string& span_id) const {
     return {call("child_start", child_id, name, inputs, parent, epoch, seq, started_at, app_version,
-                 channel())};
+                 channel(), span_id)};
   }
 
   /// Ends generation n of workflow `id` (owned under `epoch`) and makes generation n + 1 with
@@ -587,6 +592,15 @@ public:
 
 private:
   static std::string prefix() { return "durable_"; }
+  /// A trace context's parts as bound: null when there is none (or no tracestate).
+  static std::optional<std::string_view> traceparent_of(const trace_context* t) {
+    if (!t) return std::nullopt;
+    return t->traceparent;
+  }
+  static std::optional<std::string_view> tracestate_of(const trace_context* t) {
+    if (!t || t->tracestate.empty()) return std::nullopt;
+    return t->tracestate;
+  }
 
   /// Bookkeeping text with the schema filled in and no parameters.
   pg::statement plain(std::string_view text) const {

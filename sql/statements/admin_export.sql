@@ -18,6 +18,7 @@ SELECT json_build_object(
       'inputs', w.inputs, 'output', w.output, 'error', w.error, 'generation', w.generation,
       'app_version', w.app_version, 'parent_id', w.parent_id, 'queue', w.queue,
       'created_at', w.created_at, 'completed_at', w.completed_at, 'deadline', w.deadline,
+      'traceparent', w.traceparent, 'tracestate', w.tracestate,
       'steps', (SELECT coalesce(json_agg(json_build_object(
           'seq', s.seq, 'name', s.name, 'kind', s.kind, 'status', s.status,
           'output', s.output, 'error', s.error, 'attempts', s.attempts,

@@ -11,7 +11,8 @@
 -- with its journal rows, attempts, messages and events, under epoch 0 and no executor. A
 -- finished one keeps its status; the root, unfinished, is parked with $3 until `durable
 -- resume`; an unfinished descendant is due at once (its parent, once resumed, waits for
--- it). One row: (workflows inserted, rows inserted, the root's id here); if any id exists
+-- it). Each keeps its trace context (none in a document older than migration 18). One
+-- row: (workflows inserted, rows inserted, the root's id here); if any id exists
 -- already nothing is written (0 workflows).
 WITH doc AS (SELECT $1::jsonb AS d),
 root AS (SELECT d->>'root' AS old, coalesce($2, d->>'root') AS new FROM doc),
@@ -27,7 +28,7 @@ taken AS (SELECT 1 FROM :"schema".workflows x JOIN ids i ON x.id = i.new LIMIT 1
 ins_w AS (
 INSERT INTO :"schema".workflows (id, name, status, status_reason, inputs, output, error,
                                  generation, app_version, parent_id, queue, epoch, created_at,
-                                 completed_at, wake_at)
+                                 completed_at, wake_at, traceparent, tracestate)
 SELECT i.new, i.w->>'name',
        CASE WHEN i.w->>'status' IN ('succeeded', 'failed', 'cancelled') THEN i.w->>'status'
             WHEN i.old = r.old THEN 'parked' ELSE 'sleeping' END,
@@ -37,7 +38,8 @@ SELECT i.new, i.w->>'name',
        coalesce(i.w->>'app_version', ''), p.new, i.w->>'queue', 0,
        coalesce((i.w->>'created_at')::timestamptz, now()), (i.w->>'completed_at')::timestamptz,
        CASE WHEN i.w->>'status' NOT IN ('succeeded', 'failed', 'cancelled') AND i.old <> r.old
-            THEN now() END
+            THEN now() END,
+       i.w->>'traceparent', i.w->>'tracestate'
   FROM ids i CROSS JOIN root r LEFT JOIN ids p ON p.old = i.w->>'parent_id'
  WHERE NOT EXISTS (SELECT 1 FROM taken)
 RETURNING id),

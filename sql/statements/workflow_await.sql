@@ -18,9 +18,9 @@ UPDATE :"schema".workflows SET awaited = true
  WHERE id = $1
    AND status NOT IN ('succeeded', 'failed', 'cancelled', 'parked', 'dead_letter')
 RETURNING name, status, status_reason, inputs::text AS inputs, output::text AS output,
-     error::text AS error, executor_id, epoch, attempts),
+     error::text AS error, executor_id, epoch, attempts, traceparent),
 told AS (
 SELECT pg_notify($2, '') FROM marked WHERE status IN ('sleeping', 'pending'))
 SELECT m.name, m.status, m.status_reason, m.inputs, m.output, m.error, m.executor_id, m.epoch,
-       m.attempts
+       m.attempts, m.traceparent
   FROM marked m CROSS JOIN (SELECT count(*) FROM told) t

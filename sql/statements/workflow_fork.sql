@@ -8,14 +8,17 @@
 -- (due at once) with the source's name, inputs and generation (the journal is that
 -- generation's, and ctx.generation() and the keys must replay alike) and a copy of its
 -- journal rows and recorded attempts before step $3 (a step failure the workflow handled
--- replays as such); the source is not touched. One row: (source found, created, rows
--- copied).
+-- replays as such), in the source's trace (its trace context); the source is not touched.
+-- One row: (source found, created, rows copied).
 WITH src AS (
-SELECT id, name, inputs, queue, priority, generation FROM :"schema".workflows WHERE id = $1),
+SELECT id, name, inputs, queue, priority, generation, traceparent, tracestate
+  FROM :"schema".workflows WHERE id = $1),
 ins AS (
 INSERT INTO :"schema".workflows (id, name, status, inputs, queue, priority, wake_at, app_version,
-                           forked_from, generation)
-SELECT $2, name, 'sleeping', inputs, queue, priority, now(), $4, id, generation FROM src
+                           forked_from, generation, traceparent, tracestate)
+SELECT $2, name, 'sleeping', inputs, queue, priority, now(), $4, id, generation, traceparent,
+       tracestate
+  FROM src
 ON CONFLICT (id) DO NOTHING
 RETURNING id),
 copied AS (

@@ -201,6 +201,12 @@ int cmd_show(session& s, const settings& g, const std::string& id, std::size_t l
     fields.emplace_back("forked from", field("forked_from"));
   if (!w["app_version"].get<std::string>().empty())
     fields.emplace_back("app version", field("app_version"));
+  if (w.contains("traceparent") && w["traceparent"].is_string()) {
+    const std::string tp = w["traceparent"].get<std::string>();
+    fields.emplace_back("trace", tp.size() == 55 ? tp.substr(3, 32) : field("traceparent"));
+    fields.emplace_back("traceparent", field("traceparent"));
+    if (w["tracestate"].is_string()) fields.emplace_back("tracestate", field("tracestate"));
+  }
   constexpr std::size_t long_value = 300;  // --json shows them whole
   fields.emplace_back("inputs", cut(text_of(w["inputs"]), long_value));
   if (!w["output"].is_null()) fields.emplace_back("output", cut(text_of(w["output"]), long_value));

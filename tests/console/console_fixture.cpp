@@ -175,7 +175,12 @@ asio::awaitable<void> fill(durable::engine& eng) {
   (void)co_await eng.send("approval-5", "aproval", typo);
   (void)co_await eng.start("supervisor", "supervisor-2");
   (void)co_await eng.start("settle", "settle-1");
-  auto tree = co_await eng.start("parent", "order-tree");
+  // In a trace (the browser test reads its id on the parent's page and a child's).
+  const durable::start_options traced{
+      .timeout = {},
+      .traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+      .tracestate = {}};
+  auto tree = co_await eng.start(traced, "parent", "order-tree");
   (void)co_await tree.result<int>();
   auto w = co_await eng.start("waiter", "shipment-9");
   const auto stage = co_await eng.get_event<std::string>("shipment-9", "stage", 20s);

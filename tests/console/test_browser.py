@@ -412,6 +412,16 @@ def pages(b, base):
     check(b.text("#updated") != before, "a resumed page refreshes")
     b.open(base + "#/workflow?id=order-tree", "workflow-parent")
     check(len(b.css("#wf-children a")) >= 2, "the parent shows its two children")
+    trace_id = "4bf92f3577b34da6a3ce929d0e0e4736"
+    check(b.text("#wf-trace") == trace_id, f"the parent shows its trace id ({b.text('#wf-trace')!r})")
+    check(b.attr("#wf-trace", "title").startswith("00-" + trace_id + "-00f067aa0ba902b7-"),
+          "the trace id's tooltip is the whole traceparent")
+    b.open(b.attr("#wf-children a", "href"), "workflow-child-trace")
+    check(b.text("#wf-trace") == trace_id, "a child shows its parent's trace id")
+    check(b.attr("#wf-trace", "title") != "00-" + trace_id + "-00f067aa0ba902b7-01",
+          "a child's parent span is its parent's step, not its parent's caller")
+    b.open(base + "#/workflow?id=shipment-9", "workflow-without-trace")
+    check(not b.css("#wf-trace"), "a workflow started without trace context shows no trace")
     b.open(base + "#/workflow?id=shipment-9", "workflow-sleeping")
     body = b.d.find_element(By.TAG_NAME, "body").text
     check("<u>alice</u>" in body, "the unconsumed message is shown, as text")

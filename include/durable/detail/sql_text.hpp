@@ -1110,6 +1110,26 @@ SELECT w.id, w.name, w.queue, w.priority, w.app_version, w.created_at, w.wake_at
   JOIN :"schema".waiting x ON x.id = w.id
  WHERE w.status = 'pending' AND w.executor_id IS NULL;
 )durable_sql"},
+  {18, "trace_context", "trace context",
+   "bc892451d9fb1dfd8f9d7eb3eaeca01c06b8cb2a081d5c1aa3151a985331dbbb",
+   R"durable_sql(-- trace context
+-- The W3C trace context of the span that started a workflow (engine::start, enqueue, or a
+-- parent's ctx.start_child), kept for its whole life: `traceparent` as
+-- 00-<trace id>-<parent span id>-<flags>, `tracestate` the vendors' entries. NULL: started
+-- with none. A child's traceparent has its parent's trace id and flags, and as parent span id
+-- the span id of the parent's step that started it (docs/tracing.md). The trace id of a
+-- workflow in psql: substr(traceparent, 4, 32).
+--
+-- The checks are added NOT VALID: the columns are new, so every existing row is NULL and
+-- passes, and a validating scan would hold the table's lock for nothing. They hold for every
+-- row written from now on.
+ALTER TABLE :"schema".workflows ADD COLUMN traceparent text, ADD COLUMN tracestate text;
+ALTER TABLE :"schema".workflows ADD CONSTRAINT workflows_traceparent_check
+  CHECK (traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
+         AND traceparent !~ '^00-0{32}-' AND traceparent !~ '^00-[0-9a-f]{32}-0{16}-') NOT VALID;
+ALTER TABLE :"schema".workflows ADD CONSTRAINT workflows_tracestate_check
+  CHECK (octet_length(tracestate) <= 512 AND tracestate ~ '^[\x20-\x7e]*$') NOT VALID;
+)durable_sql"},
 };
 
 inline constexpr statement_text statements[] = {
@@ -1142,6 +1162,7 @@ SELECT json_build_object(
       'inputs', w.inputs, 'output', w.output, 'error', w.error, 'generation', w.generation,
       'app_version', w.app_version, 'parent_id', w.parent_id, 'queue', w.queue,
       'created_at', w.created_at, 'completed_at', w.completed_at, 'deadline', w.deadline,
+      'traceparent', w.traceparent, 'tracestate', w.tracestate,
       'steps', (SELECT coalesce(json_agg(json_build_object(
           'seq', s.seq, 'name', s.name, 'kind', s.kind, 'status', s.status,
           'output', s.output, 'error', s.error, 'attempts', s.attempts,
@@ -1229,7 +1250,7 @@ taken AS (SELECT 1 FROM :"schema".workflows x JOIN ids i ON x.id = i.new LIMIT 1
 ins_w AS (
 INSERT INTO :"schema".workflows (id, name, status, status_reason, inputs, output, error,
                                  generation, app_version, parent_id, queue, epoch, created_at,
-                                 completed_at, wake_at)
+                                 completed_at, wake_at, traceparent, tracestate)
 SELECT i.new, i.w->>'name',
        CASE WHEN i.w->>'status' IN ('succeeded', 'failed', 'cancelled') THEN i.w->>'status'
             WHEN i.old = r.old THEN 'parked' ELSE 'sleeping' END,
@@ -1239,7 +1260,8 @@ SELECT i.new, i.w->>'name',
        coalesce(i.w->>'app_version', ''), p.new, i.w->>'queue', 0,
        coalesce((i.w->>'created_at')::timestamptz, now()), (i.w->>'completed_at')::timestamptz,
        CASE WHEN i.w->>'status' NOT IN ('succeeded', 'failed', 'cancelled') AND i.old <> r.old
-            THEN now() END
+            THEN now() END,
+       i.w->>'traceparent', i.w->>'tracestate'
   FROM ids i CROSS JOIN root r LEFT JOIN ids p ON p.old = i.w->>'parent_id'
  WHERE NOT EXISTS (SELECT 1 FROM taken)
 RETURNING id),
@@ -1571,8 +1593,13 @@ SELECT a.id, a.at, a.actor, a.via, a.address, a.action, a.target, a.count, a.res
    R"durable_sql(WITH other AS (
 SELECT 1 FROM :"schema".workflows WHERE id = $1 AND (parent_id IS DISTINCT FROM $4 OR name <> $2)),
 ins AS (
-INSERT INTO :"schema".workflows (id, name, status, inputs, wake_at, app_version, parent_id)
-SELECT $1, $2, 'sleeping', $3::jsonb, now(), $8, $4 WHERE NOT EXISTS (SELECT 1 FROM other)
+INSERT INTO :"schema".workflows (id, name, status, inputs, wake_at, app_version, parent_id,
+                                  traceparent, tracestate)
+SELECT $1, $2, 'sleeping', $3::jsonb, now(), $8, $4,
+       (SELECT left(p.traceparent, 36) || $10 || right(p.traceparent, 3)
+          FROM :"schema".workflows p WHERE p.id = $4),
+       (SELECT p.tracestate FROM :"schema".workflows p WHERE p.id = $4)
+ WHERE NOT EXISTS (SELECT 1 FROM other)
 ON CONFLICT (id) DO NOTHING
 RETURNING id)
 SELECT :"schema".append_step($4, $5, $6, $2, 'child', 'succeeded', to_jsonb($1::text), NULL, 1,
@@ -1888,11 +1915,11 @@ UPDATE :"schema".workflows SET awaited = true
  WHERE id = $1
    AND status NOT IN ('succeeded', 'failed', 'cancelled', 'parked', 'dead_letter')
 RETURNING name, status, status_reason, inputs::text AS inputs, output::text AS output,
-     error::text AS error, executor_id, epoch, attempts),
+     error::text AS error, executor_id, epoch, attempts, traceparent),
 told AS (
 SELECT pg_notify($2, '') FROM marked WHERE status IN ('sleeping', 'pending'))
 SELECT m.name, m.status, m.status_reason, m.inputs, m.output, m.error, m.executor_id, m.epoch,
-       m.attempts
+       m.attempts, m.traceparent
   FROM marked m CROSS JOIN (SELECT count(*) FROM told) t)durable_sql"},
   {"workflow_cancel",
    R"durable_sql(WITH RECURSIVE tree AS (
@@ -1936,13 +1963,13 @@ UPDATE :"schema".workflows w SET inputs = $3::jsonb, updated_at = now()
 RETURNING w.id, w.name, w.inputs),
 ins AS (
 INSERT INTO :"schema".workflows (id, name, status, inputs, queue, priority, dedup_key, wake_at,
-                           app_version, deadline, debounce_key)
+                           app_version, deadline, debounce_key, traceparent, tracestate)
 SELECT $1, $2, 'pending', $3::jsonb, $4, $5, $6,
         CASE WHEN greatest($7::bigint, $12::bigint) > 0
              THEN now() + make_interval(secs => greatest($7::bigint, $12::bigint)::double precision / 1000) END,
         $8,
         CASE WHEN $10::bigint > 0 THEN now() + make_interval(secs => $10::double precision / 1000) END,
-        $11
+        $11, $13, $14
  WHERE NOT EXISTS (SELECT 1 FROM deb)
 ON CONFLICT DO NOTHING
 RETURNING id),
@@ -1963,11 +1990,14 @@ ORDER BY w.id = $1 DESC LIMIT 1))durable_sql"},
  WHERE id = $1 AND epoch = $2)durable_sql"},
   {"workflow_fork",
    R"durable_sql(WITH src AS (
-SELECT id, name, inputs, queue, priority, generation FROM :"schema".workflows WHERE id = $1),
+SELECT id, name, inputs, queue, priority, generation, traceparent, tracestate
+  FROM :"schema".workflows WHERE id = $1),
 ins AS (
 INSERT INTO :"schema".workflows (id, name, status, inputs, queue, priority, wake_at, app_version,
-                           forked_from, generation)
-SELECT $2, name, 'sleeping', inputs, queue, priority, now(), $4, id, generation FROM src
+                           forked_from, generation, traceparent, tracestate)
+SELECT $2, name, 'sleeping', inputs, queue, priority, now(), $4, id, generation, traceparent,
+       tracestate
+  FROM src
 ON CONFLICT (id) DO NOTHING
 RETURNING id),
 copied AS (
@@ -1989,14 +2019,15 @@ SELECT EXISTS (SELECT 1 FROM src), EXISTS (SELECT 1 FROM ins),
        (SELECT count(*) FROM copied)::integer)durable_sql"},
   {"workflow_get",
    R"durable_sql(SELECT name, status, status_reason, inputs::text, output::text, error::text,
-     executor_id, epoch, attempts
+     executor_id, epoch, attempts, traceparent
 FROM :"schema".workflows WHERE id = $1)durable_sql"},
   {"workflow_insert",
    R"durable_sql(WITH ins AS (
 INSERT INTO :"schema".workflows (id, name, status, inputs, executor_id, epoch, attempts, started_at,
-                           app_version, deadline)
+                           app_version, deadline, traceparent, tracestate)
 VALUES ($1, $2, 'running', $3::jsonb, $4, 1, 1, now(), $5,
-        CASE WHEN $6::bigint > 0 THEN now() + make_interval(secs => $6::double precision / 1000) END)
+        CASE WHEN $6::bigint > 0 THEN now() + make_interval(secs => $6::double precision / 1000) END,
+        $7, $8)
 ON CONFLICT (id) DO NOTHING
 RETURNING id)
 SELECT true, NULL::text, NULL::text, NULL::text FROM ins

@@ -2,6 +2,8 @@
 // ctx.set_event, ctx.get_event, child workflows): included at the end of impl/context.ipp.
 #pragma once
 
+#include "durable/trace.hpp"
+
 namespace durable::detail {
 
 /// Whether a take of `topic` would find nothing: the last one left none, and no send to this
@@ -251,7 +253,8 @@ DURABLE_DECL asio::awaitable<std::string> start_child_workflow(run_state& s, int
   const bool started = co_await journaling(
       s, seq, name,
       io_of(s).start_child(s.id, s.epoch, seq, child, name, inputs, journal_started_at(s),
-                           s.app_version ? *s.app_version : no_version));
+                           s.app_version ? *s.app_version : no_version,
+                           step_span_id(s.id, s.generation, seq)));
   if (!started) {
     throw misuse(s, "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +
                         " starts child workflow '" + name + "' under the id '" + child +

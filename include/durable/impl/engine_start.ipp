@@ -111,17 +111,19 @@ DURABLE_DECL detail::enqueue_request engine::make_enqueue(const enqueue_options&
                                                           const std::string& workflow_id,
                                                           const nlohmann::json& inputs) const {
   check_enqueue(opts, name, workflow_id, inputs);
+  const std::optional<trace_context> trace = resolve_trace(
+      opts.traceparent, opts.tracestate, "enqueue('" + name + "', '" + workflow_id + "')");
   detail::enqueue_request req;
   req.inputs = inputs.dump();
   refuse_large("enqueue('" + name + "', '" + workflow_id + "'): its inputs", req.inputs.size());
   req.queue = std::string(opts.queue);
   if (opts.dedup_key) req.dedup_key = std::string(*opts.dedup_key);
-  req.q = s_->st.workflow_enqueue(workflow_id, name, req.inputs, opts.queue, opts.priority,
-                                  opts.dedup_key, std::int64_t(opts.delay.count()),
-                                  s_->options.app_version, s_->st.channel(),
-                                  std::int64_t(opts.timeout.count()),
-                                  opts.debounce ? std::optional(opts.debounce->key) : std::nullopt,
-                                  opts.debounce ? std::int64_t(opts.debounce->window.count()) : 0);
+  req.q = s_->st.workflow_enqueue(
+      workflow_id, name, req.inputs, opts.queue, opts.priority, opts.dedup_key,
+      std::int64_t(opts.delay.count()), s_->options.app_version, s_->st.channel(),
+      std::int64_t(opts.timeout.count()),
+      opts.debounce ? std::optional(opts.debounce->key) : std::nullopt,
+      opts.debounce ? std::int64_t(opts.debounce->window.count()) : 0, trace ? &*trace : nullptr);
   return req;
 }
 
@@ -172,18 +174,56 @@ DURABLE_DECL void engine::refuse_large(const std::string& what, std::size_t byte
               "table of your own) and pass a reference to it, or raise max_value_bytes");
 }
 
-DURABLE_DECL void engine::check_start(const std::string& name, const std::string& id,
-                                      std::int64_t timeout_ms) const {
+DURABLE_DECL std::optional<trace_context> engine::check_start(const std::string& name,
+                                                              const std::string& id,
+                                                              const start_options& opts) const {
   detail::refuse_nul("start()", "workflow id", id);
   detail::refuse_nul("start()", "workflow name", name);
-  if (timeout_ms < 0)
+  if (opts.timeout.count() < 0)
     throw error("start('" + name + "', '" + id + "'): the timeout must not be negative");
+  return resolve_trace(opts.traceparent, opts.tracestate, "start('" + name + "', '" + id + "')");
 }
 
-DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(std::string name,
-                                                                         std::string id,
-                                                                         nlohmann::json inputs,
-                                                                         std::int64_t timeout_ms) {
+DURABLE_DECL std::optional<trace_context> engine::resolve_trace(std::string_view traceparent,
+                                                                std::string_view tracestate,
+                                                                const std::string& call) const {
+  std::string why;
+  if (!traceparent.empty()) {
+    auto given = trace_context::parse(traceparent, tracestate, &why);
+    if (!given) throw invalid_text("traceparent", call + ": " + why + "; nothing was done");
+    return given;
+  }
+  if (!tracestate.empty())
+    throw invalid_text("tracestate", call +
+                                         ": a tracestate without a traceparent; pass both or "
+                                         "neither. Nothing was done");
+  if (!s_->options.current_trace) return std::nullopt;
+  // The hook's context is the caller's span, not an argument: a bad one costs the trace, never
+  // the start (reported on the engine's executor, where the event hook is called).
+  auto dropped = [this, &call](const std::string& what) {
+    asio::post(s_->ex, [s = s_, message = call + ": " + what] {
+      s->report(severity::warning, "runner", {}, message);
+    });
+    return std::nullopt;
+  };
+  std::optional<trace_context> current;
+  try {
+    current = s_->options.current_trace();
+  } catch (const std::exception& e) {
+    return dropped(std::string("engine_options::current_trace threw (") + e.what() +
+                   "); started without a trace context");
+  }
+  if (!current) return std::nullopt;
+  auto checked = trace_context::parse(current->traceparent, current->tracestate, &why);
+  if (!checked)
+    return dropped("engine_options::current_trace gave a context that is not valid (" + why +
+                   "); started without one");
+  return checked;
+}
+
+DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(
+    std::string name, std::string id, nlohmann::json inputs, std::int64_t timeout_ms,
+    std::optional<trace_context> trace) {
   auto s = s_;
   auto it = s->registry.find(name);
   if (it == s->registry.end())
@@ -203,8 +243,9 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(std::st
   refuse_large("start('" + name + "', '" + id + "'): its inputs", inputs_text.size());
   std::string existing_name, existing_inputs;
   {
-    auto insert = s->st.workflow_insert(id, name, inputs_text, s->options.executor_id,
-                                        s->options.app_version, timeout_ms);
+    auto insert =
+        s->st.workflow_insert(id, name, inputs_text, s->options.executor_id, s->options.app_version,
+                              timeout_ms, trace ? &*trace : nullptr);
     const pg::result res = co_await s->committer.run(std::move(insert.st));
     const auto r = store::first<store::start_outcome>(res);
     if (r && r->created) {
@@ -236,12 +277,11 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(std::st
   co_return workflow_handle(s, std::move(id));
 }
 
-DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded(std::string name,
-                                                                    std::string id,
-                                                                    nlohmann::json inputs,
-                                                                    std::int64_t timeout_ms) {
-  return detail::on_strand(
-      s_, start_encoded_impl(std::move(name), std::move(id), std::move(inputs), timeout_ms));
+DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded(
+    std::string name, std::string id, nlohmann::json inputs, std::int64_t timeout_ms,
+    std::optional<trace_context> trace) {
+  return detail::on_strand(s_, start_encoded_impl(std::move(name), std::move(id), std::move(inputs),
+                                                  timeout_ms, std::move(trace)));
 }
 
 DURABLE_DECL asio::awaitable<bool> engine::send_impl(std::string workflow_id, std::string topic,

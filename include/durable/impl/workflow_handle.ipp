@@ -21,8 +21,9 @@ DURABLE_DECL asio::awaitable<workflow_status> workflow_handle::status_impl() con
   auto c = co_await s_->pool.acquire();
   auto r = co_await store::fetch_one(*c, std::move(get));
   if (!r) throw error("workflow '" + id_ + "' does not exist");
-  co_return workflow_status{std::move(r->status), std::move(r->reason), r->epoch, r->attempts,
-                            std::move(r->executor_id)};
+  co_return workflow_status{
+      std::move(r->status), std::move(r->reason),      r->epoch,
+      r->attempts,          std::move(r->executor_id), std::move(r->traceparent)};
 }
 
 namespace detail {

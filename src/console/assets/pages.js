@@ -244,7 +244,9 @@ function workflowHeader(w) {
     w.status_reason ? el('p', { id: 'wf-reason', class: 'reason' }, String(w.status_reason)) : null,
     el('dl', { class: 'facts' },
       fact('Name', text(w.name)), fact('Queue', optLink('queue', w.queue)), fact('Executor', optLink('executor', w.executor_id)),
-      fact('Created', timeEl(w.created_at)), fact('Updated', timeEl(w.updated_at)), fact('Completed', timeEl(w.completed_at))));
+      fact('Created', timeEl(w.created_at)), fact('Updated', timeEl(w.updated_at)), fact('Completed', timeEl(w.completed_at)),
+      // The trace id of its W3C trace context (the whole traceparent is among the fields below).
+      typeof w.traceparent === 'string' ? fact('Trace', el('code', { id: 'wf-trace', title: w.traceparent }, w.traceparent.slice(3, 35))) : null));
 }
 
 /** Why a workflow that has not ended is where it is (the view `waiting`), in words. */

@@ -221,11 +221,13 @@ public:
   virtual asio::awaitable<std::optional<std::string>> get_event(const std::string& workflow_id,
                                                                 const std::string& key) = 0;
   /// Starts child `child_id` and journals the start as step `seq` at once (a child left by a
-  /// run whose row did not commit is reattached). False when the id is another workflow's.
+  /// run whose row did not commit is reattached). False when the id is another workflow's. The
+  /// child inherits the workflow's trace context, with `span_id` (the step's) as parent.
   virtual asio::awaitable<bool> start_child(const std::string& id, std::int64_t epoch, int seq,
                                             const std::string& child_id, const std::string& name,
                                             const std::string& inputs, double started_at,
-                                            const std::string& app_version) = 0;
+                                            const std::string& app_version,
+                                            const std::string& span_id) = 0;
   /// The status and outcome of workflow `workflow_id`, if it exists.
   virtual asio::awaitable<std::optional<workflow_outcome>> workflow(
       const std::string& workflow_id) = 0;

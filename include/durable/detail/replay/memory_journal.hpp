@@ -189,8 +189,8 @@ public:
   DURABLE_DECL asio::awaitable<bool> start_child(const std::string& id, std::int64_t epoch, int seq,
                                                  const std::string& child_id,
                                                  const std::string& name, const std::string& inputs,
-                                                 double started_at,
-                                                 const std::string& app_version) override;
+                                                 double started_at, const std::string& app_version,
+                                                 const std::string& span_id) override;
   DURABLE_DECL asio::awaitable<std::optional<workflow_outcome>> workflow(
       const std::string& workflow_id) override;
 

@@ -188,8 +188,9 @@ DURABLE_DECL asio::awaitable<std::optional<std::string>> engine_journal::get_eve
 DURABLE_DECL asio::awaitable<bool> engine_journal::start_child(
     const std::string& id, std::int64_t epoch, int seq, const std::string& child_id,
     const std::string& name, const std::string& inputs, double started_at,
-    const std::string& app_version) {
-  auto q = st_.child_start(child_id, name, inputs, id, epoch, seq, started_at, app_version);
+    const std::string& app_version, const std::string& span_id) {
+  auto q =
+      st_.child_start(child_id, name, inputs, id, epoch, seq, started_at, app_version, span_id);
   const pg::result r = co_await write(std::move(q.st));
   co_return store::first<store::written_row>(r).has_value();
 }

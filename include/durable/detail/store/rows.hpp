@@ -44,6 +44,7 @@ struct store_rows {
     std::optional<std::string> output, error, executor_id;
     std::int64_t epoch = 0;
     int attempts = 0;
+    std::optional<std::string> traceparent;  ///< its W3C trace context, if started with one
     static workflow_record from(const pg::row& r) {
       return {r.get<std::string>(0),
               r.get<std::string>(1),
@@ -53,7 +54,8 @@ struct store_rows {
               r.get<std::optional<std::string>>(5),
               r.get<std::optional<std::string>>(6),
               r.get<std::int64_t>(7),
-              r.get<int>(8)};
+              r.get<int>(8),
+              r.get<std::optional<std::string>>(9)};
     }
   };
 

@@ -323,7 +323,8 @@ DURABLE_DECL asio::awaitable<std::optional<std::string>> memory_journal::get_eve
 
 DURABLE_DECL asio::awaitable<bool> memory_journal::start_child(
     const std::string& id, std::int64_t epoch, int seq, const std::string& child_id,
-    const std::string& name, const std::string& inputs, double started_at, const std::string&) {
+    const std::string& name, const std::string& inputs, double started_at, const std::string&,
+    const std::string&) {
   if (auto other = workflows_.find(child_id);
       other != workflows_.end() && (other->second.parent != id || other->second.name != name))
     co_return false;  // the id is another workflow's
