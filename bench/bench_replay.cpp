@@ -16,10 +16,11 @@
 //                                 round trip and commit each); per_step = time / N
 //   BM_paired_new_step            blocks of 100 floor INSERTs, 100 raw step_appends, 100 raw
 //                                 step_writes and 100-step workflows (engine pool of 4, and of
-//                                 1), in rotating order, each block timed: side-by-side per-step
-//                                 costs (target: pool of 4 <= 1.15 x floor), and the WAL bytes
-//                                 each block wrote per step (pg_current_wal_insert_lsn, read
-//                                 outside the timed blocks)
+//                                 1, and of 4 with a span hook that does nothing), in rotating
+//                                 order, each block timed: side-by-side per-step costs (target:
+//                                 pool of 4 <= 1.15 x floor; with spans <= 1.03 x without), the
+//                                 process's CPU and the WAL bytes each block spent per step
+//                                 (pg_current_wal_insert_lsn, read outside the timed blocks)
 //   BM_replay/N                   (a) end to end replay of a finished workflow of N steps:
 //                                 recover(id) (claim + journal load), replay of every step,
 //                                 the completion write, and result(). Before each iteration,
@@ -43,6 +44,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <limits>
 #include <map>
 #include <memory>
@@ -190,14 +192,33 @@ void BM_first_execution(benchmark::State& state) {
 // and a 100-step workflow on the engine (pool of 4) and on a second engine whose pool has one
 // connection. Every block is timed on its own, so the per-step values compared were measured
 // within a fraction of a second of each other.
+// A third engine, like the first but with a span hook that does nothing (issue 40: the cost of
+// tracing on a step).
 durable::engine* g_eng1 = nullptr;
-enum paired_variant : int { p_floor, p_append, p_write, p_new_pool4, p_new_pool1, p_count };
-const char* const paired_names[p_count] = {"raw INSERT + commit (floor)", "raw step_append",
-                                           "raw step_write", "new step, engine pool(4)",
-                                           "new step, engine pool(1)"};
+durable::engine* g_eng_traced = nullptr;
+enum paired_variant : int {
+  p_floor,
+  p_append,
+  p_write,
+  p_new_pool4,
+  p_new_pool1,
+  p_new_traced,
+  p_count
+};
+const char* const paired_names[p_count] = {
+    "raw INSERT + commit (floor)", "raw step_append",          "raw step_write",
+    "new step, engine pool(4)",    "new step, engine pool(1)", "new step, pool(4), spans"};
 std::vector<double> g_paired[p_count];        // seconds per step, one sample per block
 std::vector<double> g_paired_wal[p_count];    // WAL bytes per step, one sample per block
 std::vector<double> g_paired_xacts[p_count];  // writing transactions per step, per block
+std::vector<double> g_paired_cpu[p_count];    // this process's CPU seconds per step, per block
+
+/// This process's CPU time so far, in seconds (all threads).
+double process_cpu() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + double(t.tv_nsec) * 1e-9;
+}
 constexpr int paired_block = 100;
 
 asio::awaitable<void> paired_loop(benchmark::State& state) {
@@ -207,6 +228,7 @@ asio::awaitable<void> paired_loop(benchmark::State& state) {
       const int v = (k + rotation) % p_count;
       const std::string wal_before = wal_position();
       const std::int64_t xids_before = xids_so_far();
+      const double cpu0 = process_cpu();
       const auto t0 = std::chrono::steady_clock::now();
       if (v == p_floor) {
         for (int i = 0; i < paired_block; ++i) floor_once();
@@ -215,13 +237,16 @@ asio::awaitable<void> paired_loop(benchmark::State& state) {
       } else if (v == p_write) {
         for (int i = 0; i < paired_block; ++i) write_once();
       } else {
-        durable::engine& eng = v == p_new_pool4 ? *g_eng : *g_eng1;
+        durable::engine& eng = v == p_new_pool4   ? *g_eng
+                               : v == p_new_pool1 ? *g_eng1
+                                                  : *g_eng_traced;
         const std::string id = "paired-" + std::to_string(v) + "-" + std::to_string(++g_new_ids);
         auto handle = co_await eng.start("steps", id, paired_block);
         const std::int64_t sum = co_await handle.result<std::int64_t>();
         check_sum(sum, paired_block);
       }
       g_paired[v].push_back(bench::seconds_since(t0) / paired_block);
+      g_paired_cpu[v].push_back((process_cpu() - cpu0) / paired_block);
       g_paired_wal[v].push_back(wal_since(wal_before) / paired_block);
       g_paired_xacts[v].push_back(double(xids_so_far() - xids_before) / paired_block);
     }
@@ -471,14 +496,25 @@ void print_summary(const bench::collecting_reporter& rep) {
                 g_paired[0].size());
     for (int v = 0; v < p_count; ++v)
       std::printf(
-          "      %-30s %8.1f us = %.2f x floor, %6.0f WAL bytes and %.2f writing commits per "
-          "step\n",
+          "      %-30s %8.1f us = %.2f x floor, %5.1f us of this process's CPU, %6.0f WAL "
+          "bytes and %.2f writing commits per step\n",
           paired_names[v], *pm[v] * 1e6, *pm[v] / *pm[p_floor],
+          bench::median_of(g_paired_cpu[v]).value_or(0) * 1e6,
           bench::median_of(g_paired_wal[v]).value_or(0),
           bench::median_of(g_paired_xacts[v]).value_or(0));
     const double ratio = *pm[p_new_pool4] / *pm[p_floor];
     std::printf("    paired new step (pool of 4) / floor:  %6.2f   (target <= 1.15: %s)\n", ratio,
                 bench::verdict(ratio, 1.15));
+    const double traced = *pm[p_new_traced] / *pm[p_new_pool4];
+    std::printf(
+        "    new step with a span hook that does nothing / without: %5.3f   (target <= "
+        "1.03: %s)\n",
+        traced, bench::verdict(traced, 1.03));
+    const auto cpu = bench::median_of(g_paired_cpu[p_new_pool4]),
+               cpu_traced = bench::median_of(g_paired_cpu[p_new_traced]);
+    if (cpu && cpu_traced)
+      std::printf("    the spans' CPU per step: %+.1f us (%.1f with spans, %.1f without)\n",
+                  (*cpu_traced - *cpu) * 1e6, *cpu_traced * 1e6, *cpu * 1e6);
   }
 
   const auto r1000 = med("BM_replay/1000");
@@ -571,6 +607,11 @@ int main(int argc, char** argv) {
   options1.pool_size = 1;
   durable::engine eng1(io.get_executor(), options1);
   eng1.register_workflow("steps", &steps_wf);
+  durable::engine_options options_traced = options;
+  options_traced.executor_id = "bench-replay-traced";
+  options_traced.on_span = [](const durable::span&) {};
+  durable::engine eng_traced(io.get_executor(), options_traced);
+  eng_traced.register_workflow("steps", &steps_wf);
   try {
     raw = std::make_unique<bench::raw_connection>(options.conninfo);
     raw->exec("DROP SCHEMA IF EXISTS " + schema + " CASCADE");
@@ -582,6 +623,7 @@ int main(int argc, char** argv) {
     raw->prepare(floor_name, floor_sql);
     (void)bench::run_on(io, eng.open());
     (void)bench::run_on(io, eng1.open());
+    (void)bench::run_on(io, eng_traced.open());
     // A workflow row for BM_raw_append_step; no executor owns it, so nothing resumes it.
     raw->exec("INSERT INTO " + schema +
               ".workflows (id, name, status, inputs, epoch) "
@@ -600,6 +642,7 @@ int main(int argc, char** argv) {
   g_io = &io;
   g_eng = &eng;
   g_eng1 = &eng1;
+  g_eng_traced = &eng_traced;
   g_raw = raw.get();
 
   bench::collecting_reporter rep;
@@ -609,6 +652,7 @@ int main(int argc, char** argv) {
   try {
     bench::run_on(io, eng.shutdown(std::chrono::seconds(1)));
     bench::run_on(io, eng1.shutdown(std::chrono::seconds(1)));
+    bench::run_on(io, eng_traced.shutdown(std::chrono::seconds(1)));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_replay: engine shutdown failed: %s\n", e.what());
   }

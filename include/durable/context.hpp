@@ -71,8 +71,7 @@ public:
   /// inputs, deletes the journal, the recorded attempts and the consumed messages of
   /// generation n and bumps the generation; then the new generation starts at once in this
   /// process. Unconsumed messages stay for it, handles and result() keep working (same id).
-  /// Crash-safe: before the statement commits a replay reaches this call again; after it the
-  /// new generation runs. The awaitable never completes: write
+  /// Crash-safe (a replay reaches this call again until it commits). It never completes: write
   ///
   ///   co_return co_await ctx.continue_as_new<&poll>(next_cursor);
   ///
@@ -403,8 +402,7 @@ private:
 
   asio::awaitable<void> sleep_impl(int seq, std::int64_t asked) {
     using namespace std::chrono;
-    // The first run journals the wake-up time it asked for (on the server's clock); a replay
-    // reads it back and measures what is left against the same clock, wherever it runs.
+    // The first run journals its wake-up time (server's clock); a replay measures what is left.
     auto step = run_step<std::int64_t>(seq, "sleep", std::string(to_string(step_kind::sleep)),
                                        [asked] { return asked; }, {});
     const std::int64_t wake_us = co_await std::move(step);
@@ -413,7 +411,9 @@ private:
     if (wake_us <= now) co_return;
     const auto left = milliseconds((wake_us - now + 999) / 1000);
     const std::string name = "sleep", what = "the wake-up of its sleep";
+    detail::span_guard waiting(*s_, span_kind::wait, seq, name, name);  // unloading ends it
     co_await detail::pause_or_unload(*s_, seq, name, left, what, 0);
+    waiting.end(false, {});
   }
 
   asio::awaitable<void> send_impl(int seq, std::string to, std::string topic, std::string payload) {

@@ -585,7 +585,8 @@ private:
   /// valid is dropped with a warning); `call` names the caller in messages.
   DURABLE_DECL std::optional<trace_context> resolve_trace(std::string_view traceparent,
                                                           std::string_view tracestate,
-                                                          const std::string& call) const;
+                                                          const std::string& call,
+                                                          const std::string& id) const;
   /// Throws when `bytes` of JSON are over engine_options::max_value_bytes.
   DURABLE_DECL void refuse_large(const std::string& what, std::size_t bytes) const;
   DURABLE_DECL asio::awaitable<workflow_handle> start_encoded_impl(

@@ -98,6 +98,10 @@ struct engine_options {
   /// Supplies the caller's trace context to start() and enqueue() calls whose options carry
   /// no traceparent, e.g. from OpenTelemetry's current span (docs/tracing.md). Unset: none.
   trace_context_hook current_trace{};
+  /// Receives the spans of the workflows this engine runs: runs, steps, attempts and waits,
+  /// each when it starts and when it ends, in the workflow's stored trace (docs/tracing.md).
+  /// Unset (the default): none is made.
+  span_hook on_span{};
   /// shutdown(): after the grace period, running steps receive cancellation; this long is
   /// then allowed for them to end and for the lease release to reach the database.
   std::chrono::milliseconds shutdown_timeout{2000};

@@ -2,9 +2,11 @@
 // workflow: the `traceparent` of the span that started it, and the vendors' `tracestate`.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -20,38 +22,108 @@ struct trace_context {
   /// Vendor entries ("key=value,key=value"), empty when none.
   std::string tracestate;
 
+  /// The trace id (32 digits); empty unless the traceparent has the length of version 00.
   [[nodiscard]] std::string_view trace_id() const noexcept {
-    return std::string_view(traceparent).substr(3, 32);
+    return traceparent.size() == 55 ? std::string_view(traceparent).substr(3, 32)
+                                    : std::string_view();
   }
+  /// The parent span id (16 digits); empty likewise.
   [[nodiscard]] std::string_view parent_id() const noexcept {
-    return std::string_view(traceparent).substr(36, 16);
+    return traceparent.size() == 55 ? std::string_view(traceparent).substr(36, 16)
+                                    : std::string_view();
   }
   /// The sampled flag (bit 0 of the flags).
   [[nodiscard]] bool sampled() const noexcept {
     const char c = traceparent.size() == 55 ? traceparent[54] : '0';
-    return ((c >= 'a' ? c - 'a' + 10 : c - '0') & 1) != 0;
+    const int v = c >= 'a' ? c - 'a' + 10 : c >= 'A' ? c - 'A' + 10 : c - '0';
+    return (v & 1) != 0;
   }
 
-  /// What is wrong with `traceparent` or `tracestate` as W3C trace context, or nothing. Version
-  /// 00 must be exactly 55 characters; a later version (not ff) may carry more after a '-',
-  /// which is dropped (parse() stores it as version 00, as the specification says to
-  /// propagate it). `tracestate`: at most 32 comma-separated key=value entries and 512 bytes,
-  /// printable ASCII.
+  /// What is wrong with `traceparent` or `tracestate` as W3C trace context, or nothing; with
+  /// `field`, which of the two ("traceparent" or "tracestate"). Version 00 is exactly 55
+  /// characters; a later version (not ff) may carry more after a '-'. `tracestate`: at most 32
+  /// comma-separated key=value entries and 512 bytes, printable ASCII, blanks around entries
+  /// allowed.
   [[nodiscard]] static std::optional<std::string> problem(std::string_view traceparent,
-                                                          std::string_view tracestate = {});
+                                                          std::string_view tracestate = {},
+                                                          std::string* field = nullptr);
 
-  /// The context, checked and normalised to version 00; nullopt with `why` set when it is not
-  /// valid (see problem()).
+  /// The context, checked; nullopt with `why` (and `field`) set when it is not valid (see
+  /// problem()). Stored as version 00: a later version keeps its first four fields, with only
+  /// the flags version 00 knows (sampled, random). The tracestate is tidied: no blanks around
+  /// entries, no empty entries.
   [[nodiscard]] static std::optional<trace_context> parse(std::string_view traceparent,
                                                           std::string_view tracestate = {},
-                                                          std::string* why = nullptr);
+                                                          std::string* why = nullptr,
+                                                          std::string* field = nullptr);
+
+  /// The context of a request's `traceparent` and `tracestate` headers as the specification
+  /// says a receiver treats them: nullopt when the traceparent is missing or not valid (start a
+  /// trace of your own), and a tracestate that is not valid dropped (the traceparent kept).
+  [[nodiscard]] static std::optional<trace_context> from_headers(std::string_view traceparent,
+                                                                 std::string_view tracestate);
 };
 
 /// Supplies the trace context of the caller's current span to start() and enqueue() when their
 /// options name none (engine_options::current_trace). Called on the caller's thread, before
-/// the call returns; nullopt: none. A context that is not valid is dropped with a warning event
-/// (tracing never stops a start).
+/// the call returns; nullopt: none. A traceparent that is not valid is dropped with a warning
+/// event, and so is a tracestate that is not (the traceparent kept): tracing never stops a
+/// start.
 using trace_context_hook = std::function<std::optional<trace_context>()>;
+
+/// What a span covers (docs/tracing.md#spans).
+enum class span_kind {
+  run,      ///< a run of a workflow in one process, from its claim (or start) to its end
+  step,     ///< a journaled step that executes: ctx.step, ctx.transaction, a child's start, a send,
+            ///< an event published
+  attempt,  ///< one attempt of a ctx.step or ctx.transaction
+  wait,     ///< ctx.sleep_for/until, ctx.recv, ctx.get_event, a child's result
+};
+
+[[nodiscard]] constexpr std::string_view to_string(span_kind k) noexcept {
+  switch (k) {
+    case span_kind::run:
+      return "run";
+    case span_kind::step:
+      return "step";
+    case span_kind::attempt:
+      return "attempt";
+    case span_kind::wait:
+      return "wait";
+  }
+  return "unknown";
+}
+
+/// A span of a workflow's trace, told when it starts and when it ends (engine_options::on_span).
+/// The views are valid only during the hook's call. Ids are lowercase hex; a span's id is the
+/// same in its start and its end. Steps replayed from the journal are not spans: they did not
+/// run again.
+struct span {
+  span_kind kind = span_kind::run;
+  bool ended = false;          ///< false: it starts (`end` unset); true: it ended
+  std::string_view trace_id;   ///< 32 digits
+  std::string_view span_id;    ///< 16 digits
+  std::string_view parent_id;  ///< 16 digits; empty: the root of its trace
+  std::string_view workflow_id, workflow_name;
+  /// run: the workflow's name; step and attempt: the step's; wait: what it waits for (a topic,
+  /// "<workflow id>:<key>", a child's id, or "sleep").
+  std::string_view name;
+  /// The journal's kind of the step ("step", "transaction", "child", "send", "set_event",
+  /// "sleep", "recv", "get_event", "child-result"); empty for a run.
+  std::string_view step_kind;
+  int step = -1;           ///< the step number; -1 for a run
+  int attempt = 0;         ///< an attempt's number (1, 2, ...); 0 otherwise
+  std::int64_t epoch = 0;  ///< the run's epoch: each claim of a workflow is a new run
+  int generation = 0;      ///< see ctx.continue_as_new
+  std::chrono::system_clock::time_point start{}, end{};
+  bool failed = false;     ///< ended: it failed (an attempt, a step that failed for good, a run
+                           ///< that did not succeed)
+  std::string_view error;  ///< ended and failed: what happened
+};
+
+/// Receives spans (engine_options::on_span). Called on the engine's executor; it must not block
+/// and should not throw (an exception is swallowed after one line on stderr).
+using span_hook = std::function<void(const span&)>;
 
 namespace detail {
 
@@ -62,6 +134,14 @@ inline bool lower_hex(std::string_view s) noexcept {
 }
 
 inline bool all_zero(std::string_view s) noexcept { return s.find_first_not_of('0') == s.npos; }
+
+/// `s` with every character outside printable ASCII replaced by '?', at most 80 of them.
+inline std::string shown_trace_text(std::string_view s) {
+  std::string out;
+  for (const char c : s.substr(0, 80)) out += (c >= 0x20 && c <= 0x7e) ? c : '?';
+  if (s.size() > 80) out += "...";
+  return out;
+}
 
 inline std::optional<std::string> tracestate_problem(std::string_view s) {
   if (s.size() > 512) return "tracestate is " + std::to_string(s.size()) + " bytes, more than 512";
@@ -74,19 +154,22 @@ inline std::optional<std::string> tracestate_problem(std::string_view s) {
     if (!m.empty()) {
       if (++members > 32) return std::string("tracestate has more than 32 entries");
       const std::size_t eq = m.find('=');
-      if (eq == 0 || eq == m.npos || eq > 256 || eq + 1 == m.size() || m.size() - eq - 1 > 256)
-        return "tracestate entry '" + std::string(m) + "' is not key=value";
+      if (eq == 0 || eq == m.npos || eq + 1 == m.size())
+        return "tracestate entry '" + shown_trace_text(m) + "' is not key=value";
       const std::string_view key = m.substr(0, eq), value = m.substr(eq + 1);
+      if (key.size() > 256 || value.size() > 256)
+        return "tracestate entry '" + shown_trace_text(m) +
+               "' has a key or value longer than 256 characters";
       if (!((key[0] >= 'a' && key[0] <= 'z') || (key[0] >= '0' && key[0] <= '9')))
-        return "tracestate key '" + std::string(key) + "' does not start with a-z or 0-9";
+        return "tracestate key '" + shown_trace_text(key) + "' does not start with a-z or 0-9";
       for (const char c : key)
         if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
               c == '*' || c == '/' || c == '@'))
-          return "tracestate key '" + std::string(key) + "' holds a character other than " +
+          return "tracestate key '" + shown_trace_text(key) + "' holds a character other than " +
                  "a-z, 0-9, _ - * / @";
       for (const char c : value)
         if (c < 0x20 || c > 0x7e || c == ',' || c == '=')
-          return "tracestate value of '" + std::string(key) +
+          return "tracestate value of '" + shown_trace_text(key) +
                  "' holds a character that is not printable ASCII, or , or =";
     }
     if (comma == s.npos) return std::nullopt;
@@ -94,41 +177,51 @@ inline std::optional<std::string> tracestate_problem(std::string_view s) {
   }
 }
 
-/// The span id (16 hex digits, never all zeros) of step `seq` of generation `generation` of
-/// workflow `workflow_id`: a function of those alone, so that every process that runs the step
-/// names it alike (a child started by the step has it as its parent id).
-inline std::string step_span_id(std::string_view workflow_id, int generation, int seq) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a over the id, then the numbers
+/// A span id: 16 hex digits, never all zeros, a function of workflow `workflow_id`, a tag and
+/// `numbers` alone, so that every process names a span alike (64 bits of FNV-1a over them,
+/// finished with SplitMix64's mixer), written to out[0..15].
+inline void span_id_into(char* out, std::string_view workflow_id, char tag,
+                         std::initializer_list<std::int64_t> numbers) noexcept {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
   const auto mix = [&h](unsigned char c) {
     h ^= c;
     h *= 0x100000001b3ULL;
   };
   for (const char c : workflow_id) mix(static_cast<unsigned char>(c));
-  for (const std::uint32_t v : {std::uint32_t(generation), std::uint32_t(seq)})
-    for (int b = 0; b < 4; ++b) mix(static_cast<unsigned char>(v >> (8 * b)));
-  h ^= h >> 30;  // splitmix64's finaliser spreads the bits
+  mix(0);
+  mix(static_cast<unsigned char>(tag));
+  for (const std::int64_t n : numbers)
+    for (int b = 0; b < 8; ++b) mix(static_cast<unsigned char>(std::uint64_t(n) >> (8 * b)));
+  h ^= h >> 30;
   h *= 0xbf58476d1ce4e5b9ULL;
   h ^= h >> 27;
   h *= 0x94d049bb133111ebULL;
   h ^= h >> 31;
   if (h == 0) h = 1;
   static constexpr char digits[] = "0123456789abcdef";
+  for (int i = 15; i >= 0; --i, h >>= 4) out[i] = digits[h & 15];
+}
+
+/// The same as a string.
+inline std::string span_id_of(std::string_view workflow_id, char tag,
+                              std::initializer_list<std::int64_t> numbers) {
   std::string out(16, '0');
-  for (int i = 15; i >= 0; --i, h >>= 4) out[std::size_t(i)] = digits[h & 15];
+  span_id_into(out.data(), workflow_id, tag, numbers);
   return out;
 }
 
-/// `s` with every character outside printable ASCII replaced by '?', at most 80 of them.
-inline std::string shown_trace_text(std::string_view s) {
-  std::string out;
-  for (const char c : s.substr(0, 80)) out += (c >= 0x20 && c <= 0x7e) ? c : '?';
-  if (s.size() > 80) out += "...";
-  return out;
+/// The span of step `seq` of generation `generation`, run under `epoch`: a child workflow
+/// that the step starts has it as its parent span.
+inline std::string step_span_id(std::string_view workflow_id, int generation, int seq,
+                                std::int64_t epoch) {
+  return span_id_of(workflow_id, 's', {generation, seq, epoch});
 }
 
 }  // namespace detail
 
-inline std::optional<std::string> trace_context::problem(std::string_view tp, std::string_view ts) {
+inline std::optional<std::string> trace_context::problem(std::string_view tp, std::string_view ts,
+                                                         std::string* field) {
+  if (field) *field = "traceparent";
   const auto bad = [&tp](const std::string& why) {
     return "traceparent '" + detail::shown_trace_text(tp) + "' is not W3C trace context: " + why;
   };
@@ -147,20 +240,46 @@ inline std::optional<std::string> trace_context::problem(std::string_view tp, st
     if (c < 0x20 || c > 0x7e) return bad("it holds a character that is not printable ASCII");
   if (detail::all_zero(trace)) return bad("the trace id is all zeros");
   if (detail::all_zero(parent)) return bad("the parent id is all zeros");
+  if (field) *field = "tracestate";
   return detail::tracestate_problem(ts);
 }
 
 inline std::optional<trace_context> trace_context::parse(std::string_view tp, std::string_view ts,
-                                                         std::string* why) {
-  if (auto p = problem(tp, ts)) {
+                                                         std::string* why, std::string* field) {
+  if (auto p = problem(tp, ts, field)) {
     if (why) *why = std::move(*p);
     return std::nullopt;
   }
   trace_context c;
   c.traceparent = "00";
-  c.traceparent += tp.substr(2, 53);
-  c.tracestate = std::string(ts);
+  c.traceparent += tp.substr(2, 51);
+  if (tp.substr(0, 2) == "00") {
+    c.traceparent += tp.substr(53, 2);
+  } else {  // a later version: only the flags version 00 defines (sampled, random)
+    const auto digit = [](char d) { return d >= 'a' ? d - 'a' + 10 : d - '0'; };
+    static constexpr char hex[] = "0123456789abcdef";
+    c.traceparent += '0';
+    c.traceparent += hex[digit(tp[54]) & 3];
+  }
+  while (!ts.empty()) {  // the entries without blanks around them, empty ones left out
+    const std::size_t comma = ts.find(',');
+    std::string_view m = ts.substr(0, comma);
+    while (!m.empty() && (m.front() == ' ' || m.front() == '\t')) m.remove_prefix(1);
+    while (!m.empty() && (m.back() == ' ' || m.back() == '\t')) m.remove_suffix(1);
+    if (!m.empty()) {
+      if (!c.tracestate.empty()) c.tracestate += ',';
+      c.tracestate += m;
+    }
+    if (comma == ts.npos) break;
+    ts.remove_prefix(comma + 1);
+  }
   return c;
+}
+
+inline std::optional<trace_context> trace_context::from_headers(std::string_view tp,
+                                                                std::string_view ts) {
+  if (auto c = parse(tp, ts)) return c;
+  return parse(tp);
 }
 
 }  // namespace durable

@@ -14,4 +14,6 @@ ALTER TABLE :"schema".workflows ADD CONSTRAINT workflows_traceparent_check
   CHECK (traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
          AND traceparent !~ '^00-0{32}-' AND traceparent !~ '^00-[0-9a-f]{32}-0{16}-') NOT VALID;
 ALTER TABLE :"schema".workflows ADD CONSTRAINT workflows_tracestate_check
-  CHECK (octet_length(tracestate) <= 512 AND tracestate ~ '^[\x20-\x7e]*$') NOT VALID;
+  CHECK (tracestate IS NULL OR (octet_length(tracestate) <= 512
+                                AND tracestate ~ '^[\x20-\x7e]*$' AND traceparent IS NOT NULL))
+  NOT VALID;

@@ -35,4 +35,4 @@ UPDATE :"schema".workflows w
      started_at = now(), updated_at = now()
 FROM picked WHERE w.id = picked.id
 RETURNING w.id, w.name, w.inputs::text, w.epoch,
-          extract(epoch FROM w.deadline - now())::double precision, w.generation
+          extract(epoch FROM w.deadline - now())::double precision, w.generation, w.traceparent

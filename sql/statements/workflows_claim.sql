@@ -39,4 +39,4 @@ UPDATE :"schema".workflows w
  AND (cardinality($4::text[]) = 0 OR w.app_version = ANY($4::text[]))
 RETURNING w.id, w.name, w.inputs::text, w.epoch, w.status, w.status_reason,
           extract(epoch FROM w.deadline - now())::double precision, w.generation,
-          w.queue IS NOT NULL
+          w.queue IS NOT NULL, w.traceparent

@@ -41,6 +41,7 @@
 #include "durable/error.hpp"
 #include "durable/retry.hpp"
 #include "durable/states.hpp"
+#include "durable/trace.hpp"
 
 namespace durable::detail {
 
@@ -236,7 +237,11 @@ struct run_state : cursor {
   // it: while nothing was sent to this workflow since (waiter_registry::quiet_since), the
   // topic's next receive waits at once instead of looking first (one round trip fewer).
   std::map<std::string, std::uint64_t, std::less<>> empty_topics;
-  const std::string* app_version = nullptr;   // stamped on child workflows
+  const std::string* app_version = nullptr;  // stamped on child workflows
+  // The workflow's stored W3C traceparent (none: its spans are the root of a trace of its own),
+  // and where its spans go (engine_options::on_span; null: no spans are made).
+  std::optional<std::string> traceparent;
+  const span_hook* on_span = nullptr;
   const std::string* running_step = nullptr;  // the name of one of them, for messages
 
   // Every I/O of the run goes through its journal (detail/replay/journal.hpp): the engine's

@@ -1111,7 +1111,7 @@ SELECT w.id, w.name, w.queue, w.priority, w.app_version, w.created_at, w.wake_at
  WHERE w.status = 'pending' AND w.executor_id IS NULL;
 )durable_sql"},
   {18, "trace_context", "trace context",
-   "bc892451d9fb1dfd8f9d7eb3eaeca01c06b8cb2a081d5c1aa3151a985331dbbb",
+   "868de1713f077a968efcf2c6a7f8e474ff2a84a8f78f10e658b1aeb0050e7385",
    R"durable_sql(-- trace context
 -- The W3C trace context of the span that started a workflow (engine::start, enqueue, or a
 -- parent's ctx.start_child), kept for its whole life: `traceparent` as
@@ -1128,7 +1128,9 @@ ALTER TABLE :"schema".workflows ADD CONSTRAINT workflows_traceparent_check
   CHECK (traceparent ~ '^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$'
          AND traceparent !~ '^00-0{32}-' AND traceparent !~ '^00-[0-9a-f]{32}-0{16}-') NOT VALID;
 ALTER TABLE :"schema".workflows ADD CONSTRAINT workflows_tracestate_check
-  CHECK (octet_length(tracestate) <= 512 AND tracestate ~ '^[\x20-\x7e]*$') NOT VALID;
+  CHECK (tracestate IS NULL OR (octet_length(tracestate) <= 512
+                                AND tracestate ~ '^[\x20-\x7e]*$' AND traceparent IS NOT NULL))
+  NOT VALID;
 )durable_sql"},
 };
 
@@ -1751,7 +1753,7 @@ UPDATE :"schema".workflows w
      started_at = now(), updated_at = now()
 FROM picked WHERE w.id = picked.id
 RETURNING w.id, w.name, w.inputs::text, w.epoch,
-          extract(epoch FROM w.deadline - now())::double precision, w.generation)durable_sql"},
+          extract(epoch FROM w.deadline - now())::double precision, w.generation, w.traceparent)durable_sql"},
   {"queue_lock",
    R"durable_sql(SELECT name FROM :"schema".queues WHERE name = $1 FOR UPDATE)durable_sql"},
   {"queue_set_paused",
@@ -2107,7 +2109,7 @@ SELECT w.status, (SELECT count(*) FROM reset)::integer, (SELECT count(*) FROM du
  AND (cardinality($4::text[]) = 0 OR w.app_version = ANY($4::text[]))
 RETURNING w.id, w.name, w.inputs::text, w.epoch, w.status, w.status_reason,
           extract(epoch FROM w.deadline - now())::double precision, w.generation,
-          w.queue IS NOT NULL)durable_sql"},
+          w.queue IS NOT NULL, w.traceparent)durable_sql"},
   {"workflows_delete_finished",
    R"durable_sql(WITH doomed AS (
 SELECT w.id FROM :"schema".workflows w

@@ -33,6 +33,7 @@
 #include "durable/codec.hpp"
 #include "durable/detail/config.hpp"
 #include "durable/detail/run_state.hpp"
+#include "durable/detail/spans.hpp"
 #include "durable/error.hpp"
 #include "durable/pg/connection.hpp"
 #include "durable/retry.hpp"

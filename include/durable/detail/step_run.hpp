@@ -3,6 +3,7 @@
 #pragma once
 
 #include "durable/detail/encode_text.hpp"
+#include "durable/detail/spans.hpp"
 #include "durable/detail/step.hpp"
 
 namespace durable::detail {
@@ -38,6 +39,9 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
   // From here until its row is committed the step is in progress: its function, the pauses
   // between attempts, and the journal write. A step issued meanwhile is refused (I4).
   detail::step_function_scope scope(s, name);
+  // A span for the steps of the workflow's own functions (not for sleep, now(), patches).
+  const bool traced = kind == to_string(step_kind::step);
+  detail::span_guard step_span(s, span_kind::step, seq, name, kind, 0, traced);
   if (history && history->next_attempt_at) co_await detail::wait_until_due(s, seq, name, history);
 
   int attempt = history ? history->last_attempt : 0;
@@ -58,6 +62,7 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
       detail::captured_error failure;
       std::exception_ptr thrown;
       bool may_retry = false;
+      detail::span_guard attempt_span(s, span_kind::attempt, seq, name, kind, attempt, traced);
       try {
         const detail::attempt_scope in_attempt(s, info, kind, is_awaitable);
         if constexpr (is_awaitable) {
@@ -98,6 +103,7 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
         failure = detail::capture(thrown);
         may_retry = detail::retryable(policy, thrown);
       }
+      attempt_span.end(!value, failure.message);
       if (value) {
         // Named, not temporaries: GCC 12 corrupts owning temporaries inside co_await.
         std::optional<std::string> output;
@@ -110,6 +116,7 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
         }
         // started_at: this attempt's (the failed ones before it have rows of their own).
         co_await detail::append(s, seq, name, kind, output, no_error, attempt, started);
+        step_span.end(false, {});
         result = std::move(value);
         break;
       }
@@ -126,6 +133,7 @@ asio::awaitable<T> run_step(run_state& s, int seq, std::string name, std::string
     }
   } catch (...) {
     stop = std::current_exception();
+    step_span.end(stop);
   }
   if (abandoned && abandoned->running > 0) {
     // Waited for even when the run is being cancelled (a cancelled coroutine would throw at
@@ -152,6 +160,8 @@ asio::awaitable<T> run_transaction(run_state& s, int seq, std::string name, F fn
                            "statement_timeout in the transaction instead)");
   detail::row_hold hold(s, seq, name);         // its row counted from now on (journal limit)
   detail::step_function_scope scope(s, name);  // in progress until its row commits (I4)
+  // Its span ends when its row commits; one the run leaves (a failure, a stop) ends failed.
+  detail::span_guard step_span(s, span_kind::step, seq, name, kind);
   if (history && history->next_attempt_at) co_await detail::wait_until_due(s, seq, name, history);
 
   int attempt = history ? history->last_attempt : 0;
@@ -259,6 +269,7 @@ asio::awaitable<T> run_transaction(run_state& s, int seq, std::string name, F fn
         }
         if (value) {
           if (s.counters) ++s.counters->steps_executed;
+          step_span.end(false, {});
           if constexpr (!std::is_void_v<T>)
             co_return std::move(*value);
           else

@@ -2,6 +2,7 @@
 // ctx.set_event, ctx.get_event, child workflows): included at the end of impl/context.ipp.
 #pragma once
 
+#include "durable/detail/spans.hpp"
 #include "durable/trace.hpp"
 
 namespace durable::detail {
@@ -47,6 +48,7 @@ DURABLE_DECL asio::awaitable<std::string> receive(run_state& s, int seq, const s
                         "workflow is parked: fix the code, then resume it");
   }
   const double started = journal_started_at(s);
+  span_guard waiting(s, span_kind::wait, seq + 1, topic, kind);
   std::optional<std::string> got;
   const std::function<asio::awaitable<bool>()> look = [&s, seq, &topic, started, &got] {
     return take_message(s, seq + 1, topic, started, got);
@@ -66,8 +68,10 @@ DURABLE_DECL asio::awaitable<std::string> receive(run_state& s, int seq, const s
   if (!arrived) {
     const std::string none = "null";
     co_await journal_value(s, seq + 1, topic, kind, none, started);
+    waiting.end(false, {});
     co_return none;
   }
+  waiting.end(false, {});
   if (s.counters) ++s.counters->steps_executed;
   co_return *got;
 }
@@ -86,10 +90,12 @@ DURABLE_DECL asio::awaitable<void> send_message(run_state& s, int seq, const std
                    "the send runs again");
   const double started = journal_started_at(s);
   const std::string key = s.key(seq);
+  span_guard sending(s, span_kind::step, seq, topic, kind);
   reserve_row(s, seq, topic);
   const bool delivered = co_await journaling(
       s, seq, topic, io_of(s).send(s.id, s.epoch, seq, to, topic, payload, key, started));
   if (delivered) {
+    sending.end(false, {});
     if (s.counters) ++s.counters->steps_executed;
     co_return;
   }
@@ -115,10 +121,12 @@ DURABLE_DECL asio::awaitable<void> publish_event(run_state& s, int seq, const st
   check_value_size(s, value.size(),
                    "the value of step " + std::to_string(seq) + " (set_event '" + key + "')",
                    "the step runs again");
+  span_guard publishing(s, span_kind::step, seq, key, kind);
   reserve_row(s, seq, key);
   const bool published = co_await journaling(
       s, seq, key, io_of(s).set_event(s.id, s.epoch, seq, key, value, journal_started_at(s)));
   if (!published) throw error("workflow '" + s.id + "': event '" + key + "' was not published");
+  publishing.end(false, {});
   if (s.counters) ++s.counters->steps_executed;
 }
 
@@ -152,6 +160,7 @@ DURABLE_DECL asio::awaitable<std::string> await_event(run_state& s, int seq,
   }
   require_live(s, seq + 1, name);
   const double started = journal_started_at(s);
+  span_guard waiting(s, span_kind::wait, seq + 1, name, kind);
   std::optional<std::string> got;
   const std::function<asio::awaitable<bool>()> look = [&s, seq, &name, &workflow_id, &key, started,
                                                        &got] {
@@ -167,8 +176,10 @@ DURABLE_DECL asio::awaitable<std::string> await_event(run_state& s, int seq,
   if (!arrived) {
     const std::string none = "null";
     co_await journal_value(s, seq + 1, name, kind, none, started);
+    waiting.end(false, {});
     co_return none;
   }
+  waiting.end(false, {});
   co_return *got;
 }
 
@@ -219,6 +230,7 @@ DURABLE_DECL asio::awaitable<std::string> await_child(run_state& s, int seq,
   }
   require_live(s, seq, child);
   const double started = journal_started_at(s);
+  span_guard waiting(s, span_kind::wait, seq, child, kind);
   std::optional<std::string> got;
   const std::function<asio::awaitable<bool>()> look = [&s, seq, &child, started, &got] {
     return look_for_child(s, seq, child, started, got);
@@ -231,6 +243,7 @@ DURABLE_DECL asio::awaitable<std::string> await_child(run_state& s, int seq,
     const std::optional<double> no_deadline;
     co_await wait_for_arrival(s, seq, child, key, what, no_deadline, look);
   }
+  waiting.end(false, {});
   if (s.counters) ++s.counters->steps_executed;
   co_return *got;
 }
@@ -249,12 +262,14 @@ DURABLE_DECL asio::awaitable<std::string> start_child_workflow(run_state& s, int
                    "the step runs again");
   std::string child = s.child_id(seq);
   const std::string no_version;
+  span_guard starting(s, span_kind::step, seq, name, kind);
+  // The child's parent span: this step's (named here: no temporary inside the co_await).
+  const std::string parent_span = step_span_id(s.id, s.generation, seq, s.epoch);
   reserve_row(s, seq, name);
   const bool started = co_await journaling(
       s, seq, name,
       io_of(s).start_child(s.id, s.epoch, seq, child, name, inputs, journal_started_at(s),
-                           s.app_version ? *s.app_version : no_version,
-                           step_span_id(s.id, s.generation, seq)));
+                           s.app_version ? *s.app_version : no_version, parent_span));
   if (!started) {
     throw misuse(s, "workflow '" + s.id + "' (" + s.name + "): step " + std::to_string(seq) +
                         " starts child workflow '" + name + "' under the id '" + child +
@@ -262,6 +277,7 @@ DURABLE_DECL asio::awaitable<std::string> start_child_workflow(run_state& s, int
                         "workflow is parked: rename or delete that workflow, then resume this "
                         "one");
   }
+  starting.end(false, {});
   if (s.counters) ++s.counters->steps_executed;
   co_return child;
 }

@@ -111,8 +111,9 @@ DURABLE_DECL detail::enqueue_request engine::make_enqueue(const enqueue_options&
                                                           const std::string& workflow_id,
                                                           const nlohmann::json& inputs) const {
   check_enqueue(opts, name, workflow_id, inputs);
-  const std::optional<trace_context> trace = resolve_trace(
-      opts.traceparent, opts.tracestate, "enqueue('" + name + "', '" + workflow_id + "')");
+  const std::optional<trace_context> trace =
+      resolve_trace(opts.traceparent, opts.tracestate,
+                    "enqueue('" + name + "', '" + workflow_id + "')", workflow_id);
   detail::enqueue_request req;
   req.inputs = inputs.dump();
   refuse_large("enqueue('" + name + "', '" + workflow_id + "'): its inputs", req.inputs.size());
@@ -181,43 +182,58 @@ DURABLE_DECL std::optional<trace_context> engine::check_start(const std::string&
   detail::refuse_nul("start()", "workflow name", name);
   if (opts.timeout.count() < 0)
     throw error("start('" + name + "', '" + id + "'): the timeout must not be negative");
-  return resolve_trace(opts.traceparent, opts.tracestate, "start('" + name + "', '" + id + "')");
+  return resolve_trace(opts.traceparent, opts.tracestate, "start('" + name + "', '" + id + "')",
+                       id);
 }
 
 DURABLE_DECL std::optional<trace_context> engine::resolve_trace(std::string_view traceparent,
                                                                 std::string_view tracestate,
-                                                                const std::string& call) const {
-  std::string why;
+                                                                const std::string& call,
+                                                                const std::string& id) const {
+  std::string why, field;
   if (!traceparent.empty()) {
-    auto given = trace_context::parse(traceparent, tracestate, &why);
-    if (!given) throw invalid_text("traceparent", call + ": " + why + "; nothing was done");
+    auto given = trace_context::parse(traceparent, tracestate, &why, &field);
+    if (!given)
+      throw invalid_text(field, call + ": " + why +
+                                    "; nothing was done. Pass a valid W3C trace context, or none "
+                                    "(trace_context::from_headers() checks a request's headers "
+                                    "the lenient way the specification asks of a receiver)");
     return given;
   }
   if (!tracestate.empty())
     throw invalid_text("tracestate", call +
-                                         ": a tracestate without a traceparent; pass both or "
-                                         "neither. Nothing was done");
+                                         ": a tracestate without a traceparent; nothing was "
+                                         "done. Pass both, or neither");
   if (!s_->options.current_trace) return std::nullopt;
-  // The hook's context is the caller's span, not an argument: a bad one costs the trace, never
-  // the start (reported on the engine's executor, where the event hook is called).
-  auto dropped = [this, &call](const std::string& what) {
-    asio::post(s_->ex, [s = s_, message = call + ": " + what] {
-      s->report(severity::warning, "runner", {}, message);
+  // The hook's context is the caller's span, not an argument: a bad one costs the trace (or its
+  // tracestate), never the start (reported on the engine's executor, where the event hook is
+  // called).
+  auto warn = [this, &call, &id](const std::string& what) {
+    asio::post(s_->ex, [s = s_, id, message = call + ": " + what] {
+      s->report(severity::warning, "runner", id, message);
     });
-    return std::nullopt;
   };
   std::optional<trace_context> current;
   try {
     current = s_->options.current_trace();
   } catch (const std::exception& e) {
-    return dropped(std::string("engine_options::current_trace threw (") + e.what() +
-                   "); started without a trace context");
+    warn(std::string("engine_options::current_trace threw (") + e.what() +
+         "); the workflow has no trace context");
+    return std::nullopt;
+  } catch (...) {
+    warn("engine_options::current_trace threw; the workflow has no trace context");
+    return std::nullopt;
   }
   if (!current) return std::nullopt;
-  auto checked = trace_context::parse(current->traceparent, current->tracestate, &why);
+  auto checked = trace_context::parse(current->traceparent, current->tracestate, &why, &field);
+  if (!checked && field == "tracestate") {
+    warn("engine_options::current_trace gave a tracestate that is not valid (" + why +
+         "); the workflow keeps the traceparent without it");
+    return trace_context::parse(current->traceparent);
+  }
   if (!checked)
-    return dropped("engine_options::current_trace gave a context that is not valid (" + why +
-                   "); started without one");
+    warn("engine_options::current_trace gave a context that is not valid (" + why +
+         "); the workflow has no trace context");
   return checked;
 }
 
@@ -254,6 +270,7 @@ DURABLE_DECL asio::awaitable<workflow_handle> engine::start_encoded_impl(
       run->name = name;
       run->epoch = 1;
       run->holds_queue_slot = false;
+      if (trace) run->traceparent = trace->traceparent;
       if (timeout_ms > 0)
         run->deadline = s->clock.now() + double(timeout_ms) / 1000.0;  // ~ the stored one
       detail::launch(s, std::move(run), std::move(inputs));

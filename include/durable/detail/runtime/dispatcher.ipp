@@ -76,6 +76,7 @@ inline asio::awaitable<void> dispatcher(std::shared_ptr<engine_state> s) {
           run->name = std::move(w.name);
           run->epoch = w.epoch;
           run->generation = w.generation;
+          run->traceparent = std::move(w.traceparent);
           if (w.deadline_in) run->deadline = s->clock.now() + *w.deadline_in;
           auto inputs = nlohmann::json::parse(w.inputs);
           launch(s, std::move(run), std::move(inputs));

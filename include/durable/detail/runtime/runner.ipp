@@ -123,6 +123,7 @@ inline void launch(std::shared_ptr<engine_state> s, std::shared_ptr<run_state> r
   run->wait_recheck = s->options.wait_recheck;
   run->waiters = &s->waiters;
   run->app_version = &s->options.app_version;
+  if (s->options.on_span) run->on_span = &s->options.on_span;
   std::weak_ptr<engine_state> reporter = s;
   run->report_retry = [reporter, id = run->id](const std::string& what) {
     if (auto st = reporter.lock()) st->report(severity::info, "retry", id, what);
@@ -229,6 +230,7 @@ inline asio::awaitable<std::size_t> claim_runs(
       run->epoch = w.epoch;
       run->generation = w.generation;
       run->holds_queue_slot = w.queued;
+      run->traceparent = std::move(w.traceparent);
       // Times from the server, as the time left from its now(), become times on the server's
       // clock as this process measures it (server_clock): hosts' wall clocks may be wrong.
       if (w.deadline_in) run->deadline = s->clock.now() + *w.deadline_in;
@@ -305,11 +307,36 @@ inline void run_next_generation(const std::shared_ptr<engine_state>& s, const ru
   n->generation = next.generation;
   n->deadline = run.deadline;
   n->holds_queue_slot = run.holds_queue_slot;
+  n->traceparent = run.traceparent;
   auto inputs = nlohmann::json::parse(next.inputs);
   s->report(severity::debug, "runner", run.id,
             "continued as new: generation " + std::to_string(n->generation) +
                 " starts under epoch " + std::to_string(n->epoch));
   launch(s, std::move(n), std::move(inputs));
+}
+
+/// What a run's span ends with: how the run ended, and why ("" when it succeeded).
+inline std::string verdict_words(const verdict& v) {
+  const auto message_of = [](const std::string& error_json) {
+    const auto j = nlohmann::json::parse(error_json, nullptr, false);
+    return j.is_object() ? j.value("message", error_json) : error_json;
+  };
+  switch (v.what) {
+    case verdict::kind::failed:
+      return "failed: " + message_of(v.error);
+    case verdict::kind::dead_lettered:
+      return "dead-lettered: " + v.reason;
+    case verdict::kind::parked:
+      return "parked: " + v.reason;
+    case verdict::kind::retry:
+      return "claimed again after a database failure: " + v.io_error;
+    case verdict::kind::cancelled:
+      return "cancelled: " + v.reason;
+    case verdict::kind::released:
+      return "released: " + v.reason;
+    default:
+      return {};
+  }
 }
 
 /// Counts and reports how a run ended.
@@ -375,6 +402,8 @@ inline asio::awaitable<void> retry_pause(std::shared_ptr<engine_state> s,
 
 inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
                                      std::shared_ptr<run_state> run, nlohmann::json inputs) {
+  // The run's span: from here (the replay included) to its verdict.
+  span_guard run_span(*run, span_kind::run, -1, run->name, {});
   co_await run_body(*run, [&s, &run, &inputs](context& ctx) {
     return s->registry.at(run->name).invoke(ctx, inputs);
   });
@@ -384,6 +413,7 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
   co_await asio::this_coro::reset_cancellation_state();
   verdict v = run->outcome.get();
   if (v.what == verdict::kind::continued) {
+    run_span.end(false, "continued as new");
     run_next_generation(s, *run, v.next);
     co_return;
   }
@@ -421,6 +451,8 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
       }
     }
   }
+  run_span.end(v.what != verdict::kind::succeeded && v.what != verdict::kind::released,
+               verdict_words(v));
   end_run(*s, run->id, run->launch_token);
   // A slot of some queue may have come free, or room here that a dispatch lacked. (The end of
   // a workflow start() launched frees no queue's slot: a dispatch that had room took what it

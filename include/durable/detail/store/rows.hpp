@@ -75,9 +75,10 @@ struct store_rows {
     std::int64_t epoch = 0;
     std::string status;
     std::optional<std::string> reason;
-    std::optional<double> deadline_in;  ///< seconds from the server's now() (< 0: passed)
-    int generation = 0;                 ///< see ctx.continue_as_new (integer in SQL)
-    bool queued = false;                ///< it was enqueued: its run holds a queue's slot
+    std::optional<double> deadline_in;       ///< seconds from the server's now() (< 0: passed)
+    int generation = 0;                      ///< see ctx.continue_as_new (integer in SQL)
+    bool queued = false;                     ///< it was enqueued: its run holds a queue's slot
+    std::optional<std::string> traceparent;  ///< its W3C trace context, if any
     [[nodiscard]] bool parked() const noexcept { return status == "parked"; }
     static claimed_workflow from(const pg::row& r) {
       return {r.get<std::string>(0),
@@ -88,7 +89,8 @@ struct store_rows {
               r.get<std::optional<std::string>>(5),
               r.get<std::optional<double>>(6),
               r.get<int>(7),
-              r.get<bool>(8)};
+              r.get<bool>(8),
+              r.get<std::optional<std::string>>(9)};
     }
   };
 
@@ -263,11 +265,17 @@ struct store_rows {
   struct dispatched_workflow {
     std::string id, name, inputs;
     std::int64_t epoch = 0;
-    std::optional<double> deadline_in;  ///< seconds from the server's now() (< 0: passed)
-    int generation = 0;                 ///< see ctx.continue_as_new (integer in SQL)
+    std::optional<double> deadline_in;       ///< seconds from the server's now() (< 0: passed)
+    int generation = 0;                      ///< see ctx.continue_as_new (integer in SQL)
+    std::optional<std::string> traceparent;  ///< its W3C trace context, if any
     static dispatched_workflow from(const pg::row& r) {
-      return {r.get<std::string>(0),  r.get<std::string>(1),           r.get<std::string>(2),
-              r.get<std::int64_t>(3), r.get<std::optional<double>>(4), r.get<int>(5)};
+      return {r.get<std::string>(0),
+              r.get<std::string>(1),
+              r.get<std::string>(2),
+              r.get<std::int64_t>(3),
+              r.get<std::optional<double>>(4),
+              r.get<int>(5),
+              r.get<std::optional<std::string>>(6)};
     }
   };
 
