@@ -76,7 +76,7 @@ enum class span_kind {
   run,      ///< a run of a workflow in one process, from its claim (or start) to its end
   step,     ///< a journaled step that executes: ctx.step, ctx.transaction, a child's start, a send,
             ///< an event published
-  attempt,  ///< one attempt of a ctx.step or ctx.transaction
+  attempt,  ///< one attempt of a ctx.step (not of a ctx.transaction) or ctx.transaction
   wait,     ///< ctx.sleep_for/until, ctx.recv, ctx.get_event, a child's result
 };
 
@@ -116,9 +116,15 @@ struct span {
   std::int64_t epoch = 0;  ///< the run's epoch: each claim of a workflow is a new run
   int generation = 0;      ///< see ctx.continue_as_new
   std::chrono::system_clock::time_point start{}, end{};
-  bool failed = false;     ///< ended: it failed (an attempt, a step that failed for good, a run
-                           ///< that did not succeed)
-  std::string_view error;  ///< ended and failed: what happened
+  /// The sampled flag of the workflow's trace context (true without one): an exporter that
+  /// honours the caller's sampling decision drops the spans of an unsampled trace.
+  bool sampled = true;
+  /// Ended: the work failed (an attempt that threw, a step that failed for good, a run that
+  /// did not succeed and was not released).
+  bool failed = false;
+  /// Ended: what happened when it failed, or why it ended unfinished without failing (a run
+  /// released: "released: ...", unloaded to wait, continued as new); empty otherwise.
+  std::string_view error;
 };
 
 /// Receives spans (engine_options::on_span). Called on the engine's executor; it must not block

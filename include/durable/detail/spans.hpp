@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -30,10 +31,13 @@ inline void run_span_into(char* out, const run_state& s) noexcept {
   span_id_into(out, s.id, 'r', {s.generation, s.epoch});
 }
 
-/// One span, from its construction to end() (or to its destruction: a run that stopped first,
-/// unloaded, cancelled or fenced out, ends it as failed). Without a hook it does nothing. Its
-/// ids are computed once, into arrays (nothing is allocated); ending twice is harmless (GCC 12
-/// may destroy a coroutine's local twice).
+/// One span, from its construction to end(). Left by an exception (the run stopped first), it
+/// ends then: not failed when the run was released (unloaded to wait, fenced out, handed over
+/// at shutdown: run_released, ownership_lost, or a released verdict), failed otherwise. A frame
+/// destroyed without unwinding (an io_context torn down) ends nothing, like a killed process.
+/// Without a hook it does nothing. Its ids, epoch and generation are taken once, at its start
+/// (nothing is allocated); ending twice is harmless (GCC 12 may destroy a coroutine's local
+/// twice).
 class span_guard {
 public:
   /// kind run: `seq` -1, parent the stored traceparent's; step and wait: parent the run;
@@ -48,6 +52,12 @@ public:
     name_ = name;
     step_kind_ = step_kind;
     trace_id_into(trace_, s);
+    epoch_ = s.epoch;
+    generation_ = s.generation;
+    sampled_ = !s.traceparent || s.traceparent->size() != 55 ||
+               (((*s.traceparent)[54] >= 'a' ? (*s.traceparent)[54] - 'a' + 10
+                                             : (*s.traceparent)[54] - '0') &
+                1) != 0;
     parent_len_ = 16;
     switch (kind_) {
       case span_kind::run:
@@ -76,8 +86,20 @@ public:
   span_guard(const span_guard&) = delete;
   span_guard& operator=(const span_guard&) = delete;
   ~span_guard() {
-    if (s_) end(true, "the run ended before it did (unloaded, cancelled, fenced out or crashed)");
+    if (!s_) return;
+    if (std::uncaught_exceptions() == 0) {  // destroyed, not unwound: it never ends
+      s_ = nullptr;
+      return;
+    }
+    const verdict& v = s_->outcome.get();
+    if (v.what == verdict::kind::released)
+      end(false, v.reason);
+    else
+      end(true, "it did not finish: the run stopped (its run span says why)");
   }
+
+  /// Whether it was started and has not ended (a hook is installed).
+  [[nodiscard]] bool active() const noexcept { return s_ != nullptr; }
 
   void end(bool failed, std::string_view error) {
     if (!s_) return;
@@ -90,6 +112,8 @@ public:
     try {
       std::rethrow_exception(e);
     } catch (const run_released& r) {
+      end(false, r.what());
+    } catch (const ownership_lost& r) {
       end(false, r.what());
     } catch (const std::exception& x) {
       end(true, x.what());
@@ -113,8 +137,9 @@ private:
     sp.step_kind = step_kind_;
     sp.step = seq_;
     sp.attempt = attempt_;
-    sp.epoch = s.epoch;
-    sp.generation = s.generation;
+    sp.epoch = epoch_;
+    sp.generation = generation_;
+    sp.sampled = sampled_;
     sp.start = start_;
     if (ended) sp.end = std::chrono::system_clock::now();
     sp.failed = failed;
@@ -137,6 +162,9 @@ private:
   char id_[16] = {};
   char parent_[16] = {};
   std::size_t parent_len_ = 0;
+  std::int64_t epoch_ = 0;
+  int generation_ = 0;
+  bool sampled_ = true;
   std::chrono::system_clock::time_point start_{};
 };
 

@@ -451,8 +451,15 @@ inline asio::awaitable<void> execute(std::shared_ptr<engine_state> s,
       }
     }
   }
-  run_span.end(v.what != verdict::kind::succeeded && v.what != verdict::kind::released,
-               verdict_words(v));
+  if (run_span.active()) {  // the words only when a hook takes them (a parse, allocations)
+    std::string words;
+    try {
+      words = verdict_words(v);
+    } catch (const std::exception&) {
+      words = "it did not succeed";
+    }
+    run_span.end(v.what != verdict::kind::succeeded && v.what != verdict::kind::released, words);
+  }
   end_run(*s, run->id, run->launch_token);
   // A slot of some queue may have come free, or room here that a dispatch lacked. (The end of
   // a workflow start() launched frees no queue's slot: a dispatch that had room took what it
