@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "durable/trace.hpp"
@@ -165,7 +166,24 @@ std::vector<span_line> read_spans(const std::string& path) {
   return lines;
 }
 
+/// Every other kind of span, over two generations and an unload: a short sleep, an event, a send
+/// to itself and its receipt, a get_event, a transaction; generation 0 continues as new,
+/// generation 1 sleeps long enough to be unloaded and is finished by a later run.
+asio::awaitable<int> tour_wf(context& ctx, int round) {
+  co_await ctx.sleep_for(std::chrono::milliseconds(5));
+  co_await ctx.set_event("stage", round);
+  const std::string self = ctx.workflow_id();
+  co_await ctx.send(self, "self", round + 10);
+  const auto got = co_await ctx.recv<int>("self", std::chrono::seconds(30));
+  const auto stage = co_await ctx.get_event<int>(self, "stage", std::chrono::seconds(30));
+  co_await ctx.transaction("tx", [](pg::transaction&) -> asio::awaitable<void> { co_return; });
+  if (round == 0) co_return co_await ctx.continue_as_new<int>(1);
+  co_await ctx.sleep_for(std::chrono::milliseconds(1200));  // unloaded: unload_after is 1 s
+  co_return got.value_or(0) + stage.value_or(0);
+}
+
 void add_workflows(engine& eng) {
+  eng.register_workflow("tour", &tour_wf);
   eng.register_workflow("tree", &tree_wf);
   eng.register_workflow("leaf", &leaf_wf);
   eng.register_workflow("parent", &parent_wf);
@@ -611,6 +629,77 @@ TEST_CASE("spans: after a SIGKILL, the run that takes over continues the trace, 
   for (const auto& l : before) CHECK(l.trace == trace);
   std::remove(a_path.c_str());
   std::remove(b_path.c_str());
+}
+
+TEST_CASE("spans: sleeps, events, sends, transactions, a dispatch, a continue and an unload",
+          "[trace][spans]") {
+  const auto schema = test::fresh_schema("spans_tour");
+  std::vector<seen_span> spans;
+  auto o = test::options(schema);
+  o.unload_after = std::chrono::milliseconds(1000);
+  o.on_span = [&spans](const span& sp) { spans.push_back(copy_of(sp)); };
+  test::with_open_engine(o, add_workflows, [&](engine& eng) -> asio::awaitable<void> {
+    enqueue_options eo{.queue = "default"};  // claimed by the queue's dispatch
+    eo.traceparent = given_parent;
+    auto h = co_await eng.enqueue(eo, "tour", "w-tour", 0);
+    const int out = co_await h.result<int>();
+    CHECK(out == 12);
+    co_await test::wait_idle(eng);
+  });
+  const std::string trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+  std::map<std::string, int> starts, ends;
+  for (const auto& sp : spans) {
+    ++(sp.ended ? ends : starts)[sp.id];
+    CHECK(sp.trace == trace);
+    CHECK(sp.error.find("did not finish") == std::string::npos);
+  }
+  CHECK(starts == ends);
+  std::vector<const seen_span*> runs;
+  for (const auto& sp : spans)
+    if (sp.ended && sp.kind == span_kind::run) runs.push_back(&sp);
+  std::sort(runs.begin(), runs.end(),
+            [](const seen_span* a, const seen_span* b) { return a->epoch < b->epoch; });
+  // Generation 0 continued as new; generation 1 was unloaded (released, not a failure), then
+  // finished by a later run: three runs, each under the caller's span.
+  REQUIRE(runs.size() == 3);
+  CHECK(runs[0]->error == "continued as new");
+  CHECK(runs[1]->error.find("released: ") == 0);
+  CHECK(runs[2]->error.empty());
+  for (const auto* r : runs) {
+    CHECK(r->parent == "00f067aa0ba902b7");
+    CHECK_FALSE(r->failed);
+  }
+  // In each of the first two runs, a span of each kind of work, under the run, none failed. (The
+  // short sleep's wait is not among them: its 5 ms may have passed once its wake-up time is
+  // journaled, and then there is nothing to wait for.)
+  const std::set<std::pair<span_kind, std::string>> expected = {{span_kind::step, "event"},
+                                                                {span_kind::step, "send"},
+                                                                {span_kind::wait, "recv"},
+                                                                {span_kind::wait, "get_event"},
+                                                                {span_kind::step, "transaction"}};
+  for (int r = 0; r < 2; ++r) {
+    std::set<std::pair<span_kind, std::string>> made;
+    for (const auto& sp : spans)
+      if (sp.ended && sp.parent == runs[size_t(r)]->id) {
+        made.emplace(sp.kind, sp.step_kind);
+        CHECK_FALSE(sp.failed);
+      }
+    for (const auto& e : expected) {
+      INFO("run " << r << ": " << to_string(e.first) << " " << e.second);
+      CHECK(made.count(e) == 1);
+    }
+  }
+  // The long sleep ended with its run's release: not failed, and it says why.
+  const seen_span* long_sleep = nullptr;
+  for (const auto& sp : spans)
+    if (sp.ended && sp.kind == span_kind::wait && sp.step_kind == "sleep" &&
+        sp.parent == runs[1]->id && !sp.error.empty())
+      long_sleep = &sp;
+  REQUIRE(long_sleep);
+  CHECK_FALSE(long_sleep->failed);
+  // The run that finished it replayed the rest: no step of it is a span again.
+  for (const auto& sp : spans)
+    if (sp.parent == runs[2]->id) CHECK(sp.kind == span_kind::wait);
 }
 
 }  // namespace trace_cases

@@ -108,7 +108,7 @@ struct span {
   /// run: the workflow's name; step and attempt: the step's; wait: what it waits for (a topic,
   /// "<workflow id>:<key>", a child's id, or "sleep").
   std::string_view name;
-  /// The journal's kind of the step ("step", "transaction", "child", "send", "set_event",
+  /// The journal's kind of the step ("step", "transaction", "child", "send", "event",
   /// "sleep", "recv", "get_event", "child-result"); empty for a run.
   std::string_view step_kind;
   int step = -1;           ///< the step number; -1 for a run
