@@ -11,7 +11,25 @@
 #include <string>
 #include <string_view>
 
+#include "durable/detail/fnv.hpp"
+
 namespace durable {
+
+namespace detail {
+
+inline constexpr char hex_digits[] = "0123456789abcdef";
+
+/// The value of hexadecimal digit `c` (either case).
+constexpr int hex_value(char c) noexcept {
+  return c >= 'a' ? c - 'a' + 10 : c >= 'A' ? c - 'A' + 10 : c - '0';
+}
+
+/// Whether the flags of a 55-character traceparent say sampled (bit 0).
+constexpr bool sampled_flag(std::string_view traceparent) noexcept {
+  return traceparent.size() == 55 && (hex_value(traceparent[54]) & 1) != 0;
+}
+
+}  // namespace detail
 
 /// A trace context, checked (trace_context::parse). A workflow started or enqueued with one
 /// keeps it for its whole life: its children inherit its trace, and `durable show` and the
@@ -33,11 +51,7 @@ struct trace_context {
                                     : std::string_view();
   }
   /// The sampled flag (bit 0 of the flags).
-  [[nodiscard]] bool sampled() const noexcept {
-    const char c = traceparent.size() == 55 ? traceparent[54] : '0';
-    const int v = c >= 'a' ? c - 'a' + 10 : c >= 'A' ? c - 'A' + 10 : c - '0';
-    return (v & 1) != 0;
-  }
+  [[nodiscard]] bool sampled() const noexcept { return detail::sampled_flag(traceparent); }
 
   /// What is wrong with `traceparent` or `tracestate` as W3C trace context, or nothing; with
   /// `field`, which of the two ("traceparent" or "tracestate"). Version 00 is exactly 55
@@ -149,38 +163,47 @@ inline std::string shown_trace_text(std::string_view s) {
   return out;
 }
 
-inline std::optional<std::string> tracestate_problem(std::string_view s) {
-  if (s.size() > 512) return "tracestate is " + std::to_string(s.size()) + " bytes, more than 512";
-  std::size_t members = 0;
+/// Calls `f` with each entry of tracestate `s`, blanks around it removed, empty ones left out,
+/// until `f` returns a problem, which it returns.
+template <class F>
+std::optional<std::string> each_tracestate_entry(std::string_view s, F f) {
   while (true) {
     const std::size_t comma = s.find(',');
     std::string_view m = s.substr(0, comma);
     while (!m.empty() && (m.front() == ' ' || m.front() == '\t')) m.remove_prefix(1);
     while (!m.empty() && (m.back() == ' ' || m.back() == '\t')) m.remove_suffix(1);
-    if (!m.empty()) {
-      if (++members > 32) return std::string("tracestate has more than 32 entries");
-      const std::size_t eq = m.find('=');
-      if (eq == 0 || eq == m.npos || eq + 1 == m.size())
-        return "tracestate entry '" + shown_trace_text(m) + "' is not key=value";
-      const std::string_view key = m.substr(0, eq), value = m.substr(eq + 1);
-      if (key.size() > 256 || value.size() > 256)
-        return "tracestate entry '" + shown_trace_text(m) +
-               "' has a key or value longer than 256 characters";
-      if (!((key[0] >= 'a' && key[0] <= 'z') || (key[0] >= '0' && key[0] <= '9')))
-        return "tracestate key '" + shown_trace_text(key) + "' does not start with a-z or 0-9";
-      for (const char c : key)
-        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
-              c == '*' || c == '/' || c == '@'))
-          return "tracestate key '" + shown_trace_text(key) + "' holds a character other than " +
-                 "a-z, 0-9, _ - * / @";
-      for (const char c : value)
-        if (c < 0x20 || c > 0x7e || c == ',' || c == '=')
-          return "tracestate value of '" + shown_trace_text(key) +
-                 "' holds a character that is not printable ASCII, or , or =";
-    }
+    if (!m.empty())
+      if (auto p = f(m)) return p;
     if (comma == s.npos) return std::nullopt;
     s.remove_prefix(comma + 1);
   }
+}
+
+inline std::optional<std::string> tracestate_problem(std::string_view s) {
+  if (s.size() > 512) return "tracestate is " + std::to_string(s.size()) + " bytes, more than 512";
+  std::size_t members = 0;
+  return each_tracestate_entry(s, [&members](std::string_view m) -> std::optional<std::string> {
+    if (++members > 32) return std::string("tracestate has more than 32 entries");
+    const std::size_t eq = m.find('=');
+    if (eq == 0 || eq == m.npos || eq + 1 == m.size())
+      return "tracestate entry '" + shown_trace_text(m) + "' is not key=value";
+    const std::string_view key = m.substr(0, eq), value = m.substr(eq + 1);
+    if (key.size() > 256 || value.size() > 256)
+      return "tracestate entry '" + shown_trace_text(m) +
+             "' has a key or value longer than 256 characters";
+    if (!((key[0] >= 'a' && key[0] <= 'z') || (key[0] >= '0' && key[0] <= '9')))
+      return "tracestate key '" + shown_trace_text(key) + "' does not start with a-z or 0-9";
+    for (const char c : key)
+      if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '*' ||
+            c == '/' || c == '@'))
+        return "tracestate key '" + shown_trace_text(key) + "' holds a character other than " +
+               "a-z, 0-9, _ - * / @";
+    for (const char c : value)
+      if (c < 0x20 || c > 0x7e || c == ',' || c == '=')
+        return "tracestate value of '" + shown_trace_text(key) +
+               "' holds a character that is not printable ASCII, or , or =";
+    return std::nullopt;
+  });
 }
 
 /// A span id: 16 hex digits, never all zeros, a function of workflow `workflow_id`, a tag and
@@ -188,39 +211,34 @@ inline std::optional<std::string> tracestate_problem(std::string_view s) {
 /// finished with SplitMix64's mixer), written to out[0..15].
 inline void span_id_into(char* out, std::string_view workflow_id, char tag,
                          std::initializer_list<std::int64_t> numbers) noexcept {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  const auto mix = [&h](unsigned char c) {
-    h ^= c;
-    h *= 0x100000001b3ULL;
-  };
-  for (const char c : workflow_id) mix(static_cast<unsigned char>(c));
-  mix(0);
-  mix(static_cast<unsigned char>(tag));
-  for (const std::int64_t n : numbers)
-    for (int b = 0; b < 8; ++b) mix(static_cast<unsigned char>(std::uint64_t(n) >> (8 * b)));
+  char tail[2 + 8 * 5] = {0, tag};  // a NUL after the id, the tag, the numbers' bytes
+  std::size_t n = 2;
+  for (const std::int64_t v : numbers)
+    for (int b = 0; b < 8 && n < sizeof tail; ++b)
+      tail[n++] = static_cast<char>(std::uint64_t(v) >> (8 * b));
+  std::uint64_t h = fnv1a64(std::string_view(tail, n), fnv1a64(workflow_id));
   h ^= h >> 30;
   h *= 0xbf58476d1ce4e5b9ULL;
   h ^= h >> 27;
   h *= 0x94d049bb133111ebULL;
   h ^= h >> 31;
   if (h == 0) h = 1;
-  static constexpr char digits[] = "0123456789abcdef";
-  for (int i = 15; i >= 0; --i, h >>= 4) out[i] = digits[h & 15];
+  for (int i = 15; i >= 0; --i, h >>= 4) out[i] = hex_digits[h & 15];
+}
+
+/// The span of step `seq` of generation `generation`, run under `epoch`, written to
+/// out[0..15]: a child workflow that the step starts has it as its parent span.
+inline void step_span_into(char* out, std::string_view workflow_id, int generation, int seq,
+                           std::int64_t epoch) noexcept {
+  span_id_into(out, workflow_id, 's', {generation, seq, epoch});
 }
 
 /// The same as a string.
-inline std::string span_id_of(std::string_view workflow_id, char tag,
-                              std::initializer_list<std::int64_t> numbers) {
-  std::string out(16, '0');
-  span_id_into(out.data(), workflow_id, tag, numbers);
-  return out;
-}
-
-/// The span of step `seq` of generation `generation`, run under `epoch`: a child workflow
-/// that the step starts has it as its parent span.
 inline std::string step_span_id(std::string_view workflow_id, int generation, int seq,
                                 std::int64_t epoch) {
-  return span_id_of(workflow_id, 's', {generation, seq, epoch});
+  std::string out(16, '0');
+  step_span_into(out.data(), workflow_id, generation, seq, epoch);
+  return out;
 }
 
 }  // namespace detail
@@ -262,23 +280,14 @@ inline std::optional<trace_context> trace_context::parse(std::string_view tp, st
   if (tp.substr(0, 2) == "00") {
     c.traceparent += tp.substr(53, 2);
   } else {  // a later version: only the flags version 00 defines (sampled, random)
-    const auto digit = [](char d) { return d >= 'a' ? d - 'a' + 10 : d - '0'; };
-    static constexpr char hex[] = "0123456789abcdef";
     c.traceparent += '0';
-    c.traceparent += hex[digit(tp[54]) & 3];
+    c.traceparent += detail::hex_digits[detail::hex_value(tp[54]) & 3];
   }
-  while (!ts.empty()) {  // the entries without blanks around them, empty ones left out
-    const std::size_t comma = ts.find(',');
-    std::string_view m = ts.substr(0, comma);
-    while (!m.empty() && (m.front() == ' ' || m.front() == '\t')) m.remove_prefix(1);
-    while (!m.empty() && (m.back() == ' ' || m.back() == '\t')) m.remove_suffix(1);
-    if (!m.empty()) {
-      if (!c.tracestate.empty()) c.tracestate += ',';
-      c.tracestate += m;
-    }
-    if (comma == ts.npos) break;
-    ts.remove_prefix(comma + 1);
-  }
+  (void)detail::each_tracestate_entry(ts, [&c](std::string_view m) -> std::optional<std::string> {
+    if (!c.tracestate.empty()) c.tracestate += ',';
+    c.tracestate += m;
+    return std::nullopt;
+  });
   return c;
 }
 

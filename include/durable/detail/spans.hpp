@@ -54,10 +54,7 @@ public:
     trace_id_into(trace_, s);
     epoch_ = s.epoch;
     generation_ = s.generation;
-    sampled_ = !s.traceparent || s.traceparent->size() != 55 ||
-               (((*s.traceparent)[54] >= 'a' ? (*s.traceparent)[54] - 'a' + 10
-                                             : (*s.traceparent)[54] - '0') &
-                1) != 0;
+    sampled_ = !s.traceparent || s.traceparent->size() != 55 || sampled_flag(*s.traceparent);
     parent_len_ = 16;
     switch (kind_) {
       case span_kind::run:
@@ -68,12 +65,12 @@ public:
           parent_len_ = 0;
         break;
       case span_kind::step:
-        span_id_into(id_, s.id, 's', {s.generation, seq_, s.epoch});  // step_span_id
+        step_span_into(id_, s.id, s.generation, seq_, s.epoch);
         run_span_into(parent_, s);
         break;
       case span_kind::attempt:
         span_id_into(id_, s.id, 'a', {s.generation, seq_, s.epoch, attempt_});
-        span_id_into(parent_, s.id, 's', {s.generation, seq_, s.epoch});
+        step_span_into(parent_, s.id, s.generation, seq_, s.epoch);
         break;
       case span_kind::wait:
         span_id_into(id_, s.id, 'w', {s.generation, seq_, s.epoch});

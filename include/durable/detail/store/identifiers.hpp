@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "durable/detail/fnv.hpp"
 #include "durable/error.hpp"
 #include "durable/pg/connection.hpp"
 
@@ -124,10 +125,6 @@ inline std::string text_array(const std::vector<std::string>& items) {
 }
 
 /// 64-bit FNV-1a; keys the migration advisory lock per schema.
-inline std::int64_t fnv1a(std::string_view s) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return static_cast<std::int64_t>(h);
-}
+inline std::int64_t fnv1a(std::string_view s) { return static_cast<std::int64_t>(fnv1a64(s)); }
 
 }  // namespace durable::detail
