@@ -253,6 +253,26 @@ public:
     return get_event_impl<T>(seq, std::move(workflow_id), std::move(key), timeout);
   }
 
+  // ---- streams -------------------------------------------------------------------------
+
+  /// Appends `value` to this workflow's stream `key`, for readers outside it
+  /// (engine::read_stream, `durable stream`), and returns its offset (0, 1, ... in each
+  /// stream). Appended and journaled in one statement: a replay returns the offset and
+  /// appends nothing. A value after close_stream(key) fails for good (step_failed).
+  template <class T>
+  [[nodiscard]] asio::awaitable<std::int64_t> write_stream(std::string key, const T& value) {
+    detail::check_not_nested(*s_, key);
+    std::optional<std::string> v = durable::encode<T>(value).dump();
+    return detail::append_to_stream(*s_, s_->next_seq++, std::move(key), std::move(v));
+  }
+  /// Closes stream `key`: its readers end after its last value. Returns the close's offset
+  /// (the number of values). Closing again journals a step and changes nothing. A stream
+  /// never closed ends for its readers when the workflow finishes.
+  [[nodiscard]] asio::awaitable<std::int64_t> close_stream(std::string key) {
+    detail::check_not_nested(*s_, key);
+    return detail::append_to_stream(*s_, s_->next_seq++, std::move(key), std::nullopt);
+  }
+
   // ---- child workflows -----------------------------------------------------------------
 
   /// Starts workflow `name` with `args` as a child of this one: its id is "<this id>/<step>",
@@ -452,27 +472,6 @@ private:
     }
   }
 
-  template <std::size_t I, class Values, class T>
-  static asio::awaitable<void> all_branch(std::shared_ptr<detail::join_state> j,
-                                          std::shared_ptr<Values> values, asio::awaitable<T> a) {
-    try {
-      if constexpr (std::is_void_v<T>) {
-        co_await std::move(a);
-        std::get<I>(*values).emplace();
-      } else {
-        std::get<I>(*values).emplace(co_await std::move(a));
-      }
-    } catch (...) {
-      j->fail(I, std::current_exception());
-    }
-  }
-  template <class Values, class Branches, std::size_t... I>
-  static void spawn_all(const asio::any_io_executor& ex,
-                        const std::shared_ptr<detail::join_state>& j,
-                        const std::shared_ptr<Values>& values, Branches& branches,
-                        std::index_sequence<I...>) {
-    (j->spawn(ex, j, all_branch<I>(j, values, std::move(std::get<I>(branches)))), ...);
-  }
   template <class... T>
   asio::awaitable<std::tuple<detail::stored_t<T>...>> all_impl(
       std::tuple<asio::awaitable<T>...> branches) {
@@ -483,58 +482,12 @@ private:
     const int before = s_->next_seq;
     {
       detail::join_scope scope(*s_);
-      spawn_all(ex, j, values, branches, std::index_sequence_for<T...>{});
+      detail::spawn_all(ex, j, values, branches, std::index_sequence_for<T...>{});
       co_await detail::join_branches(*j);
     }
     detail::check_join(*s_, before, "all");
     if (j->error) std::rethrow_exception(j->error);
     co_return std::apply([](auto&... v) { return std::make_tuple(std::move(*v)...); }, *values);
-  }
-
-  template <class... T>
-  struct any_values {
-    std::tuple<std::optional<detail::stored_t<T>>...> values;
-    std::array<std::exception_ptr, sizeof...(T)> failures{};
-  };
-  template <std::size_t I, class Values, class T>
-  static asio::awaitable<void> any_branch(std::shared_ptr<detail::join_state> j,
-                                          std::shared_ptr<Values> v, asio::awaitable<T> a) {
-    std::exception_ptr failure;
-    try {
-      if constexpr (std::is_void_v<T>) {
-        co_await std::move(a);
-        std::get<I>(v->values).emplace();
-      } else {
-        std::get<I>(v->values).emplace(co_await std::move(a));
-      }
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    if (j->winner) co_return;  // lost (cancelled, or ended after the winner)
-    if (failure && !detail::is_step_failure(failure)) {
-      j->fail(I, failure);  // not the step's own outcome: the join stops without a winner
-      co_return;
-    }
-    j->winner = I;
-    v->failures[I] = failure;
-    j->halt(I);
-  }
-  template <class Values, class Branches, std::size_t... I>
-  static void spawn_any(const asio::any_io_executor& ex,
-                        const std::shared_ptr<detail::join_state>& j,
-                        const std::shared_ptr<Values>& v, Branches& branches,
-                        std::optional<std::size_t> only, std::index_sequence<I...>) {
-    ((!only || *only == I ? j->spawn(ex, j, any_branch<I>(j, v, std::move(std::get<I>(branches))))
-                          : void()),
-     ...);
-  }
-  template <class Variant, class Values, std::size_t... I>
-  static Variant pick(Values& v, std::size_t winner, std::index_sequence<I...>) {
-    std::optional<Variant> out;
-    ((winner == I ? (void)out.emplace(std::in_place_index<I>, std::move(*std::get<I>(v.values)))
-                  : void()),
-     ...);
-    return std::move(*out);
   }
   template <class... T>
   asio::awaitable<std::variant<detail::stored_t<T>...>> any_impl(
@@ -562,11 +515,11 @@ private:
     const double started = detail::journal_started_at(s);
     auto ex = co_await asio::this_coro::executor;
     auto j = std::make_shared<detail::join_state>(ex);
-    auto v = std::make_shared<any_values<T...>>();
+    auto v = std::make_shared<detail::any_values<T...>>();
     const int before = s.next_seq;
     {
       detail::join_scope scope(s, true);
-      spawn_any(ex, j, v, branches, journaled, std::index_sequence_for<T...>{});
+      detail::spawn_any(ex, j, v, branches, journaled, std::index_sequence_for<T...>{});
       co_await detail::join_branches(*j);
     }
     detail::check_join(s, before, "any");
@@ -579,8 +532,8 @@ private:
       co_await detail::journal_value(s, seq, name, kind, output, started);
     }
     if (v->failures[winner]) std::rethrow_exception(v->failures[winner]);
-    co_return pick<std::variant<detail::stored_t<T>...>>(*v, winner,
-                                                         std::index_sequence_for<T...>{});
+    co_return detail::pick<std::variant<detail::stored_t<T>...>>(*v, winner,
+                                                                 std::index_sequence_for<T...>{});
   }
 
   template <class State>

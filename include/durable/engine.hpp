@@ -32,6 +32,7 @@
 #include "durable/options.hpp"
 #include "durable/pg/pool.hpp"
 #include "durable/schedule.hpp"
+#include "durable/stream_reader.hpp"
 #include "durable/workflow_handle.hpp"
 
 namespace durable {
@@ -313,6 +314,16 @@ public:
                         std::forward<CompletionToken>(token));
   }
 
+  /// Reads stream `key` of workflow `workflow_id` (ctx.write_stream) in order from offset
+  /// `from_offset` on, as its values are written (durable/stream_reader.hpp). No I/O until
+  /// the reader's first next(). Throws durable::error for a negative offset, invalid_text for
+  /// a NUL in the id or key.
+  template <class T>
+  [[nodiscard]] stream_reader<T> read_stream(std::string workflow_id, std::string key,
+                                             std::int64_t from_offset = 0) const {
+    return stream_reader<T>(s_, std::move(workflow_id), std::move(key), from_offset);
+  }
+
   /// Sets a queue's limits (stored in the database, shared by all executors).
   template <class CompletionToken = detail::default_token>
   [[nodiscard]] auto configure_queue(queue_options q, CompletionToken&& token = {}) {
@@ -519,13 +530,7 @@ private:
       asio::awaitable<std::optional<std::string>> wait, std::string what) {
     const std::optional<std::string> text = co_await std::move(wait);
     if (!text) co_return std::nullopt;
-    try {
-      co_return durable::decode<T>(nlohmann::json::parse(*text));
-    } catch (const std::exception& e) {
-      throw codec_error(std::string(detail::type_name<T>()),
-                        what + ": the value " + *text + " does not decode as " +
-                            std::string(detail::type_name<T>()) + ": " + e.what());
-    }
+    co_return detail::decode_read<T>(*text, what, "the value");
   }
 
   // Naming: X_impl / X_on_strand is an operation's body, which runs on the strand; the function

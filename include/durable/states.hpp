@@ -101,13 +101,17 @@ enum class step_kind : std::uint8_t {
   get_event,     ///< "get_event": ctx.get_event (the value, or none at the deadline)
   child,         ///< "child": ctx.start_child (the child's id)
   child_result,  ///< "child-result": ctx.child_result (the child's output or error)
+  write_stream,  ///< "stream": ctx.write_stream (the value's offset)
+  close_stream,  ///< "stream_close": ctx.close_stream (the offset of the close)
 };
 
 inline constexpr std::array all_step_kinds = {
-    step_kind::step,      step_kind::transaction, step_kind::now,         step_kind::random,
-    step_kind::uuid,      step_kind::patch,       step_kind::sleep,       step_kind::any,
-    step_kind::deadline,  step_kind::send,        step_kind::recv,        step_kind::set_event,
-    step_kind::get_event, step_kind::child,       step_kind::child_result};
+    step_kind::step,         step_kind::transaction, step_kind::now,
+    step_kind::random,       step_kind::uuid,        step_kind::patch,
+    step_kind::sleep,        step_kind::any,         step_kind::deadline,
+    step_kind::send,         step_kind::recv,        step_kind::set_event,
+    step_kind::get_event,    step_kind::child,       step_kind::child_result,
+    step_kind::write_stream, step_kind::close_stream};
 
 [[nodiscard]] constexpr std::string_view to_string(step_kind k) noexcept {
   switch (k) {
@@ -141,6 +145,10 @@ inline constexpr std::array all_step_kinds = {
       return "child";
     case step_kind::child_result:
       return "child-result";  // persisted spelling: never renamed
+    case step_kind::write_stream:
+      return "stream";
+    case step_kind::close_stream:
+      return "stream_close";
   }
   return "unknown";
 }

@@ -23,6 +23,7 @@
 #include "durable/detail/store/identifiers.hpp"
 #include "durable/detail/store/operator.hpp"
 #include "durable/detail/store/rows.hpp"
+#include "durable/detail/store/streams.hpp"
 #include "durable/error.hpp"
 #include "durable/pg/connection.hpp"
 #include "durable/states.hpp"
@@ -54,7 +55,9 @@ DURABLE_DECL const std::vector<migration>& migrations();
 
 /// Names, texts and typed builders of every statement the library runs, the row type of each
 /// statement that returns rows, and the decoding of its columns.
-class store : public detail::store_rows, public detail::operator_statements {
+class store : public detail::store_rows,
+              public detail::operator_statements,
+              public detail::stream_statements {
 public:
   explicit store(std::string schema = "durable")
       : schema_name_(std::move(schema)), schema_(detail::quote_identifier(schema_name_)) {

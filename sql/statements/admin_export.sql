@@ -4,7 +4,8 @@
 --
 -- $1 id, $2 with its descendants. One JSON document (format "durable.journal", version 1):
 -- the workflow's row (and, with $2, every descendant's, parents first) with its journal
--- rows, its recorded attempts, its messages (consumed or not) and its events, as
+-- rows, its recorded attempts, its messages (consumed or not), its events and its
+-- streams' rows (a stream's close: `closes` true), as
 -- durable::testing::replay and admin_import read them. No row: no such workflow.
 WITH RECURSIVE tree AS (
   SELECT id, 0 AS depth FROM :"schema".workflows WHERE id = $1
@@ -34,7 +35,12 @@ SELECT json_build_object(
           'created_at', m.created_at, 'consumed_seq', m.consumed_seq) ORDER BY m.id), '[]')
           FROM :"schema".messages m WHERE m.workflow_id = w.id),
       'events', (SELECT coalesce(json_agg(json_build_object('key', e.key, 'value', e.value, 'seq', e.seq)
-          ORDER BY e.key), '[]') FROM :"schema".events e WHERE e.workflow_id = w.id))
+          ORDER BY e.key), '[]') FROM :"schema".events e WHERE e.workflow_id = w.id),
+      'streams', (SELECT coalesce(json_agg(json_build_object(
+          'key', v.key, 'position', v.position, 'value', v.value, 'closes', v.value IS NULL,
+          'generation', v.generation,
+          'seq', v.seq, 'written_at', v.written_at) ORDER BY v.key, v.position), '[]')
+          FROM :"schema".streams v WHERE v.workflow_id = w.id))
       ORDER BY t.depth, w.created_at, w.id)
     FROM tree t JOIN :"schema".workflows w ON w.id = t.id)
 )::text WHERE EXISTS (SELECT 1 FROM :"schema".workflows WHERE id = $1)

@@ -8,7 +8,7 @@
 -- descendant's id keeps its place under the root: "<root>/..." becomes "<new id>/...", and
 -- so do the ids journaled in its parent's rows: the output of 'child' rows, the name of
 -- 'child-result' rows, the "<id>:" that starts the name of 'get_event' and 'deadline' rows)
--- with its journal rows, attempts, messages and events, under epoch 0 and no executor. A
+-- with its journal rows, attempts, messages, events and stream rows, under epoch 0 and no executor. A
 -- finished one keeps its status; the root, unfinished, is parked with $3 until `durable
 -- resume`; an unfinished descendant is due at once (its parent, once resumed, waits for
 -- it). Each keeps its trace context (none in a document older than migration 18). One
@@ -86,7 +86,16 @@ INSERT INTO :"schema".events (workflow_id, key, value, seq)
 SELECT i.new, e->>'key', e->'value', (e->>'seq')::integer
   FROM ids i, jsonb_array_elements(i.w->'events') e
  WHERE NOT EXISTS (SELECT 1 FROM taken)
+RETURNING 1),
+ins_v AS (
+INSERT INTO :"schema".streams (workflow_id, key, position, value, generation, seq, written_at)
+SELECT i.new, v->>'key', (v->>'position')::bigint,
+       CASE WHEN (v->>'closes')::boolean THEN NULL ELSE v->'value' END,
+       (v->>'generation')::integer, (v->>'seq')::integer,
+       coalesce((v->>'written_at')::timestamptz, now())
+  FROM ids i, jsonb_array_elements(coalesce(i.w->'streams', '[]'::jsonb)) v
+ WHERE NOT EXISTS (SELECT 1 FROM taken)
 RETURNING 1)
 SELECT (SELECT count(*) FROM ins_w), (SELECT count(*) FROM ins_s) + (SELECT count(*) FROM ins_a)
-       + (SELECT count(*) FROM ins_m) + (SELECT count(*) FROM ins_e),
+       + (SELECT count(*) FROM ins_m) + (SELECT count(*) FROM ins_e) + (SELECT count(*) FROM ins_v),
        (SELECT new FROM root)

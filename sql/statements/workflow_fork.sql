@@ -8,7 +8,8 @@
 -- (due at once) with the source's name, inputs and generation (the journal is that
 -- generation's, and ctx.generation() and the keys must replay alike) and a copy of its
 -- journal rows and recorded attempts before step $3 (a step failure the workflow handled
--- replays as such), in the source's trace (its trace context); the source is not touched.
+-- replays as such) and the stream values those steps and earlier generations wrote (the
+-- copied steps replay without writing them again), in the source's trace (its trace context); the source is not touched.
 -- One row: (source found, created, rows copied).
 WITH src AS (
 SELECT id, name, inputs, queue, priority, generation, traceparent, tracestate
@@ -35,6 +36,12 @@ SELECT $2, a.seq, a.attempt, a.name, a.kind, a.outcome, a.error, 0, a.started_at
        a.next_attempt_at
   FROM :"schema".step_attempts a
  WHERE a.workflow_id = $1 AND a.seq < $3 AND EXISTS (SELECT 1 FROM ins)
- ORDER BY a.id)
+ ORDER BY a.id),
+streamed AS (
+INSERT INTO :"schema".streams (workflow_id, key, position, value, generation, seq, written_at)
+SELECT $2, v.key, v.position, v.value, v.generation, v.seq, v.written_at
+  FROM :"schema".streams v, src
+ WHERE v.workflow_id = $1 AND EXISTS (SELECT 1 FROM ins)
+   AND (v.generation < src.generation OR (v.generation = src.generation AND v.seq < $3)))
 SELECT EXISTS (SELECT 1 FROM src), EXISTS (SELECT 1 FROM ins),
        (SELECT count(*) FROM copied)::integer

@@ -1132,6 +1132,76 @@ ALTER TABLE :"schema".workflows ADD CONSTRAINT workflows_tracestate_check
                                 AND tracestate ~ '^[\x20-\x7e]*$' AND traceparent IS NOT NULL))
   NOT VALID;
 )durable_sql"},
+  {19, "streams", "durable streams",
+   "9d8140afc0c0884fca322cb740bf982d87965c38c22ee16fcfaa3706f095d80c",
+   R"durable_sql(-- durable streams
+-- The values a workflow appends under a key (ctx.write_stream), in order, for readers
+-- outside it (engine::read_stream, `durable stream`). A value's offset is its `position`,
+-- counted from 0 in each (workflow, key); a row whose value is NULL is the stream's close
+-- (ctx.close_stream), its last row. Each row is written in the statement that journals
+-- the step that wrote it (`seq` of generation `generation`), so a replay never appends
+-- again. Readers read by position, so a reader that restarts goes on from the offset it
+-- had; the stream ends at its close or when the workflow finishes.
+CREATE TABLE :"schema".streams (
+  workflow_id text NOT NULL,
+  key         text NOT NULL,
+  position    bigint NOT NULL,
+  value       jsonb,
+  generation  integer NOT NULL,
+  seq         integer NOT NULL,
+  written_at  timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (workflow_id, key, position)
+);
+
+-- $1 workflow, $2 epoch, $3 step, $4 key, $5 value (NULL: close the stream), $6 started_at,
+-- $7 step kind, $8 wait channel. Appends to stream p_key of p_id as its step p_seq,
+-- journaled in the same transaction (fenced by append_step, DU001). One row:
+--   written  true: appended at `position` (a close: its close row, or the close that
+--            was there already);
+--            false: nothing written, nothing journaled: the stream was closed (at
+--            `position`, by step `closed_by`) and this is a value.
+-- Writers of one stream are serialized by a transaction lock, so positions are given in
+-- the order the rows commit: a reader that sees a position has seen every one before it.
+-- Tells readers waiting on the wait channel ('s:' || id) once the row commits.
+CREATE FUNCTION :"schema".append_stream(p_id text, p_epoch bigint, p_seq integer,
+    p_key text, p_value jsonb, p_started_at double precision, p_kind text,
+    p_wait_channel text)
+  RETURNS TABLE (written boolean, at_position bigint, closed_by integer)
+  LANGUAGE plpgsql
+  SET search_path = pg_catalog, :"schema", pg_temp AS $fn$
+DECLARE
+  last_position bigint;
+  last_closes boolean;
+  last_seq integer;
+  gen integer;
+BEGIN
+  SELECT w.generation INTO gen FROM workflows w WHERE w.id = p_id AND w.epoch = p_epoch;
+  PERFORM pg_advisory_xact_lock(wait_lock('stream', p_id, p_key));
+  SELECT s.position, s.value IS NULL, s.seq INTO last_position, last_closes, last_seq
+    FROM streams s WHERE s.workflow_id = p_id AND s.key = p_key
+   ORDER BY s.position DESC LIMIT 1;
+  IF last_closes AND p_value IS NOT NULL THEN
+    RETURN QUERY SELECT false, last_position, last_seq;
+    RETURN;
+  END IF;
+  IF last_closes THEN  -- closed again: journaled, nothing appended
+    PERFORM append_step(p_id, p_epoch, p_seq, p_key, p_kind, 'succeeded',
+                            to_jsonb(last_position), NULL, 1, to_timestamp(p_started_at));
+    RETURN QUERY SELECT true, last_position, NULL::integer;
+    RETURN;
+  END IF;
+  last_position := coalesce(last_position + 1, 0);
+  PERFORM append_step(p_id, p_epoch, p_seq, p_key, p_kind, 'succeeded',
+                          to_jsonb(last_position), NULL, 1, to_timestamp(p_started_at));
+  INSERT INTO streams (workflow_id, key, position, value, generation, seq)
+  VALUES (p_id, p_key, last_position, p_value, gen, p_seq);
+  IF octet_length(p_id) < 7900 THEN  -- else too long for a notification: readers poll
+    PERFORM pg_notify(p_wait_channel, 's:' || p_id);
+  END IF;
+  RETURN QUERY SELECT true, last_position, NULL::integer;
+END
+$fn$;
+)durable_sql"},
 };
 
 inline constexpr statement_text statements[] = {
@@ -1180,7 +1250,12 @@ SELECT json_build_object(
           'created_at', m.created_at, 'consumed_seq', m.consumed_seq) ORDER BY m.id), '[]')
           FROM :"schema".messages m WHERE m.workflow_id = w.id),
       'events', (SELECT coalesce(json_agg(json_build_object('key', e.key, 'value', e.value, 'seq', e.seq)
-          ORDER BY e.key), '[]') FROM :"schema".events e WHERE e.workflow_id = w.id))
+          ORDER BY e.key), '[]') FROM :"schema".events e WHERE e.workflow_id = w.id),
+      'streams', (SELECT coalesce(json_agg(json_build_object(
+          'key', v.key, 'position', v.position, 'value', v.value, 'closes', v.value IS NULL,
+          'generation', v.generation,
+          'seq', v.seq, 'written_at', v.written_at) ORDER BY v.key, v.position), '[]')
+          FROM :"schema".streams v WHERE v.workflow_id = w.id))
       ORDER BY t.depth, w.created_at, w.id)
     FROM tree t JOIN :"schema".workflows w ON w.id = t.id)
 )::text WHERE EXISTS (SELECT 1 FROM :"schema".workflows WHERE id = $1))durable_sql"},
@@ -1310,9 +1385,18 @@ INSERT INTO :"schema".events (workflow_id, key, value, seq)
 SELECT i.new, e->>'key', e->'value', (e->>'seq')::integer
   FROM ids i, jsonb_array_elements(i.w->'events') e
  WHERE NOT EXISTS (SELECT 1 FROM taken)
+RETURNING 1),
+ins_v AS (
+INSERT INTO :"schema".streams (workflow_id, key, position, value, generation, seq, written_at)
+SELECT i.new, v->>'key', (v->>'position')::bigint,
+       CASE WHEN (v->>'closes')::boolean THEN NULL ELSE v->'value' END,
+       (v->>'generation')::integer, (v->>'seq')::integer,
+       coalesce((v->>'written_at')::timestamptz, now())
+  FROM ids i, jsonb_array_elements(coalesce(i.w->'streams', '[]'::jsonb)) v
+ WHERE NOT EXISTS (SELECT 1 FROM taken)
 RETURNING 1)
 SELECT (SELECT count(*) FROM ins_w), (SELECT count(*) FROM ins_s) + (SELECT count(*) FROM ins_a)
-       + (SELECT count(*) FROM ins_m) + (SELECT count(*) FROM ins_e),
+       + (SELECT count(*) FROM ins_m) + (SELECT count(*) FROM ins_e) + (SELECT count(*) FROM ins_v),
        (SELECT new FROM root))durable_sql"},
   {"admin_list",
    R"durable_sql(WITH head AS (
@@ -1911,6 +1995,17 @@ SELECT w.id, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9, w.epoch,
    R"durable_sql(SELECT written_id, written_seq FROM :"schema".append_steps(
 $1::text[], $2::bigint[], $3::integer[], $4::text[], $5::text[], $6::text[], $7::jsonb[],
 $8::jsonb[], $9::integer[], $10::double precision[]))durable_sql"},
+  {"stream_read",
+   R"durable_sql(SELECT w.status, s.position, s.value::text
+  FROM (SELECT 1) AS one
+  LEFT JOIN :"schema".workflows w ON w.id = $1
+  LEFT JOIN LATERAL (SELECT position, value FROM :"schema".streams
+                      WHERE workflow_id = $1 AND key = $2 AND position >= $3
+                      ORDER BY position LIMIT $4) s ON true
+ ORDER BY s.position)durable_sql"},
+  {"stream_write",
+   R"durable_sql(SELECT written, at_position, closed_by
+  FROM :"schema".append_stream($1, $2, $3, $4, $5::jsonb, $6::double precision, $7, $8))durable_sql"},
   {"workflow_await",
    R"durable_sql(WITH marked AS (
 UPDATE :"schema".workflows SET awaited = true
@@ -2016,7 +2111,13 @@ SELECT $2, a.seq, a.attempt, a.name, a.kind, a.outcome, a.error, 0, a.started_at
        a.next_attempt_at
   FROM :"schema".step_attempts a
  WHERE a.workflow_id = $1 AND a.seq < $3 AND EXISTS (SELECT 1 FROM ins)
- ORDER BY a.id)
+ ORDER BY a.id),
+streamed AS (
+INSERT INTO :"schema".streams (workflow_id, key, position, value, generation, seq, written_at)
+SELECT $2, v.key, v.position, v.value, v.generation, v.seq, v.written_at
+  FROM :"schema".streams v, src
+ WHERE v.workflow_id = $1 AND EXISTS (SELECT 1 FROM ins)
+   AND (v.generation < src.generation OR (v.generation = src.generation AND v.seq < $3)))
 SELECT EXISTS (SELECT 1 FROM src), EXISTS (SELECT 1 FROM ins),
        (SELECT count(*) FROM copied)::integer)durable_sql"},
   {"workflow_get",
@@ -2123,6 +2224,7 @@ journal AS (DELETE FROM :"schema".steps WHERE workflow_id IN (SELECT id FROM doo
 attempts AS (DELETE FROM :"schema".step_attempts WHERE workflow_id IN (SELECT id FROM doomed)),
 inbox AS (DELETE FROM :"schema".messages WHERE workflow_id IN (SELECT id FROM doomed)),
 published AS (DELETE FROM :"schema".events WHERE workflow_id IN (SELECT id FROM doomed)),
+streamed AS (DELETE FROM :"schema".streams WHERE workflow_id IN (SELECT id FROM doomed)),
 history AS (DELETE FROM :"schema".workflow_history WHERE workflow_id IN (SELECT id FROM doomed))
 DELETE FROM :"schema".workflows w USING doomed WHERE w.id = doomed.id
 RETURNING w.id)durable_sql"},

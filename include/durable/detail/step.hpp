@@ -411,6 +411,9 @@ DURABLE_DECL asio::awaitable<void> send_message(run_state& s, int seq, const std
                                                 const std::string& payload);
 DURABLE_DECL asio::awaitable<void> publish_event(run_state& s, int seq, const std::string& key,
                                                  const std::string& value);
+/// ctx.write_stream (a value) and ctx.close_stream (none): the offset journaled at `seq`.
+DURABLE_DECL asio::awaitable<std::int64_t> append_to_stream(run_state& s, int seq, std::string key,
+                                                            std::optional<std::string> value);
 /// ctx.get_event: "[value]" or "null" (timeout), journaled at seq + 1 (seq: the deadline).
 DURABLE_DECL asio::awaitable<std::string> await_event(run_state& s, int seq,
                                                       const std::string& workflow_id,

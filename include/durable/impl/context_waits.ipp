@@ -130,6 +130,40 @@ DURABLE_DECL asio::awaitable<void> publish_event(run_state& s, int seq, const st
   if (s.counters) ++s.counters->steps_executed;
 }
 
+DURABLE_DECL asio::awaitable<std::int64_t> append_to_stream(run_state& s, int seq, std::string key,
+                                                            std::optional<std::string> value) {
+  const step_kind k = value ? step_kind::write_stream : step_kind::close_stream;
+  const std::string kind(to_string(k));
+  if (const journal_entry* e = replay_entry(s, seq, key, kind))
+    co_return replay_value<std::int64_t>(s, seq, *e);
+  require_live(s, seq, key);
+  const std::string what = "step " + std::to_string(seq) + " (" +
+                           (value ? "write_stream" : "close_stream") + " '" + key + "')";
+  if (value) check_value_size(s, value->size(), "the value of " + what, "the step runs again");
+  const double started = journal_started_at(s);
+  span_guard writing(s, span_kind::step, seq, key, kind);
+  reserve_row(s, seq, key);
+  const stream_write_outcome out = co_await journaling(
+      s, seq, key, io_of(s).write_stream(s.id, s.epoch, seq, key, value, started));
+  if (out.written) {
+    writing.end(false, {});
+    if (s.counters) ++s.counters->steps_executed;
+    co_return out.offset;
+  }
+  release_row(s);  // nothing journaled: the failure below is
+  // A value after the close: the step fails for good, journaled so that replays fail alike.
+  const std::string type = "durable::error";
+  const std::string message =
+      "workflow '" + s.id + "': " + what + " writes to a stream that step " +
+      std::to_string(out.closed_by) + " closed (at offset " + std::to_string(out.offset) +
+      "); nothing was written. Write every value before close_stream(), or use another key";
+  const std::optional<std::string> no_output;
+  const std::optional<std::string> err = captured_error{type, message}.to_json();
+  co_await append(s, seq, key, kind, no_output, err, 1, started);
+  writing.end(true, message);
+  throw step_failed(s.id, seq, key, type, message);
+}
+
 DURABLE_DECL asio::awaitable<bool> look_for_event(run_state& s, int seq, const std::string& name,
                                                   const std::string& workflow_id,
                                                   const std::string& key, double started,

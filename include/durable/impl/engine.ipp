@@ -10,6 +10,7 @@
 #include "durable/impl/engine_admin.ipp"
 #include "durable/impl/engine_schedules.ipp"
 #include "durable/impl/engine_start.ipp"
+#include "durable/impl/stream_reader.ipp"
 #include "durable/impl/workflow_handle.ipp"
 
 namespace durable {

@@ -148,6 +148,24 @@ public:
     return durable::decode<T>(nlohmann::json::parse(it->second));
   }
 
+  /// The values workflow `id` wrote to stream `key` (ctx.write_stream), in offset order, and
+  /// whether it closed it.
+  template <class T>
+  [[nodiscard]] std::pair<std::vector<T>, bool> read_stream(const std::string& id,
+                                                            const std::string& key) const {
+    std::pair<std::vector<T>, bool> out{{}, false};
+    const auto& streams = j_.at(id).streams;
+    const auto it = streams.find(key);
+    if (it == streams.end()) return out;
+    for (const auto& v : it->second) {
+      if (!v)
+        out.second = true;
+      else
+        out.first.push_back(durable::decode<T>(nlohmann::json::parse(*v)));
+    }
+    return out;
+  }
+
   // ---- what a test inspects ----------------------------------------------------------------
 
   [[nodiscard]] std::chrono::system_clock::time_point now() const;

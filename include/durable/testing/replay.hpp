@@ -97,6 +97,13 @@ inline void load(detail::memory_journal& j, const nlohmann::json& w) {
   }
   for (const auto& e : w.value("events", nlohmann::json::array()))
     rec.events[e.at("key").get<std::string>()] = e.at("value").dump();
+  for (const auto& v : w.value("streams", nlohmann::json::array())) {  // in offset order
+    auto& rows = rec.streams[v.at("key").get<std::string>()];
+    if (v.value("closes", false))
+      rows.emplace_back();
+    else
+      rows.emplace_back(v.at("value").dump());
+  }
 }
 
 /// Replays workflow `w` of the export `doc` with its registered code `reg`, on a journal that

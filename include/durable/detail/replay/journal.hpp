@@ -139,6 +139,15 @@ struct taken_message {
   bool more = false;
 };
 
+/// What write_stream did: appended at `offset` (a close: the close's offset, the one there
+/// already when it was closed before), or, for a value, nothing, because the stream was closed
+/// (at `offset`, by step `closed_by`).
+struct stream_write_outcome {
+  bool written = false;
+  std::int64_t offset = 0;
+  int closed_by = -1;
+};
+
 /// The next generation a continue_as_new started.
 struct continued_generation {
   std::int64_t epoch = 0;
@@ -220,6 +229,12 @@ public:
   /// The value of event `key` of `workflow_id`, if published.
   virtual asio::awaitable<std::optional<std::string>> get_event(const std::string& workflow_id,
                                                                 const std::string& key) = 0;
+  /// Appends `value` (none: the close) to stream `key` and journals it as step `seq` at once
+  /// (kind "stream" or "stream_close", output the offset); nothing is written or journaled
+  /// when the stream was closed and this is a value.
+  virtual asio::awaitable<stream_write_outcome> write_stream(
+      const std::string& id, std::int64_t epoch, int seq, const std::string& key,
+      const std::optional<std::string>& value, double started_at) = 0;
   /// Starts child `child_id` and journals the start as step `seq` at once (a child left by a
   /// run whose row did not commit is reattached). False when the id is another workflow's. The
   /// child inherits the workflow's trace context, with `span_id` (the step's) as parent.

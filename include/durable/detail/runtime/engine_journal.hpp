@@ -71,6 +71,9 @@ public:
                                                double started_at) override;
   DURABLE_DECL asio::awaitable<std::optional<std::string>> get_event(
       const std::string& workflow_id, const std::string& key) override;
+  DURABLE_DECL asio::awaitable<stream_write_outcome> write_stream(
+      const std::string& id, std::int64_t epoch, int seq, const std::string& key,
+      const std::optional<std::string>& value, double started_at) override;
   DURABLE_DECL asio::awaitable<bool> start_child(const std::string& id, std::int64_t epoch, int seq,
                                                  const std::string& child_id,
                                                  const std::string& name, const std::string& inputs,

@@ -185,6 +185,19 @@ DURABLE_DECL asio::awaitable<std::optional<std::string>> engine_journal::get_eve
   co_return std::move(v->json);
 }
 
+DURABLE_DECL asio::awaitable<stream_write_outcome> engine_journal::write_stream(
+    const std::string& id, std::int64_t epoch, int seq, const std::string& key,
+    const std::optional<std::string>& value, double started_at) {
+  const std::string kind(to_string(value ? step_kind::write_stream : step_kind::close_stream));
+  auto q = st_.stream_write(id, epoch, seq, key, value, started_at, kind, st_.wait_channel());
+  const pg::result r = co_await write(std::move(q.st));
+  const auto row = store::first<store::stream_appended>(r);
+  if (!row)
+    throw error("workflow '" + id + "': step " + std::to_string(seq) + " (stream '" + key +
+                "'): the append returned no row");
+  co_return stream_write_outcome{row->written, row->position, row->closed_by.value_or(-1)};
+}
+
 DURABLE_DECL asio::awaitable<bool> engine_journal::start_child(
     const std::string& id, std::int64_t epoch, int seq, const std::string& child_id,
     const std::string& name, const std::string& inputs, double started_at,

@@ -374,7 +374,7 @@ DURABLE_DECL nlohmann::json harness::export_journal(const std::string& id, bool 
   for (const std::string& wid : order) {
     const auto& w = j_.at(wid);
     json steps = json::array(), tries = json::array(), messages = json::array(),
-         events = json::array();
+         events = json::array(), streams = json::array();
     for (const auto& [seq, row] : w.steps)
       steps.push_back({{"seq", seq},
                        {"name", row.name},
@@ -398,6 +398,12 @@ DURABLE_DECL nlohmann::json harness::export_journal(const std::string& id, bool 
            {"consumed_seq", m.consumed_seq ? json(*m.consumed_seq) : json(nullptr)}});
     for (const auto& [key, value] : w.events)
       events.push_back({{"key", key}, {"value", json::parse(value)}});
+    for (const auto& [key, rows] : w.streams)
+      for (std::size_t at = 0; at < rows.size(); ++at)
+        streams.push_back({{"key", key},
+                           {"position", at},
+                           {"value", parse_or_null(rows[at])},
+                           {"closes", !rows[at]}});
     all.push_back({{"id", wid},
                    {"name", w.name},
                    {"status", w.status},
@@ -410,7 +416,8 @@ DURABLE_DECL nlohmann::json harness::export_journal(const std::string& id, bool 
                    {"steps", std::move(steps)},
                    {"attempts", std::move(tries)},
                    {"messages", std::move(messages)},
-                   {"events", std::move(events)}});
+                   {"events", std::move(events)},
+                   {"streams", std::move(streams)}});
   }
   return {{"format", "durable.journal"}, {"version", 1}, {"root", id}, {"workflows", all}};
 }

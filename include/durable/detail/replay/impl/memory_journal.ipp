@@ -321,6 +321,31 @@ DURABLE_DECL asio::awaitable<std::optional<std::string>> memory_journal::get_eve
   co_return e->second;
 }
 
+DURABLE_DECL asio::awaitable<stream_write_outcome> memory_journal::write_stream(
+    const std::string& id, std::int64_t epoch, int seq, const std::string& key,
+    const std::optional<std::string>& value, double started_at) {
+  workflow_record& w = writable(id, epoch);
+  auto& rows = w.streams[key];
+  const bool closed = !rows.empty() && !rows.back();
+  const auto last = static_cast<std::int64_t>(rows.size()) - 1;
+  if (closed && value) {
+    int closed_by = -1;
+    for (const auto& [n, row] : w.steps)
+      if (row.kind == to_string(step_kind::close_stream) && row.name == key) closed_by = n;
+    co_return stream_write_outcome{false, last, closed_by};
+  }
+  check_free(w, id, seq);
+  crash_if(id, seq, crash_moment::before_row);
+  const std::int64_t offset = closed ? last : last + 1;
+  if (!closed) rows.push_back(value);
+  const auto kind = value ? step_kind::write_stream : step_kind::close_stream;
+  w.steps.emplace(seq, step_row{seq, key, std::string(to_string(kind)), std::to_string(offset),
+                                std::nullopt, 1, started_at});
+  poke("s:" + id);
+  crash_if(id, seq, crash_moment::after_row);
+  co_return stream_write_outcome{true, offset, -1};
+}
+
 DURABLE_DECL asio::awaitable<bool> memory_journal::start_child(
     const std::string& id, std::int64_t epoch, int seq, const std::string& child_id,
     const std::string& name, const std::string& inputs, double started_at, const std::string&,

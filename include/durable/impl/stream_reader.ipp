@@ -1,0 +1,111 @@
+// The non-template part of durable/stream_reader.hpp (engine::read_stream): included by
+// impl/engine.ipp after impl/workflow_handle.ipp, whose helpers for waits it shares.
+#pragma once
+
+#include "durable/stream_reader.hpp"
+
+namespace durable::detail {
+
+/// Values one read fetches at most: a reader that is behind catches up in reads of this many.
+inline constexpr int stream_batch = 100;
+
+/// Takes the rows of one read into `c`: buffers the values, notes the close or the end of the
+/// workflow. Throws if the workflow does not exist.
+inline void take_stream_rows(stream_cursor& c, std::vector<store::stream_row>& rows) {
+  if (rows.empty() || !rows.front().status)
+    throw error("read_stream('" + c.id + "', '" + c.key + "'): workflow '" + c.id +
+                "' does not exist (it was never started, or retention or `durable gc` deleted "
+                "it); nothing was read");
+  bool any = false;
+  for (auto& r : rows) {
+    if (!r.position) break;  // no row at or after the offset (yet)
+    any = true;
+    if (!r.value) {  // the close: every value before it was read
+      c.end = stream_end::closed;
+      c.next = *r.position;
+      return;
+    }
+    c.buffered.emplace_back(*r.position, std::move(*r.value));
+    c.next = *r.position + 1;
+  }
+  // One snapshot: a finished workflow with nothing after the offset wrote its last value.
+  const auto status = parse_workflow_state(*rows.front().status);
+  if (!any && status && is_finished(*status)) {
+    c.end = stream_end::finished;
+    c.finished_status = *rows.front().status;
+  }
+}
+
+inline stream_text pop_stream_value(stream_cursor& c) {
+  stream_text v = std::move(c.buffered.front());
+  c.buffered.pop_front();
+  return v;
+}
+
+DURABLE_DECL asio::awaitable<stream_text> stream_next(std::shared_ptr<stream_cursor> c,
+                                                      std::chrono::milliseconds timeout) {
+  if (!c->buffered.empty()) co_return pop_stream_value(*c);
+  if (c->end != stream_end::open) co_return std::nullopt;
+  if (c->reading)
+    throw error("stream_reader of '" + c->id + "', '" + c->key +
+                "': next() was called while another next() of it is under way; await one at a "
+                "time (copies of a reader share its position)");
+  c->reading = true;
+  struct reading_scope {
+    stream_cursor& c;
+    ~reading_scope() { c.reading = false; }
+  } scope{*c};
+  auto s = c->s;
+  const auto start = std::chrono::steady_clock::now();
+  waiter_registry::entry poke(&s->waiters, "s:" + c->id, s->ex);
+  const remote_wait listening(s);
+  const std::string what = "read_stream('" + c->key + "')";
+  result_wait reads(s->ex);
+  const wait_reads_scope counted(*s, reads);
+  int unanswered_reads = 0;
+  for (;;) {
+    // A read the database did not answer (a restart, a failover): the wait goes on, and only a
+    // timeout that passes while it does not answer throws (this error).
+    std::exception_ptr unanswered;
+    try {
+      auto q = s->st.stream_read(c->id, c->key, c->next, stream_batch);
+      auto conn = co_await s->pool.acquire();
+      auto rows = co_await store::fetch(*conn, std::move(q));
+      wait_read_worked(*s, what, c->id, reads);
+      unanswered_reads = 0;
+      take_stream_rows(*c, rows);
+      if (!c->buffered.empty()) co_return pop_stream_value(*c);
+      if (c->end != stream_end::open) co_return std::nullopt;
+    } catch (const pg::error& e) {
+      if (classify(e) == io_verdict::permanent || s->stopping) throw;
+      wait_read_failed(*s, what, c->id, reads, e);
+      unanswered = std::current_exception();
+    }
+    if (unanswered) {
+      const auto cs = co_await asio::this_coro::cancellation_state;
+      if (cs.cancelled() != asio::cancellation_type::none)  // the caller's, not the database's
+        throw asio::system_error(asio::error::operation_aborted);
+    }
+    auto wait = unanswered ? unanswered_pause(++unanswered_reads) : s->options.poll_interval;
+    if (timeout != forever) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          start + timeout - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        if (unanswered) std::rethrow_exception(unanswered);
+        co_return std::nullopt;
+      }
+      wait = std::min(wait, left);
+    }
+    // A notification pokes the wait; polling covers for lost ones (and for engines whose
+    // listener is off or not connected yet).
+    co_await poke.wait(wait);
+  }
+}
+
+DURABLE_DECL asio::awaitable<stream_text> stream_next_hop(std::shared_ptr<stream_cursor> c,
+                                                          std::chrono::milliseconds timeout) {
+  auto s = c->s;
+  return on_strand(s, stream_next(std::move(c), timeout));
+}
+
+}  // namespace durable::detail

@@ -1,0 +1,18 @@
+-- stream_read
+-- $1 id text
+-- $2 key text
+-- $3 from_position bigint
+-- $4 limit integer
+--
+-- $1 workflow, $2 key, $3 first offset, $4 how many values at most. The workflow's status
+-- (NULL: no such workflow) and the stream's rows from offset $3 on, in order: (status,
+-- position, value as JSON text). One snapshot: when the status is finished, every row
+-- the workflow wrote is among those after $3. At least one row; position NULL: no row
+-- there yet. A row whose value is NULL is the stream's close.
+SELECT w.status, s.position, s.value::text
+  FROM (SELECT 1) AS one
+  LEFT JOIN :"schema".workflows w ON w.id = $1
+  LEFT JOIN LATERAL (SELECT position, value FROM :"schema".streams
+                      WHERE workflow_id = $1 AND key = $2 AND position >= $3
+                      ORDER BY position LIMIT $4) s ON true
+ ORDER BY s.position
