@@ -336,6 +336,54 @@ TEST_CASE("cli: wait and show --wait return once a workflow ends, told of it, or
   });
 }
 
+TEST_CASE("cli: stream prints a workflow's stream, and follows it until the close",
+          "[cli][streams]") {
+  const std::string schema = test::fresh_schema("cli_stream");
+  fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    auto h = co_await eng.start("streamer", "s1");
+    co_await test::wait_rows(eng, "s1", 1);  // "a" is written; the workflow waits for "go"
+    // What is there now, and that it is open.
+    auto now = cli_in(schema, {"stream", "s1", "out"});
+    CHECK(now.status == 0);
+    CHECK(now.out == "\"a\"\n");
+    CHECK(contains(now.err, "stream 'out' of 's1' is open: the next offset is 1"));
+    // Following: the program waits for the values this engine's run writes after "go".
+    const auto following = start_cli_in(schema, {"stream", "s1", "out", "--follow", "--offsets"});
+    const auto impatient =
+        start_cli_in(schema, {"stream", "s1", "out", "--from", "1", "-f", "--timeout", "300ms"});
+    const cli_result gave_up = co_await finished(impatient);
+    CHECK(gave_up.status == 1);
+    CHECK(contains(gave_up.err, "is still open after 300ms; the next offset is 1"));
+    CHECK(gave_up.out.empty());
+    (void)co_await eng.send("s1", "go", 1);
+    const cli_result followed = co_await finished(following);
+    CHECK(followed.status == 0);
+    CHECK(followed.out == "0\t\"a\"\n1\t\"line\\n2\"\n2\t{\"n\":3}\n");
+    CHECK(contains(followed.err, "stream 'out' of 's1' is closed: 3 values"));
+    const int closed_at = co_await h.result<int>();
+    CHECK(closed_at == 3);
+    // JSON lines from an offset.
+    auto from_one = cli_in(schema, {"stream", "s1", "out", "--from", "1", "--json"});
+    CHECK(from_one.status == 0);
+    CHECK(from_one.out ==
+          "{\"offset\":1,\"value\":\"line\\n2\"}\n{\"offset\":2,\"value\":{\"n\":3}}\n");
+    // A stream the workflow never wrote ends with it.
+    auto other = cli_in(schema, {"stream", "s1", "other"});
+    CHECK(other.status == 0);
+    CHECK(other.out.empty());
+    CHECK(contains(other.err, "ended with its workflow (succeeded) without a close: 0 values"));
+    // Unknown ids and bad arguments.
+    auto unknown = cli_in(schema, {"stream", "nobody", "out"});
+    CHECK(unknown.status == 1);
+    CHECK(contains(unknown.err, "no workflow has the id 'nobody'"));
+    auto negative = cli_in(schema, {"stream", "s1", "out", "--from", "-1"});
+    CHECK(negative.status == 2);
+    CHECK(contains(negative.err, "--from -1 is negative"));
+    auto no_follow = cli_in(schema, {"stream", "s1", "out", "--timeout", "5s"});
+    CHECK(no_follow.status == 2);
+  });
+}
+
 TEST_CASE("cli: list filters by status, name, queue, executor and time, and pages", "[cli]") {
   const std::string schema = test::fresh_schema("cli_list");
   fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {

@@ -9,11 +9,15 @@
 
 #include <asio/detached.hpp>
 
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "durable/testing.hpp"
+#include "support/processes.hpp"
 #include "support/workflows.hpp"
 
 // In a namespace of its own: the files of one executable compile as one translation unit in
@@ -69,11 +73,129 @@ asio::awaitable<int> large_wf(context& ctx, int size) {
   co_return size;
 }
 
+/// `n` values "v0".."v<n-1>" to "s", each made by a step that takes a few milliseconds (so that
+/// a kill lands in the middle), then the close.
+asio::awaitable<int> slow_writer_wf(context& ctx, int n) {
+  for (int i = 0; i < n; ++i) {
+    const std::string value = co_await ctx.step("make", [i]() -> asio::awaitable<std::string> {
+      co_await test::sleep_ms(20);
+      co_return "v" + std::to_string(i);
+    });
+    (void)co_await ctx.write_stream("s", value);
+  }
+  co_return static_cast<int>(co_await ctx.close_stream("s"));
+}
+
+/// `n` values 0..n-1 to "many", then the close.
+asio::awaitable<int> many_wf(context& ctx, int n) {
+  for (int i = 0; i < n; ++i) (void)co_await ctx.write_stream("many", i);
+  co_return static_cast<int>(co_await ctx.close_stream("many"));
+}
+
+/// Two values and the close, then it waits for "go" (it runs on after its stream is closed).
+asio::awaitable<int> closes_early_wf(context& ctx, int) {
+  (void)co_await ctx.write_stream("s", 10);
+  (void)co_await ctx.write_stream("s", 11);
+  (void)co_await ctx.close_stream("s");
+  const auto go = co_await ctx.recv<int>("go");
+  co_return go.value_or(0);
+}
+
+/// Three writes of one stream at once (ctx.all), then the close; returns their offsets.
+asio::awaitable<std::vector<std::int64_t>> fan_wf(context& ctx, int) {
+  auto a = ctx.write_stream("fan", 1);
+  auto b = ctx.write_stream("fan", 2);
+  auto c = ctx.write_stream("fan", 3);
+  auto [x, y, z] = co_await ctx.all(std::move(a), std::move(b), std::move(c));
+  (void)co_await ctx.close_stream("fan");
+  co_return std::vector<std::int64_t>{x, y, z};
+}
+
+/// A write as a branch of ctx.any: refused, the workflow parked.
+asio::awaitable<int> any_wf(context& ctx, int) {
+  auto write = ctx.write_stream("s", 1);
+  auto nap = ctx.sleep_for(std::chrono::milliseconds(1));
+  (void)co_await ctx.any(std::move(write), std::move(nap));
+  co_return 0;
+}
+
 void add_workflows(engine& eng) {
   eng.register_workflow("writer", &writer_wf);
   eng.register_workflow("unclosed", &unclosed_wf);
   eng.register_workflow("late", &late_wf);
   eng.register_workflow("large", &large_wf);
+  eng.register_workflow("slow_writer", &slow_writer_wf);
+  eng.register_workflow("many", &many_wf);
+  eng.register_workflow("closes_early", &closes_early_wf);
+  eng.register_workflow("fan", &fan_wf);
+  eng.register_workflow("any", &any_wf);
+}
+
+/// A process of its own: an executor of slow_writer (lease 1 s, heartbeat 100 ms). The first
+/// one starts w-kill with `n` values and runs it until it is killed; the second takes it over
+/// and waits for its result (exit 0 when it closed the stream at `n`).
+pid_t spawn_writer(const std::string& schema, const std::string& executor, bool first, int n) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  int code = 1;
+  try {
+    test::run([&]() -> asio::awaitable<void> {
+      auto o = test::preset::live(schema, executor);
+      o.lease_timeout = std::chrono::milliseconds(1000);
+      engine eng(co_await asio::this_coro::executor, o);
+      add_workflows(eng);
+      (void)co_await eng.open();
+      if (first) {
+        (void)co_await eng.start("slow_writer", "w-kill", n);
+        co_await test::sleep_ms(600000);
+      } else {
+        const workflow_handle handle = eng.handle("w-kill");
+        const int closed_at = co_await handle.result<int>();
+        code = closed_at == n ? 0 : 2;
+      }
+    }());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "writer %s: %s\n", executor.c_str(), e.what());
+  }
+  ::_exit(code);
+}
+
+/// A process of its own that reads stream "s" of w-kill from `from` and writes each value to
+/// `path` as "<offset> <value>", a line each, flushed at once; exit 0 once the stream is closed.
+pid_t spawn_reader(const std::string& schema, const std::string& path, std::int64_t from) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  int code = 1;
+  try {
+    std::FILE* out = std::fopen(path.c_str(), "w");
+    if (!out) throw std::runtime_error("cannot write " + path);
+    test::run([&]() -> asio::awaitable<void> {
+      engine eng(co_await asio::this_coro::executor, test::preset::live(schema, "reader"));
+      (void)co_await eng.open();
+      auto r = eng.read_stream<std::string>("w-kill", "s", from);
+      for (;;) {
+        std::optional<stream_value<std::string>> v = co_await r.next();
+        if (!v) break;
+        std::fprintf(out, "%lld %s\n", static_cast<long long>(v->offset), v->value.c_str());
+        std::fflush(out);
+      }
+      code = r.ended() == stream_end::closed ? 0 : 3;
+    }());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "reader: %s\n", e.what());
+  }
+  ::_exit(code);
+}
+
+std::vector<std::pair<long long, std::string>> read_lines(const std::string& path) {
+  std::vector<std::pair<long long, std::string>> lines;
+  std::ifstream in(path);
+  for (std::string text; std::getline(in, text);) {
+    const auto space = text.find(' ');
+    if (space == std::string::npos) break;  // a line cut by the kill
+    lines.emplace_back(std::stoll(text.substr(0, space)), text.substr(space + 1));
+  }
+  return lines;
 }
 
 const test::engine_fixture fx{&test::preset::live, &add_workflows, "exec-a", nullptr};
@@ -263,6 +385,90 @@ TEST_CASE("streams: values larger than a notification's payload reach a waiting 
       slow_polls);
 }
 
+TEST_CASE("streams: more values than one read, a reader past the close, writes from ctx.all",
+          "[streams]") {
+  const auto schema = test::fresh_schema("streams_more");
+  fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    // 150 values: two reads, the second with the close. ended() stays open until the last
+    // value was yielded.
+    const workflow_handle h = co_await eng.start("many", "w-6", 150);
+    const int closed_at = co_await h.result<int>();
+    CHECK(closed_at == 150);
+    auto r = eng.read_stream<int>("w-6", "many");
+    int got = 0;
+    bool open_throughout = true;
+    for (;;) {
+      std::optional<stream_value<int>> v = co_await r.next(std::chrono::seconds(60));
+      if (!v) break;
+      if (v->value != got || v->offset != got) break;
+      if (r.ended() != stream_end::open) open_throughout = false;
+      ++got;
+    }
+    CHECK(got == 150);
+    CHECK(open_throughout);
+    CHECK(r.ended() == stream_end::closed);
+
+    // A reader that starts at or past the close of a workflow still running ends at once.
+    (void)co_await eng.start("closes_early", "w-7", 0);
+    co_await test::wait_rows(eng, "w-7", 3);  // two values and the close
+    for (const std::int64_t from : {std::int64_t(2), std::int64_t(5)}) {
+      auto past = eng.read_stream<int>("w-7", "s", from);
+      const auto none = co_await past.next(std::chrono::seconds(60));
+      CHECK_FALSE(none);
+      CHECK(past.ended() == stream_end::closed);
+      CHECK(past.offset() == from);
+    }
+    (void)co_await eng.send("w-7", "go", 1);
+
+    // Three writes at once: one position each, no value lost or doubled.
+    const workflow_handle fan = co_await eng.start("fan", "w-8", 0);
+    const auto offsets = co_await fan.result<std::vector<std::int64_t>>();
+    auto sorted = offsets;
+    std::sort(sorted.begin(), sorted.end());
+    CHECK(sorted == std::vector<std::int64_t>{0, 1, 2});
+    auto fr = eng.read_stream<int>("w-8", "fan");
+    const auto fanned = co_await read_all(fr, std::chrono::seconds(60));
+    REQUIRE(fanned.size() == 3);
+    for (int i = 0; i < 3; ++i) CHECK(fanned[offsets[i]].value == i + 1);
+    CHECK(fr.ended() == stream_end::closed);
+
+    // A write as a branch of ctx.any parks the workflow, with the reason.
+    (void)co_await eng.start("any", "w-9", 0);
+    const auto parked = co_await test::wait_status(eng, "w-9", "parked");
+    CHECK_THAT(parked.reason, Catch::Contains("write_stream 's') is a branch of ctx.any"));
+
+    // next() with a callback as its completion token.
+    auto cb = eng.read_stream<int>("w-6", "many", 149);
+    std::optional<stream_value<int>> called;
+    bool done = false;
+    cb.next([&](std::exception_ptr e, std::optional<stream_value<int>> v) {
+      if (!e) called = std::move(v);
+      done = true;
+    });
+    while (!done) co_await test::sleep_ms(5);
+    REQUIRE(called);
+    CHECK(called->offset == 149);
+    CHECK(called->value == 149);
+  });
+}
+
+TEST_CASE("streams: the test kit's write after the close fails as the engine's does", "[streams]") {
+  const auto schema = test::fresh_schema("streams_kit_late");
+  std::string engine_says;
+  fx.with_engine(schema, [&](engine& eng) -> asio::awaitable<void> {
+    const workflow_handle h = co_await eng.start("late", "w-3", 0);
+    engine_says = co_await h.result<std::string>();
+  });
+  durable::testing::harness kit;
+  kit.register_workflow("late", &late_wf);
+  kit.start("late", "w-3", 0);
+  kit.run();
+  CHECK(kit.result<std::string>("w-3") == engine_says);
+  const auto [values, closed] = kit.read_stream<std::string>("w-3", "s");
+  CHECK(values == std::vector<std::string>{"a"});
+  CHECK(closed);
+}
+
 TEST_CASE("streams: export and import carry a stream and its close, retention deletes it",
           "[streams]") {
   const auto schema = test::fresh_schema("streams_carry");
@@ -296,6 +502,71 @@ TEST_CASE("streams: export and import carry a stream and its close, retention de
         co_await test::scalar<long>(eng, "SELECT count(*) FROM " + q(schema) + ".streams");
     CHECK(left == 0);
   });
+}
+
+TEST_CASE("streams: another process reads each value once, in order, across SIGKILLs",
+          "[streams][process]") {
+  const auto schema = test::fresh_schema("streams_kill");
+  const int n = 40;
+  const std::string first_path = "/tmp/" + schema + "-r1", second_path = "/tmp/" + schema + "-r2";
+  // The schema exists before the processes race to create it.
+  test::run([&]() -> asio::awaitable<void> {
+    engine eng(co_await asio::this_coro::executor, test::options(schema));
+    (void)co_await eng.migrate();
+  }());
+  const auto count = [&](const std::string& table) {
+    return test::run([&]() -> asio::awaitable<long> {
+      auto c = co_await durable::pg::connection::connect(test::conninfo());
+      const auto r =
+          co_await c->exec("SELECT count(*) FROM " + q(schema) + "." + table + " WHERE " +
+                           (table == "streams" ? "workflow_id" : "id") + " = 'w-kill'");
+      co_return r[0].get<long>(0);
+    }());
+  };
+  const pid_t writer = spawn_writer(schema, "exec-a", true, n);
+  // A reader of a workflow that does not exist yet is refused: it starts once w-kill does.
+  for (int i = 0; i < 6000 && count("workflows") == 0; ++i) ::usleep(10000);
+  const pid_t reader = spawn_reader(schema, first_path, 0);
+  // The reader is killed once it has written 5 values, the writer once 10 are in the stream
+  // (whichever comes first is killed first; both before the stream is closed).
+  bool reader_killed = false, writer_killed = false;
+  for (int i = 0; i < 6000 && !(reader_killed && writer_killed); ++i) {
+    if (!reader_killed && read_lines(first_path).size() >= 5) {
+      ::kill(reader, SIGKILL);
+      reader_killed = true;
+    }
+    if (!writer_killed) {
+      const long written = count("streams");
+      if (written >= 10) {
+        ::kill(writer, SIGKILL);
+        writer_killed = true;
+      }
+    }
+    if (!(reader_killed && writer_killed)) ::usleep(10000);
+  }
+  REQUIRE(reader_killed);
+  REQUIRE(writer_killed);
+  CHECK(test::wait_exit(reader, 10) == 128 + SIGKILL);
+  CHECK(test::wait_exit(writer, 10) == 128 + SIGKILL);
+  // A new reader goes on from the offset after the last value the first one handled.
+  const auto before = read_lines(first_path);
+  REQUIRE_FALSE(before.empty());
+  const pid_t again = spawn_reader(schema, second_path, before.back().first + 1);
+  const pid_t taker = spawn_writer(schema, "exec-b", false, n);
+  CHECK(test::wait_exit(taker, 120) == 0);
+  CHECK(test::wait_exit(again, 120) == 0);
+  auto seen = before;
+  for (auto& l : read_lines(second_path)) seen.push_back(std::move(l));
+  REQUIRE(seen.size() == static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    CHECK(seen[i].first == i);
+    CHECK(seen[i].second == "v" + std::to_string(i));
+  }
+  // Written once each, whatever the kill interrupted: n values and the close.
+  const long rows = count("streams");
+  CHECK(rows == n + 1);
+  std::remove(first_path.c_str());
+  std::remove(second_path.c_str());
 }
 
 TEST_CASE("streams: bad input to read_stream gets a clear error and reads nothing", "[streams]") {

@@ -48,9 +48,11 @@ struct stream_cursor {
   std::string id, key;
   std::int64_t next = 0;  ///< the offset the next read starts at
   std::deque<std::pair<std::int64_t, std::string>> buffered;  ///< read, not yielded yet
-  stream_end end = stream_end::open;
-  std::string finished_status;  ///< the workflow's, when end is finished
-  bool reading = false;         ///< a next() is under way
+  stream_end end = stream_end::open;   ///< what ended() says: set once `buffered` is empty
+  stream_end ends = stream_end::open;  ///< how the stream ends after what is buffered
+  std::string finished_status;         ///< the workflow's, when it ends as finished
+  bool reading = false;                ///< a next() is under way
+  bool marked = false;  ///< the workflow is marked awaited: each append is told (migration 19)
   [[nodiscard]] std::int64_t offset() const noexcept {
     return buffered.empty() ? next : buffered.front().first;
   }

@@ -204,6 +204,16 @@ void wait_for_end(session& s, const std::string& id, double timeout_s,
 /// workflow ended otherwise (exit 1); --json prints {id, status, output, error, reason} either way.
 int cmd_wait(session& s, const settings& g, const std::string& id, double timeout_s,
              const std::string& timeout_text);
+/// durable stream ID KEY: the values of a workflow's stream, one per line (--json: objects
+/// {offset, value}); with follow, as they are written until the stream ends.
+struct stream_args {
+  std::string id, key;
+  std::int64_t from = 0;
+  bool follow = false, offsets = false;
+  double timeout_s = -1;     ///< with follow: give up after this long (< 0: no limit)
+  std::string timeout_text;  ///< as given
+};
+int cmd_stream(session& s, const settings& g, const stream_args& a);
 int cmd_queues(session& s, const settings& g);
 /// The workflows that do not move (the view stuck), longest stuck first, with why.
 int cmd_stuck(session& s, const settings& g, std::int64_t limit);

@@ -114,6 +114,23 @@ int main(int argc, char** argv) {
                    "give up after this long (500ms, 90s, 15m; default no limit): exit status 1, "
                    "nothing changed");
 
+  stream_args sa;
+  auto* stream = app.add_subcommand(
+      "stream",
+      "print a workflow's stream (ctx.write_stream), one value per line; --follow: as it is "
+      "written, until it is closed or the workflow ends");
+  stream->add_option("ID", sa.id, "workflow id")->required();
+  stream->add_option("KEY", sa.key, "the stream's key")->required();
+  stream->add_option("--from", sa.from, "the first offset to print (default 0)");
+  auto* stream_follow =
+      stream->add_flag("--follow,-f", sa.follow, "wait for values until the stream ends");
+  stream->add_flag("--offsets", sa.offsets, "print each value's offset and a tab before it");
+  stream
+      ->add_option("--timeout", sa.timeout_text,
+                   "with --follow: give up after this long (500ms, 90s, 15m; default no "
+                   "limit), exit status 1")
+      ->needs(stream_follow);
+
   auto* cancel = app.add_subcommand("cancel", "cancel a workflow and its unfinished children");
   cancel->add_option("ID", id, "workflow id")->required();
   auto* resume =
@@ -333,6 +350,10 @@ int main(int argc, char** argv) {
       return cmd_show(s, g, id, last_steps);
     }
     if (wait->parsed()) return cmd_wait(s, g, id, timeout_s, wait_timeout);
+    if (stream->parsed()) {
+      if (!sa.timeout_text.empty()) sa.timeout_s = require_duration("--timeout", sa.timeout_text);
+      return cmd_stream(s, g, sa);
+    }
     // The verbs that change workflows, queues or schedules leave an audit row, as the
     // console's actions do (durable audit).
     const ojson on_id{{"id", id}};

@@ -1,6 +1,7 @@
 // The `durable` program's verbs that read the database: list, show, queues, executors, stats.
 // Each runs one operator statement of the store (rows as JSON objects) and prints a table,
-// fields, or the rows as --json. And wait (show --wait): result() of the engine, told of the end.
+// fields, or the rows as --json. And wait (show --wait): result() of the engine, told of the end;
+// and stream: a workflow's stream, read by engine::read_stream.
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
@@ -449,6 +450,87 @@ int cmd_wait(session& s, const settings& g, const std::string& id, double timeou
   throw failure(not_done, "'" + one_line(id) + "' ended " + w->status +
                               (why.empty() ? std::string() : ": " + one_line(why)) +
                               "; see 'durable show " + shell_word(id) + "'");
+}
+
+// ---- stream ----------------------------------------------------------------------------------
+
+namespace {
+
+/// A value as one line for a terminal: compact JSON, control characters escaped.
+std::string value_line(const nlohmann::json& v) {
+  return durable::detail::printable_name(
+      v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+      durable::detail::printable_style::json);
+}
+
+/// Prints the values of `r` as they come: until the stream ends, or (not `follow`) until none
+/// is there now, or `timeout_s` passes (< 0: no limit; `timed_out` says so).
+asio::awaitable<void> print_stream(durable::stream_reader<nlohmann::json>& r, bool follow,
+                                   double timeout_s, bool offsets, bool json, bool& timed_out) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto limit = std::chrono::ceil<std::chrono::milliseconds>(
+      std::chrono::duration<double>(timeout_s < 0 ? 0.0 : timeout_s));
+  for (;;) {
+    auto wait = std::chrono::milliseconds(0);  // not following: what is there now
+    if (follow && timeout_s < 0) wait = durable::forever;
+    if (follow && timeout_s >= 0) {
+      wait = limit - std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::steady_clock::now() - start);
+      if (wait.count() <= 0) {
+        timed_out = true;
+        co_return;
+      }
+    }
+    std::optional<durable::stream_value<nlohmann::json>> v = co_await r.next(wait);
+    if (!v) {
+      timed_out = follow && r.ended() == durable::stream_end::open;
+      co_return;
+    }
+    if (json) {  // JSON lines: one compact object a line
+      const nlohmann::json line{{"offset", v->offset}, {"value", std::move(v->value)}};
+      std::puts(value_line(line).c_str());
+    } else {
+      const std::string line = value_line(v->value);
+      if (offsets)
+        std::printf("%lld\t%s\n", static_cast<long long>(v->offset), line.c_str());
+      else
+        std::puts(line.c_str());
+    }
+    std::fflush(stdout);
+  }
+}
+
+}  // namespace
+
+int cmd_stream(session& s, const settings& g, const stream_args& a) {
+  if (a.from < 0)
+    throw failure(bad_usage, "--from " + std::to_string(a.from) +
+                                 " is negative; offsets count from 0 (the first value)");
+  if (!s.record_of(a.id)) s.unknown(a.id);
+  auto r = s.eng.read_stream<nlohmann::json>(a.id, a.key, a.from);
+  bool timed_out = false;
+  if (!run(s.io, print_stream(r, a.follow, a.timeout_s, a.offsets, g.json, timed_out)))
+    return not_done;  // interrupted (a signal)
+  const std::string which = "stream '" + one_line(a.key) + "' of '" + one_line(a.id) + "'";
+  switch (r.ended()) {
+    case durable::stream_end::closed:
+      std::fprintf(stderr, "%s is closed: %lld values\n", which.c_str(),
+                   static_cast<long long>(r.offset()));
+      return done;
+    case durable::stream_end::finished:
+      std::fprintf(stderr, "%s ended with its workflow (%s) without a close: %lld values\n",
+                   which.c_str(), r.finished_status().c_str(), static_cast<long long>(r.offset()));
+      return done;
+    case durable::stream_end::open:
+      break;
+  }
+  if (timed_out)
+    throw failure(not_done, which + " is still open after " + one_line(a.timeout_text) +
+                                "; the next offset is " + std::to_string(r.offset()) +
+                                " (go on with --from " + std::to_string(r.offset()) + ")");
+  std::fprintf(stderr, "%s is open: the next offset is %lld; --follow waits for more\n",
+               which.c_str(), static_cast<long long>(r.offset()));
+  return done;
 }
 
 }  // namespace durable_cli

@@ -212,9 +212,22 @@ inline asio::awaitable<std::string> inbox_wf(context& ctx) {
   co_return m ? m->dump() : std::string("timeout");
 }
 
+/// Writes "a" to stream "out", waits for "go", writes a line with a newline in it and an
+/// object, and closes the stream.
+inline asio::awaitable<int> streamer_wf(context& ctx) {
+  const std::string first = "a", second = "line\n2";
+  const json third{{"n", 3}};
+  co_await ctx.write_stream("out", first);
+  (void)co_await ctx.recv<int>("go");
+  co_await ctx.write_stream("out", second);
+  co_await ctx.write_stream("out", third);
+  co_return static_cast<int>(co_await ctx.close_stream("out"));
+}
+
 inline void register_cli(engine& eng) {
   eng.register_workflow("order", &order_wf);
   eng.register_workflow("inbox", &inbox_wf);
+  eng.register_workflow("streamer", &streamer_wf);
 }
 
 const test::engine_fixture fx{

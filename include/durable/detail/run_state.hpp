@@ -59,9 +59,10 @@ public:
   using error::error;
 };
 
-/// What runs of this process (and engine::get_event calls) wait for: a key announced on the
-/// store's wait channel (a workflow's id: a message for it, or a child of it that ended;
-/// "e:<id>": an event of workflow <id>). The listener pokes the waiters of a key it hears.
+/// What runs of this process (and engine::get_event, result() and read_stream calls) wait for:
+/// a key announced on the store's wait channel (a workflow's id: a message for it, or a child
+/// of it that ended; "e:<id>": an event of workflow <id>; "s:<id>": an append to a stream of
+/// it) or its result channel ("r:<id>"). The listener pokes the waiters of a key it hears.
 struct waiter_registry {
   struct waiter {
     explicit waiter(const asio::any_io_executor& ex)
@@ -137,6 +138,11 @@ struct waiter_registry {
     ~entry() {
       disarm_timer(clock_, w_.timer);
       if (r_) r_->waiting.erase(it_);
+      if (r_ && also_) r_->waiting.erase(*also_);
+    }
+    /// Registers the waiter for a second key too (once): a poke of either wakes it.
+    void also(const std::string& key) {
+      if (r_ && !also_) also_ = r_->waiting.emplace(key, &w_);
     }
     /// Waits until poked, or `limit` passes. Returns at once if poked since the last call.
     asio::awaitable<void> wait(std::chrono::milliseconds limit) {
@@ -158,6 +164,7 @@ struct waiter_registry {
     waiter w_;
     virtual_clock* clock_;
     std::multimap<std::string, waiter*, std::less<>>::iterator it_;
+    std::optional<std::multimap<std::string, waiter*, std::less<>>::iterator> also_;
   };
 
 private:
@@ -228,6 +235,10 @@ struct run_state : cursor {
   // would stop the other branches' steps).
   int joins_running = 0;
   int anys_running = 0;  // ctx.any joins among them: a recv may not be a branch (it consumes)
+  // The streams a write of this run is being journaled to, each with the timer its next writer
+  // waits on: one write of a stream at a time, so that positions follow the order the writes
+  // reach the run, and a write never waits on another's transaction lock (group commit).
+  std::map<std::string, std::shared_ptr<asio::steady_timer>, std::less<>> streams_writing;
   // Waits (recv, get_event, child results): the in-run wait between looks, and the longest
   // an unloaded waiter sleeps before it looks again (engine_options::wait_recheck).
   std::chrono::milliseconds poll_interval{500};

@@ -1133,7 +1133,7 @@ ALTER TABLE :"schema".workflows ADD CONSTRAINT workflows_tracestate_check
   NOT VALID;
 )durable_sql"},
   {19, "streams", "durable streams",
-   "9d8140afc0c0884fca322cb740bf982d87965c38c22ee16fcfaa3706f095d80c",
+   "996cf089ac291a9d87a5f89e8522497f114af65b033ff6127b6c14701e7145b7",
    R"durable_sql(-- durable streams
 -- The values a workflow appends under a key (ctx.write_stream), in order, for readers
 -- outside it (engine::read_stream, `durable stream`). A value's offset is its `position`,
@@ -1159,46 +1159,58 @@ CREATE TABLE :"schema".streams (
 --   written  true: appended at `position` (a close: its close row, or the close that
 --            was there already);
 --            false: nothing written, nothing journaled: the stream was closed (at
---            `position`, by step `closed_by`) and this is a value.
--- Writers of one stream are serialized by a transaction lock, so positions are given in
--- the order the rows commit: a reader that sees a position has seen every one before it.
--- Tells readers waiting on the wait channel ('s:' || id) once the row commits.
+--            `position`, by step `closed_by` of generation `closed_generation`) and this
+--            is a value.
+-- A run issues one write of a stream at a time, and a stale owner's write is fenced, so
+-- positions are given in the order the rows commit (the transaction lock is a backstop):
+-- a reader that sees a position has seen every one before it.
+-- Tells readers waiting on the wait channel ('s:' || id) once the row commits, if a reader
+-- marked the workflow `awaited` (stream_read's caller does before it waits; the mark and
+-- this statement both lock the workflow's row, so either this statement sees the mark or
+-- the reader's next read sees this row). Nobody reading: no NOTIFY, which serializes the
+-- commits that send one.
 CREATE FUNCTION :"schema".append_stream(p_id text, p_epoch bigint, p_seq integer,
     p_key text, p_value jsonb, p_started_at double precision, p_kind text,
     p_wait_channel text)
-  RETURNS TABLE (written boolean, at_position bigint, closed_by integer)
+  RETURNS TABLE (written boolean, at_position bigint, closed_by integer,
+                 closed_generation integer)
   LANGUAGE plpgsql
   SET search_path = pg_catalog, :"schema", pg_temp AS $fn$
 DECLARE
   last_position bigint;
   last_closes boolean;
   last_seq integer;
+  last_generation integer;
   gen integer;
 BEGIN
-  SELECT w.generation INTO gen FROM workflows w WHERE w.id = p_id AND w.epoch = p_epoch;
   PERFORM pg_advisory_xact_lock(wait_lock('stream', p_id, p_key));
-  SELECT s.position, s.value IS NULL, s.seq INTO last_position, last_closes, last_seq
+  SELECT s.position, s.value IS NULL, s.seq, s.generation
+    INTO last_position, last_closes, last_seq, last_generation
     FROM streams s WHERE s.workflow_id = p_id AND s.key = p_key
    ORDER BY s.position DESC LIMIT 1;
   IF last_closes AND p_value IS NOT NULL THEN
-    RETURN QUERY SELECT false, last_position, last_seq;
+    RETURN QUERY SELECT false, last_position, last_seq, last_generation;
     RETURN;
   END IF;
-  IF last_closes THEN  -- closed again: journaled, nothing appended
-    PERFORM append_step(p_id, p_epoch, p_seq, p_key, p_kind, 'succeeded',
-                            to_jsonb(last_position), NULL, 1, to_timestamp(p_started_at));
-    RETURN QUERY SELECT true, last_position, NULL::integer;
-    RETURN;
+  IF NOT last_closes THEN
+    last_position := last_position + 1;
   END IF;
-  last_position := coalesce(last_position + 1, 0);
+  last_position := coalesce(last_position, 0);
   PERFORM append_step(p_id, p_epoch, p_seq, p_key, p_kind, 'succeeded',
                           to_jsonb(last_position), NULL, 1, to_timestamp(p_started_at));
+  IF last_closes THEN  -- closed again: journaled, nothing appended
+    RETURN QUERY SELECT true, last_position, NULL::integer, NULL::integer;
+    RETURN;
+  END IF;
+  SELECT w.generation INTO gen FROM workflows w WHERE w.id = p_id;
   INSERT INTO streams (workflow_id, key, position, value, generation, seq)
   VALUES (p_id, p_key, last_position, p_value, gen, p_seq);
-  IF octet_length(p_id) < 7900 THEN  -- else too long for a notification: readers poll
+  -- An id of 7 900 bytes or more cannot be told (NOTIFY's limit): its readers poll.
+  IF octet_length(p_id) < 7900
+     AND EXISTS (SELECT 1 FROM workflows w WHERE w.id = p_id AND w.awaited) THEN
     PERFORM pg_notify(p_wait_channel, 's:' || p_id);
   END IF;
-  RETURN QUERY SELECT true, last_position, NULL::integer;
+  RETURN QUERY SELECT true, last_position, NULL::integer, NULL::integer;
 END
 $fn$;
 )durable_sql"},
@@ -1996,15 +2008,18 @@ SELECT w.id, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9, w.epoch,
 $1::text[], $2::bigint[], $3::integer[], $4::text[], $5::text[], $6::text[], $7::jsonb[],
 $8::jsonb[], $9::integer[], $10::double precision[]))durable_sql"},
   {"stream_read",
-   R"durable_sql(SELECT w.status, s.position, s.value::text
+   R"durable_sql(SELECT w.status, CASE WHEN l.closes THEN l.position END, s.position, s.value::text
   FROM (SELECT 1) AS one
   LEFT JOIN :"schema".workflows w ON w.id = $1
+  LEFT JOIN LATERAL (SELECT position, value IS NULL AS closes FROM :"schema".streams
+                      WHERE workflow_id = $1 AND key = $2
+                      ORDER BY position DESC LIMIT 1) l ON true
   LEFT JOIN LATERAL (SELECT position, value FROM :"schema".streams
                       WHERE workflow_id = $1 AND key = $2 AND position >= $3
                       ORDER BY position LIMIT $4) s ON true
  ORDER BY s.position)durable_sql"},
   {"stream_write",
-   R"durable_sql(SELECT written, at_position, closed_by
+   R"durable_sql(SELECT written, at_position, closed_by, closed_generation
   FROM :"schema".append_stream($1, $2, $3, $4, $5::jsonb, $6::double precision, $7, $8))durable_sql"},
   {"workflow_await",
    R"durable_sql(WITH marked AS (

@@ -130,6 +130,28 @@ DURABLE_DECL asio::awaitable<void> publish_event(run_state& s, int seq, const st
   if (s.counters) ++s.counters->steps_executed;
 }
 
+/// Waits until no other write of stream `key` of this run is under way, and marks one as under
+/// way (end_stream_write ends it).
+inline asio::awaitable<std::shared_ptr<asio::steady_timer>> begin_stream_write(
+    run_state& s, const std::string& key) {
+  for (auto busy = s.streams_writing.find(key); busy != s.streams_writing.end();
+       busy = s.streams_writing.find(key)) {
+    const std::shared_ptr<asio::steady_timer> next = busy->second;
+    asio::error_code ec;
+    co_await next->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  auto mine = std::make_shared<asio::steady_timer>(co_await asio::this_coro::executor,
+                                                   asio::steady_timer::time_point::max());
+  s.streams_writing.emplace(key, mine);
+  co_return mine;
+}
+
+inline void end_stream_write(run_state& s, const std::string& key,
+                             const std::shared_ptr<asio::steady_timer>& mine) {
+  s.streams_writing.erase(key);
+  mine->cancel();  // the writers waiting look again; one of them goes next
+}
+
 DURABLE_DECL asio::awaitable<std::int64_t> append_to_stream(run_state& s, int seq, std::string key,
                                                             std::optional<std::string> value) {
   const step_kind k = value ? step_kind::write_stream : step_kind::close_stream;
@@ -139,12 +161,27 @@ DURABLE_DECL asio::awaitable<std::int64_t> append_to_stream(run_state& s, int se
   require_live(s, seq, key);
   const std::string what = "step " + std::to_string(seq) + " (" +
                            (value ? "write_stream" : "close_stream") + " '" + key + "')";
+  if (s.anys_running > 0) {
+    throw misuse(s, "workflow '" + s.id + "' (" + s.name + "): " + what +
+                        " is a branch of ctx.any. A losing branch's write may already have "
+                        "reached the readers (or closed the stream) when the winner is known, "
+                        "and a replay would not write it. Write after ctx.any returns instead. "
+                        "The workflow is parked: fix the code, then resume it");
+  }
   if (value) check_value_size(s, value->size(), "the value of " + what, "the step runs again");
   const double started = journal_started_at(s);
   span_guard writing(s, span_kind::step, seq, key, kind);
+  const std::shared_ptr<asio::steady_timer> turn = co_await begin_stream_write(s, key);
   reserve_row(s, seq, key);
-  const stream_write_outcome out = co_await journaling(
-      s, seq, key, io_of(s).write_stream(s.id, s.epoch, seq, key, value, started));
+  stream_write_outcome out;
+  try {
+    out = co_await journaling(s, seq, key,
+                              io_of(s).write_stream(s.id, s.epoch, seq, key, value, started));
+  } catch (...) {
+    end_stream_write(s, key, turn);  // (not in a destructor: a frame destroyed unwound nothing)
+    throw;
+  }
+  end_stream_write(s, key, turn);
   if (out.written) {
     writing.end(false, {});
     if (s.counters) ++s.counters->steps_executed;
@@ -153,9 +190,13 @@ DURABLE_DECL asio::awaitable<std::int64_t> append_to_stream(run_state& s, int se
   release_row(s);  // nothing journaled: the failure below is
   // A value after the close: the step fails for good, journaled so that replays fail alike.
   const std::string type = "durable::error";
+  const std::string by = out.closed_generation >= 0 && out.closed_generation != s.generation
+                             ? "step " + std::to_string(out.closed_by) + " of generation " +
+                                   std::to_string(out.closed_generation)
+                             : "step " + std::to_string(out.closed_by);
   const std::string message =
-      "workflow '" + s.id + "': " + what + " writes to a stream that step " +
-      std::to_string(out.closed_by) + " closed (at offset " + std::to_string(out.offset) +
+      "workflow '" + s.id + "': " + what + " writes to a stream that " + by +
+      " closed (at offset " + std::to_string(out.offset) +
       "); nothing was written. Write every value before close_stream(), or use another key";
   const std::optional<std::string> no_output;
   const std::optional<std::string> err = captured_error{type, message}.to_json();

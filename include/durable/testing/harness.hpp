@@ -157,11 +157,11 @@ public:
     const auto& streams = j_.at(id).streams;
     const auto it = streams.find(key);
     if (it == streams.end()) return out;
-    for (const auto& v : it->second) {
-      if (!v)
+    for (const auto& row : it->second) {
+      if (!row.value)
         out.second = true;
       else
-        out.first.push_back(durable::decode<T>(nlohmann::json::parse(*v)));
+        out.first.push_back(durable::decode<T>(nlohmann::json::parse(*row.value)));
     }
     return out;
   }

@@ -98,11 +98,12 @@ inline void load(detail::memory_journal& j, const nlohmann::json& w) {
   for (const auto& e : w.value("events", nlohmann::json::array()))
     rec.events[e.at("key").get<std::string>()] = e.at("value").dump();
   for (const auto& v : w.value("streams", nlohmann::json::array())) {  // in offset order
-    auto& rows = rec.streams[v.at("key").get<std::string>()];
-    if (v.value("closes", false))
-      rows.emplace_back();
-    else
-      rows.emplace_back(v.at("value").dump());
+    detail::memory_journal::stream_row row;
+    row.position = v.at("position").get<std::int64_t>();
+    if (!v.value("closes", false)) row.value = v.at("value").dump();
+    row.generation = v.value("generation", std::int64_t(0));
+    row.seq = v.value("seq", 0);
+    rec.streams[v.at("key").get<std::string>()].push_back(std::move(row));
   }
 }
 

@@ -141,11 +141,12 @@ struct taken_message {
 
 /// What write_stream did: appended at `offset` (a close: the close's offset, the one there
 /// already when it was closed before), or, for a value, nothing, because the stream was closed
-/// (at `offset`, by step `closed_by`).
+/// (at `offset`, by step `closed_by` of generation `closed_generation`).
 struct stream_write_outcome {
   bool written = false;
   std::int64_t offset = 0;
   int closed_by = -1;
+  int closed_generation = -1;
 };
 
 /// The next generation a continue_as_new started.

@@ -66,6 +66,15 @@ public:
     using error::error;
   };
 
+  /// A row of a stream: its offset, its value (JSON; none: the close, the stream's last row),
+  /// and the step (and generation) that wrote it.
+  struct stream_row {
+    std::int64_t position = 0;
+    std::optional<std::string> value;
+    std::int64_t generation = 0;
+    int seq = 0;
+  };
+
   /// One workflow, as its rows in the engine's tables would hold it.
   struct workflow_record {
     std::string name;
@@ -80,8 +89,8 @@ public:
     std::vector<recorded_attempt> attempts;
     std::vector<message> inbox;
     std::map<std::string, std::string, std::less<>> events;
-    /// Each stream's rows in offset order: a value (JSON), or none for the close (its last).
-    std::map<std::string, std::vector<std::optional<std::string>>, std::less<>> streams;
+    /// Each stream's rows in offset order, as the table streams holds them.
+    std::map<std::string, std::vector<stream_row>, std::less<>> streams;
   };
 
   // ---- what a test or the test kit does around runs -----------------------------------------

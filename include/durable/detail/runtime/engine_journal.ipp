@@ -195,7 +195,8 @@ DURABLE_DECL asio::awaitable<stream_write_outcome> engine_journal::write_stream(
   if (!row)
     throw error("workflow '" + id + "': step " + std::to_string(seq) + " (stream '" + key +
                 "'): the append returned no row");
-  co_return stream_write_outcome{row->written, row->position, row->closed_by.value_or(-1)};
+  co_return stream_write_outcome{row->written, row->position, row->closed_by.value_or(-1),
+                                 row->closed_generation.value_or(-1)};
 }
 
 DURABLE_DECL asio::awaitable<bool> engine_journal::start_child(

@@ -15,24 +15,27 @@ namespace durable::detail {
 class stream_statements {
 public:
   /// stream_write: whether it was written (false: the stream was closed, at `position` by
-  /// step `closed_by`, and nothing was written or journaled), and where.
+  /// step `closed_by` of generation `closed_generation`, and nothing was written or
+  /// journaled), and where.
   struct stream_appended {
     bool written = false;
     std::int64_t position = 0;
-    std::optional<int> closed_by;
+    std::optional<int> closed_by, closed_generation;
     static stream_appended from(const pg::row& r) {
-      return {r.get<bool>(0), r.get<std::int64_t>(1), r.get<std::optional<int>>(2)};
+      return {r.get<bool>(0), r.get<std::int64_t>(1), r.get<std::optional<int>>(2),
+              r.get<std::optional<int>>(3)};
     }
   };
-  /// stream_read: the workflow's status (none: no such workflow) and a row of the stream, if
-  /// any (`value` none: the stream's close).
+  /// stream_read: the workflow's status (none: no such workflow), the offset of the stream's
+  /// close (none: not closed), and a row of the stream, if any (`value` none: the close).
   struct stream_row {
     std::optional<std::string> status;
+    std::optional<std::int64_t> closed_at;
     std::optional<std::int64_t> position;
     std::optional<std::string> value;
     static stream_row from(const pg::row& r) {
       return {r.get<std::optional<std::string>>(0), r.get<std::optional<std::int64_t>>(1),
-              r.get<std::optional<std::string>>(2)};
+              r.get<std::optional<std::int64_t>>(2), r.get<std::optional<std::string>>(3)};
     }
   };
 

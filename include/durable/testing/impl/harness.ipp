@@ -399,11 +399,13 @@ DURABLE_DECL nlohmann::json harness::export_journal(const std::string& id, bool 
     for (const auto& [key, value] : w.events)
       events.push_back({{"key", key}, {"value", json::parse(value)}});
     for (const auto& [key, rows] : w.streams)
-      for (std::size_t at = 0; at < rows.size(); ++at)
+      for (const auto& row : rows)
         streams.push_back({{"key", key},
-                           {"position", at},
-                           {"value", parse_or_null(rows[at])},
-                           {"closes", !rows[at]}});
+                           {"position", row.position},
+                           {"value", parse_or_null(row.value)},
+                           {"closes", !row.value},
+                           {"generation", row.generation},
+                           {"seq", row.seq}});
     all.push_back({{"id", wid},
                    {"name", w.name},
                    {"status", w.status},

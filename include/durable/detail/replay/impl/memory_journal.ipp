@@ -326,24 +326,20 @@ DURABLE_DECL asio::awaitable<stream_write_outcome> memory_journal::write_stream(
     const std::optional<std::string>& value, double started_at) {
   workflow_record& w = writable(id, epoch);
   auto& rows = w.streams[key];
-  const bool closed = !rows.empty() && !rows.back();
-  const auto last = static_cast<std::int64_t>(rows.size()) - 1;
-  if (closed && value) {
-    int closed_by = -1;
-    for (const auto& [n, row] : w.steps)
-      if (row.kind == to_string(step_kind::close_stream) && row.name == key) closed_by = n;
-    co_return stream_write_outcome{false, last, closed_by};
-  }
+  const bool closed = !rows.empty() && !rows.back().value;
+  if (closed && value)
+    co_return stream_write_outcome{false, rows.back().position, rows.back().seq,
+                                   static_cast<int>(rows.back().generation)};
   check_free(w, id, seq);
   crash_if(id, seq, crash_moment::before_row);
-  const std::int64_t offset = closed ? last : last + 1;
-  if (!closed) rows.push_back(value);
+  const std::int64_t offset = rows.empty() ? 0 : rows.back().position + (closed ? 0 : 1);
+  if (!closed) rows.push_back(stream_row{offset, value, w.generation, seq});
   const auto kind = value ? step_kind::write_stream : step_kind::close_stream;
   w.steps.emplace(seq, step_row{seq, key, std::string(to_string(kind)), std::to_string(offset),
                                 std::nullopt, 1, started_at});
   poke("s:" + id);
   crash_if(id, seq, crash_moment::after_row);
-  co_return stream_write_outcome{true, offset, -1};
+  co_return stream_write_outcome{true, offset, -1, -1};
 }
 
 DURABLE_DECL asio::awaitable<bool> memory_journal::start_child(
