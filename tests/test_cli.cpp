@@ -362,6 +362,11 @@ TEST_CASE("cli: stream prints a workflow's stream, and follows it until the clos
     CHECK(contains(followed.err, "stream 'out' of 's1' is closed: 3 values"));
     const int closed_at = co_await h.result<int>();
     CHECK(closed_at == 3);
+    // show lists the stream.
+    auto shown = cli_in(schema, {"show", "s1"});
+    CHECK(shown.status == 0);
+    CHECK(contains(shown.out, "streams (1)"));
+    CHECK(contains(shown.out, "out"));
     // JSON lines from an offset.
     auto from_one = cli_in(schema, {"stream", "s1", "out", "--from", "1", "--json"});
     CHECK(from_one.status == 0);

@@ -8,7 +8,8 @@
 -- made its next attempt due now)), every attempt of its steps (the newest 1 000: each failed
 -- or retrying attempt's row, the marks of retry() and resume(), and the attempt that succeeded,
 -- from its journal row, for a step that had more than one), its children, its unconsumed
--- messages and its events. admin_list counts the same steps. No row: no such workflow.
+-- messages, its events and its streams. admin_list counts the same steps. No row: no such
+-- workflow.
 SELECT json_build_object(
   'workflow', row_to_json(w),
   -- why it is where it is, for a workflow that has not ended (the view waiting, migration 17)
@@ -75,5 +76,20 @@ SELECT json_build_object(
       SELECT id, topic, payload, created_at FROM :"schema".messages
        WHERE workflow_id = w.id AND consumed_at IS NULL) m),
   'events', (SELECT coalesce(json_agg(e ORDER BY e.key), '[]') FROM (
-      SELECT key, value, updated_at FROM :"schema".events WHERE workflow_id = w.id) e)
+      SELECT key, value, updated_at FROM :"schema".events WHERE workflow_id = w.id) e),
+  -- each stream: its key, how many values (from its last row: the close's offset, or the
+  -- last offset + 1), closed or not, its last write; the keys found by a skip scan of the
+  -- primary key and the last rows read backwards, so a long stream costs no more than a short
+  'streams', (WITH RECURSIVE k AS (
+        SELECT (SELECT min(key) FROM :"schema".streams WHERE workflow_id = w.id) AS key
+        UNION ALL
+        SELECT (SELECT min(key) FROM :"schema".streams WHERE workflow_id = w.id AND key > k.key)
+          FROM k WHERE k.key IS NOT NULL)
+      SELECT coalesce(json_agg(json_build_object(
+          'key', k.key, 'values', CASE WHEN l.closes THEN l.position ELSE l.position + 1 END,
+          'closed', l.closes, 'last_at', l.written_at) ORDER BY k.key), '[]')
+        FROM k CROSS JOIN LATERAL (
+          SELECT position, value IS NULL AS closes, written_at FROM :"schema".streams
+           WHERE workflow_id = w.id AND key = k.key ORDER BY position DESC LIMIT 1) l
+       WHERE k.key IS NOT NULL)
 )::text FROM (SELECT * FROM :"schema".workflows WHERE id = $1) w

@@ -269,7 +269,7 @@ int cmd_show(session& s, const settings& g, const std::string& id, std::size_t l
                  {"error", 60}},
                 "  ");
   }
-  for (const char* part : {"children", "inbox", "events"}) {
+  for (const char* part : {"children", "inbox", "events", "streams"}) {
     const auto items = all[part].get<std::vector<ojson>>();
     if (items.empty()) continue;
     std::puts("");
@@ -278,6 +278,8 @@ int cmd_show(session& s, const settings& g, const std::string& id, std::size_t l
       print_table(items, {{"id", 40}, {"name", 24}, {"status", 11}, {"completed_at", 19}}, "  ");
     else if (std::string(part) == "inbox")
       print_table(items, {{"id", 12}, {"topic", 24}, {"created_at", 19}, {"payload", 60}}, "  ");
+    else if (std::string(part) == "streams")
+      print_table(items, {{"key", 24}, {"values", 8}, {"closed", 6}, {"last_at", 19}}, "  ");
     else
       print_table(items, {{"key", 24}, {"updated_at", 19}, {"value", 60}}, "  ");
   }

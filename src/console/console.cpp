@@ -38,32 +38,7 @@ namespace {
 using ojson = nlohmann::ordered_json;
 using traits = restinio::traits_t<restinio::asio_timer_manager_t, restinio::null_logger_t>;
 using server_t = restinio::http_server_t<traits>;
-// A counting semaphore on the engine's strand: `free` places, and the requests waiting for one
-// (each on a timer that never expires, cancelled to hand it a place).
-struct gate_t {
-  std::size_t free;
-  std::deque<std::shared_ptr<asio::steady_timer>> waiting;
-
-  asio::awaitable<void> enter() {
-    if (free > 0) {
-      --free;
-      co_return;
-    }
-    auto timer = std::make_shared<asio::steady_timer>(co_await asio::this_coro::executor,
-                                                      asio::steady_timer::time_point::max());
-    waiting.push_back(timer);
-    asio::error_code ec;
-    co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  }
-  void leave() {
-    if (waiting.empty()) {
-      ++free;
-      return;
-    }
-    waiting.front()->cancel();  // the place goes to the first in line
-    waiting.pop_front();
-  }
-};
+using console_detail::gate_t;
 
 // Headers on every response. The pages load their script and style from /assets/ only, fetch
 // the API from the same origin, and may not be framed; nothing is cached (the data is live and
@@ -546,6 +521,16 @@ struct console::impl : std::enable_shared_from_this<console::impl> {
       auto q = st.admin_show(id);
       auto found = co_await one(std::move(q));
       if (found.is_null()) throw console_detail::not_found("no workflow has the id '" + id + "'");
+      co_return found;
+    }
+    if (path == "/api/stream") {
+      const auto id = console_detail::required(p, "id");
+      const auto key = console_detail::required(p, "key");
+      const std::int64_t from = console_detail::offset_param(p, "from");
+      auto q = st.admin_stream(id, key, from, console_detail::stream_page);
+      auto found = co_await one(std::move(q));
+      if (found.is_null() || found["status"].is_null())
+        throw console_detail::not_found("no workflow has the id '" + id + "'");
       co_return found;
     }
     if (path == "/api/queues") {

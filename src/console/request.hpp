@@ -3,12 +3,19 @@
 #pragma once
 
 #include <algorithm>
+#include <asio/awaitable.hpp>
+#include <asio/redirect_error.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/this_coro.hpp>
+#include <asio/use_awaitable.hpp>
 #include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <stdexcept>
@@ -22,6 +29,33 @@
 #include "durable/store.hpp"
 
 namespace durable::console_detail {
+
+// A counting semaphore on the engine's strand: `free` places, and the requests waiting for one
+// (each on a timer that never expires, cancelled to hand it a place).
+struct gate_t {
+  std::size_t free;
+  std::deque<std::shared_ptr<asio::steady_timer>> waiting;
+
+  asio::awaitable<void> enter() {
+    if (free > 0) {
+      --free;
+      co_return;
+    }
+    auto timer = std::make_shared<asio::steady_timer>(co_await asio::this_coro::executor,
+                                                      asio::steady_timer::time_point::max());
+    waiting.push_back(timer);
+    asio::error_code ec;
+    co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+  void leave() {
+    if (waiting.empty()) {
+      ++free;
+      return;
+    }
+    waiting.front()->cancel();  // the place goes to the first in line
+    waiting.pop_front();
+  }
+};
 
 using params = std::map<std::string, std::string>;
 
@@ -254,6 +288,20 @@ inline std::string required(const params& p, const std::string& key) {
   if (!v) throw bad_request("the parameter '" + key + "' is required");
   return *v;
 }
+
+/// A stream's offset given as parameter `key` (0 when absent): a whole number from 0 up.
+inline std::int64_t offset_param(const params& p, const std::string& key) {
+  const auto v = optional_param(p, key);
+  if (!v) return 0;
+  std::int64_t n = 0;
+  const auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), n);
+  if (ec != std::errc() || end != v->data() + v->size() || n < 0)
+    throw bad_request(key + ": '" + *v + "' is not an offset (a whole number from 0 up)");
+  return n;
+}
+
+/// The values the stream page reads at most in one request (it reads on from `next`).
+inline constexpr int stream_page = 500;
 
 /// The workflow list's filter from the page's parameters: status (comma-separated), name, queue,
 /// executor, id_prefix, since and until (a relative age such as 15m, or a timestamp the server

@@ -134,6 +134,20 @@ asio::awaitable<std::string> waiter(durable::context& ctx) {
   co_return "done";
 }
 
+/// A stream the browser test follows live: a value and a hostile one, then one more for each
+/// "more" message, closed by the message "done".
+asio::awaitable<int> narrator(durable::context& ctx) {
+  const std::string first = "once upon a time", hostile = "<img src=x onerror=alert(3)>";
+  co_await ctx.write_stream("story", first);
+  co_await ctx.write_stream("story", hostile);
+  for (;;) {
+    const auto more = co_await ctx.recv<std::string>("more");
+    if (!more || *more == "done") break;
+    co_await ctx.write_stream("story", *more);
+  }
+  co_return static_cast<int>(co_await ctx.close_stream("story"));
+}
+
 asio::awaitable<std::string> report(durable::context& ctx, std::string slot) {
   co_return co_await ctx.step("build report", [&] { return "report for " + slot; });
 }
@@ -182,6 +196,7 @@ asio::awaitable<void> fill(durable::engine& eng) {
       .tracestate = {}};
   auto tree = co_await eng.start(traced, "parent", "order-tree");
   (void)co_await tree.result<int>();
+  (void)co_await eng.start("narrator", "story-1");
   auto w = co_await eng.start("waiter", "shipment-9");
   const auto stage = co_await eng.get_event<std::string>("shipment-9", "stage", 20s);
   if (!stage) throw std::runtime_error("shipment-9 did not publish its stage");
@@ -276,6 +291,7 @@ int main(int argc, char** argv) {
     eng.register_workflow("child_task", &child_task);
     eng.register_workflow("parent", &parent);
     eng.register_workflow("waiter", &waiter);
+    eng.register_workflow("narrator", &narrator);
     eng.register_workflow("report", &report);
     eng.register_workflow("sync", &bulk_sync);
     durable::console_options co;

@@ -97,6 +97,7 @@ def main():
         why_waiting(browser, base, schema)
         bounded_search(browser, base, cli_base, schema)
         hostile(browser, base)
+        stream_page(browser, base, args.cli, schema)
         stale_page(browser, base, schema)
         browser.open(cli_base + "#/workflows", "cli-workflows")
         check(len(browser.css("tr.wf-row")) > 0, "durable ui lists the workflows too")
@@ -443,6 +444,53 @@ def pages(b, base):
     runs = list(b.rows_by_data("tr.wf-row", "data-id"))
     check(len(runs) == 1 and runs[0].startswith("nightly-report@trigger:"),
           f"the schedule's page lists its one run ({runs})")
+
+
+def stream_page(b, base, cli, schema):
+    """A workflow's streams on its page, and one stream's page, live: values written while it is
+    open appear without a reload, a hostile value stays text, the close ends it."""
+    print("stream page:", flush=True)
+
+    def send(value):
+        r = subprocess.run([cli, "--schema", schema, "send", "story-1", "more", "--text", value],
+                           capture_output=True, text=True, env=os.environ, timeout=60)
+        check(r.returncode == 0, f"durable send story-1 more {value!r} ({r.stderr.strip()})")
+
+    b.open(base + "#/workflow?id=story-1", "workflow-streams")
+    b.wait(lambda d: "story" in b.rows_by_data("#wf-streams tr.stream-row", "data-key"),
+           "the workflow page lists its stream")
+    row = b.rows_by_data("#wf-streams tr.stream-row", "data-key")["story"]
+    check("2" in row.text and "open" in row.text, f"the stream shows 2 values, open ({row.text!r})")
+    row.find_element(By.CSS_SELECTOR, "a").click()
+    b.ready("stream-open")
+    check(b.text("#stream-key") == "story" and b.text("#stream-workflow") == "story-1",
+          "the stream page names the stream and its workflow")
+    values = b.rows_by_data("#values tr.value-row", "data-offset")
+    check(list(values) == ["0", "1"], f"the page shows the two values ({list(values)})")
+    check("<img src=x onerror=alert(3)>" in values["1"].text, "a hostile value is shown as text")
+    check(not b.css("#page img"), "no img element came from the value")
+    check("live" in (b.attr("#stream-state", "class") or ""), "an open stream is followed live")
+    send("and then")
+    b.wait(lambda d: "2" in b.rows_by_data("#values tr.value-row", "data-offset"),
+           "a value written while the page is open appears without a reload")
+    b.shot("stream-live")
+    check("and then" in b.rows_by_data("#values tr.value-row", "data-offset")["2"].text,
+          "the new value is the one written")
+    send("done")
+    b.wait(lambda d: "closed after 3 values" in (b.text("#stream-state") or ""),
+           "the close ends the stream on the page")
+    b.shot("stream-closed")
+    check(len(b.css("#values tr.value-row")) == 3, "each value is shown once")
+    # The API under the page: values from an offset, and its refusals.
+    d = api(base, "api/stream?id=story-1&key=story&from=1")
+    check([v["offset"] for v in d["values"]] == [1, 2] and d["closed_at"] == 3 and d["next"] == 3,
+          f"api/stream reads from an offset ({d})")
+    status, _, body = http(base + "api/stream?id=story-1&key=story&from=-1")
+    check(status == 400 and "not an offset" in body, f"a negative offset is a 400 ({status} {body})")
+    status, _, body = http(base + "api/stream?id=no-such-id&key=story")
+    check(status == 404 and "no-such-id" in body, f"an unknown workflow is a 404 ({status})")
+    status, _, body = http(base + "api/stream?id=story-1")
+    check(status == 400 and "'key' is required" in body, f"the key is required ({status})")
 
 
 def stale_page(b, base, schema):

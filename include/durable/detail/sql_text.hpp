@@ -1580,7 +1580,22 @@ SELECT n.queue,
       SELECT id, topic, payload, created_at FROM :"schema".messages
        WHERE workflow_id = w.id AND consumed_at IS NULL) m),
   'events', (SELECT coalesce(json_agg(e ORDER BY e.key), '[]') FROM (
-      SELECT key, value, updated_at FROM :"schema".events WHERE workflow_id = w.id) e)
+      SELECT key, value, updated_at FROM :"schema".events WHERE workflow_id = w.id) e),
+  -- each stream: its key, how many values (from its last row: the close's offset, or the
+  -- last offset + 1), closed or not, its last write; the keys found by a skip scan of the
+  -- primary key and the last rows read backwards, so a long stream costs no more than a short
+  'streams', (WITH RECURSIVE k AS (
+        SELECT (SELECT min(key) FROM :"schema".streams WHERE workflow_id = w.id) AS key
+        UNION ALL
+        SELECT (SELECT min(key) FROM :"schema".streams WHERE workflow_id = w.id AND key > k.key)
+          FROM k WHERE k.key IS NOT NULL)
+      SELECT coalesce(json_agg(json_build_object(
+          'key', k.key, 'values', CASE WHEN l.closes THEN l.position ELSE l.position + 1 END,
+          'closed', l.closes, 'last_at', l.written_at) ORDER BY k.key), '[]')
+        FROM k CROSS JOIN LATERAL (
+          SELECT position, value IS NULL AS closes, written_at FROM :"schema".streams
+           WHERE workflow_id = w.id AND key = k.key ORDER BY position DESC LIMIT 1) l
+       WHERE k.key IS NOT NULL)
 )::text FROM (SELECT * FROM :"schema".workflows WHERE id = $1) w)durable_sql"},
   {"admin_stats",
    R"durable_sql(WITH size AS (
@@ -1640,6 +1655,20 @@ SELECT json_build_object(
   'executors_alive', (SELECT count(*) FROM :"schema".executors
                        WHERE heartbeat_at > now() - make_interval(secs => $1::double precision))
 )::text)durable_sql"},
+  {"admin_stream",
+   R"durable_sql(WITH last AS (
+SELECT position, value IS NULL AS closes FROM :"schema".streams
+ WHERE workflow_id = $1 AND key = $2 ORDER BY position DESC LIMIT 1),
+v AS (
+SELECT position, value FROM :"schema".streams
+ WHERE workflow_id = $1 AND key = $2 AND position >= $3 AND value IS NOT NULL
+ ORDER BY position LIMIT $4)
+SELECT json_build_object(
+  'status', (SELECT status FROM :"schema".workflows WHERE id = $1),
+  'closed_at', (SELECT position FROM last WHERE closes),
+  'values', coalesce((SELECT json_agg(json_build_object('offset', position, 'value', value)
+                                      ORDER BY position) FROM v), '[]'),
+  'next', coalesce((SELECT max(position) + 1 FROM v), $3))::text)durable_sql"},
   {"admin_stuck",
    R"durable_sql(SELECT row_to_json(t)::text FROM (
 SELECT s.id, s.name, s.status, s.executor_id, s.since, s.kind, s.blocked, s.reason

@@ -489,7 +489,10 @@ async function load(ctx, first) {
 function scheduleRefresh() {
   clearTimeout(state.timer);
   if (state.paused || !state.ctx || state.ctx.stop) return;
-  state.timer = setTimeout(refresh, REFRESH_MS);
+  // A page may refresh sooner while what it shows is live (a stream page: every second).
+  const page = state.ctx.page;
+  const ms = page.refreshMs ? page.refreshMs(state.ctx) : null;
+  state.timer = setTimeout(refresh, ms || REFRESH_MS);
 }
 
 function refresh() {

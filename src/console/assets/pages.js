@@ -400,12 +400,71 @@ const workflowPage = {
       section('wf-events', `Events (${arr(d.events).length})`,
         table(ctx, 'events', ['Key', 'Value', 'Updated'], arr(d.events), (v) => el('tr', { class: 'event-row', 'data-key': v.key },
           cell(text(v.key)), cell(jsonBlock(v.value)), cell(timeEl(v.updated_at))), 'No events.')),
+      memo(ctx, 'wf-streams', arr(d.streams), () => streamsSection(ctx, w, arr(d.streams))),
       section('wf-history', 'History',
         table(ctx, 'history', ['At', 'From', 'To', 'Reason', 'Executor', 'Epoch'], arr(d.history), (h) => el('tr', { class: 'history-row' },
           cell(timeEl(h.at)), cell(h.previous ? statusBadge(h.previous) : dash()), cell(statusBadge(h.status)), cell(text(h.reason)),
           cell(h.previous_executor && h.previous_executor !== h.executor_id ? `${h.previous_executor} → ${text(h.executor_id)}` : text(h.executor_id)),
           numCell(h.epoch)), 'No history.')),
       section('wf-fields', 'Other fields', kvTable('fields', rest.map((k) => [k, anyValue(k, w[k])]))));
+  },
+};
+
+// ---- streams ------------------------------------------------------------------------------
+
+/** A workflow's streams (ctx.write_stream), each linking to its live page. */
+function streamsSection(ctx, w, streams) {
+  return section('wf-streams', `Streams (${streams.length})`,
+    table(ctx, 'streams', ['Key', 'Values', 'State', 'Last written'], streams, (v) => el('tr', { class: 'stream-row', 'data-key': v.key },
+      cell(link(hashOf('stream', { id: w.id, key: v.key }), text(v.key))), numCell(v.values),
+      cell(v.closed ? el('span', { class: 'badge closed' }, 'closed') : el('span', { class: 'badge active' }, 'open')),
+      cell(timeEl(v.last_at))), 'No streams.'));
+}
+
+const STREAM_KEPT = 1000;  // the newest values a stream page shows
+const STREAM_PAGE = 500;   // what /api/stream returns at most (console_detail::stream_page)
+const FINISHED = ['succeeded', 'failed', 'cancelled'];
+
+/** One stream, live: each refresh reads on from the last offset shown, every second while the
+ *  stream may grow. */
+const streamPage = {
+  name: 'stream', nav: 'workflows', title: 'Stream',
+  refreshMs: (ctx) => (ctx.ended ? null : 1000),
+  setup(ctx) {
+    ctx.values = [];
+    ctx.next = 0;
+    ctx.ended = false;
+  },
+  async load(ctx) {
+    const { id, key } = ctx.params;
+    if (!id || !key) throw new ApiError('the address names no stream (#/stream?id=...&key=...)', 400);
+    let d = null;
+    for (let round = 0; round < 20; ++round) {  // a page behind catches up in a few reads
+      d = await api('/api/stream', { id, key, from: ctx.next });
+      const got = arr(d.values);
+      ctx.values.push(...got);
+      if (ctx.values.length > STREAM_KEPT) ctx.values.splice(0, ctx.values.length - STREAM_KEPT);
+      ctx.next = Math.max(ctx.next, num(d.next));
+      const closed = d.closed_at !== null && d.closed_at !== undefined && ctx.next >= num(d.closed_at);
+      ctx.ended = closed || (FINISHED.includes(d.status) && got.length === 0);
+      if (got.length < STREAM_PAGE) break;
+    }
+    return { values: ctx.values, next: ctx.next, status: d.status, closed_at: d.closed_at, ended: ctx.ended };
+  },
+  render(ctx, d) {
+    const closed = d.closed_at !== null && d.closed_at !== undefined;
+    const words = closed ? `closed after ${num(d.closed_at)} values`
+      : d.ended ? `ended with its workflow (${text(d.status)}) without a close`
+        : 'open: new values appear as they are written';
+    const shown = d.values.length < d.next ? `, the newest ${d.values.length}` : '';
+    ctx.root.replaceChildren(
+      el('div', { class: 'wf-head' }, el('code', { id: 'stream-key' }, String(ctx.params.key)), ' of ',
+        link(hashOf('workflow', { id: ctx.params.id }), el('code', { id: 'stream-workflow' }, String(ctx.params.id))),
+        ' ', statusBadge(d.status)),
+      el('p', { id: 'stream-state', class: d.ended ? 'ended' : 'live' }, words),
+      section('stream-values', `Values (${d.next}${shown})`,
+        table(ctx, 'values', ['Offset', 'Value'], d.values, (v) => el('tr', { class: 'value-row', 'data-offset': v.offset },
+          numCell(v.offset), cell(jsonBlock(v.value))), 'No values yet.')));
   },
 };
 
@@ -545,7 +604,7 @@ const notFoundPage = {
 
 const PAGES = {
   '/': overviewPage, '/workflows': workflowsPage, '/workflow': workflowPage, '/queues': queuesPage,
-  '/executors': executorsPage, '/schedules': schedulesPage, '/schedule': schedulePage,
+  '/executors': executorsPage, '/schedules': schedulesPage, '/schedule': schedulePage, '/stream': streamPage,
   '/login': loginPage, '/audit': auditPage,
 };
 

@@ -46,9 +46,17 @@ public:
                  f.after_created_at, f.after_id, f.id_prefix, f.scan, f.changed_since_s, f.retrying,
                  f.text)};
   }
-  /// One JSON object about workflow `id`: workflow, history, steps, children, inbox, events.
+  /// One JSON object about workflow `id`: workflow, history, steps, children, inbox, events,
+  /// streams.
   [[nodiscard]] query<store_rows::json_value> admin_show(const std::string& id) const {
     return {call("admin_show", id)};
+  }
+  /// One JSON object: up to `limit` values of stream `key` of workflow `id` from offset `from`
+  /// on, with the workflow's status and the stream's close (sql/statements/admin_stream.sql).
+  [[nodiscard]] query<store_rows::json_value> admin_stream(const std::string& id,
+                                                           const std::string& key,
+                                                           std::int64_t from, int limit) const {
+    return {call("admin_stream", id, key, from, limit)};
   }
   /// Workflow `id` (with its descendants when `children`) as one versioned JSON document
   /// (sql/statements/admin_export.sql); no row: no such workflow.
