@@ -362,11 +362,17 @@ TEST_CASE("cli: stream prints a workflow's stream, and follows it until the clos
     CHECK(contains(followed.err, "stream 'out' of 's1' is closed: 3 values"));
     const int closed_at = co_await h.result<int>();
     CHECK(closed_at == 3);
-    // show lists the stream.
+    // show lists the stream: its key, 3 values, closed.
     auto shown = cli_in(schema, {"show", "s1"});
     CHECK(shown.status == 0);
     CHECK(contains(shown.out, "streams (1)"));
-    CHECK(contains(shown.out, "out"));
+    auto shown_json = cli_in(schema, {"show", "s1", "--json"});
+    REQUIRE(shown_json.status == 0);
+    const json streams = shown_json.parsed()["streams"];
+    REQUIRE(streams.size() == 1);
+    CHECK(streams[0]["key"] == "out");
+    CHECK(streams[0]["values"] == 3);
+    CHECK(streams[0]["closed"] == true);
     // JSON lines from an offset.
     auto from_one = cli_in(schema, {"stream", "s1", "out", "--from", "1", "--json"});
     CHECK(from_one.status == 0);
@@ -376,7 +382,13 @@ TEST_CASE("cli: stream prints a workflow's stream, and follows it until the clos
     auto other = cli_in(schema, {"stream", "s1", "other"});
     CHECK(other.status == 0);
     CHECK(other.out.empty());
-    CHECK(contains(other.err, "ended with its workflow (succeeded) without a close: 0 values"));
+    CHECK(contains(other.err,
+                   "ended with its workflow (succeeded) without a close; the next offset is 0"));
+    // Past the close: closed, with the number of values it holds.
+    auto past = cli_in(schema, {"stream", "s1", "out", "--from", "10"});
+    CHECK(past.status == 0);
+    CHECK(past.out.empty());
+    CHECK(contains(past.err, "stream 'out' of 's1' is closed: 3 values"));
     // Unknown ids and bad arguments.
     auto unknown = cli_in(schema, {"stream", "nobody", "out"});
     CHECK(unknown.status == 1);

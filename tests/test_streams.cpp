@@ -73,10 +73,12 @@ asio::awaitable<int> large_wf(context& ctx, int size) {
   co_return size;
 }
 
-/// `n` values "v0".."v<n-1>" to "s", each made by a step that takes a few milliseconds (so that
-/// a kill lands in the middle), then the close.
+/// `n` values "v0".."v<n-1>" to "s", each made by a step that takes a few milliseconds, then the
+/// close. Before value 10 it waits for the message "go-on": a process killed then is certainly
+/// in the middle of the stream.
 asio::awaitable<int> slow_writer_wf(context& ctx, int n) {
   for (int i = 0; i < n; ++i) {
+    if (i == 10) (void)co_await ctx.recv<int>("go-on");
     const std::string value = co_await ctx.step("make", [i]() -> asio::awaitable<std::string> {
       co_await test::sleep_ms(20);
       co_return "v" + std::to_string(i);
@@ -149,6 +151,7 @@ pid_t spawn_writer(const std::string& schema, const std::string& executor, bool 
         (void)co_await eng.start("slow_writer", "w-kill", n);
         co_await test::sleep_ms(600000);
       } else {
+        (void)co_await eng.send("w-kill", "go-on", 1);
         const workflow_handle handle = eng.handle("w-kill");
         const int closed_at = co_await handle.result<int>();
         code = closed_at == n ? 0 : 2;
@@ -431,6 +434,14 @@ TEST_CASE("streams: more values than one read, a reader past the close, writes f
     REQUIRE(fanned.size() == 3);
     for (int i = 0; i < 3; ++i) CHECK(fanned[offsets[i]].value == i + 1);
     CHECK(fr.ended() == stream_end::closed);
+    // One write of the stream at a time: each committed in a transaction of its own (three
+    // sent at once would share the group committer's, and its now()).
+    const long distinct =
+        co_await test::scalar<long>(eng,
+                                    "SELECT count(DISTINCT completed_at) FROM " + q(schema) +
+                                        ".steps WHERE workflow_id = $1 AND kind = 'stream'",
+                                    std::string("w-8"));
+    CHECK(distinct == 3);
 
     // A write as a branch of ctx.any parks the workflow, with the reason.
     (void)co_await eng.start("any", "w-9", 0);
@@ -528,7 +539,7 @@ TEST_CASE("streams: another process reads each value once, in order, across SIGK
   for (int i = 0; i < 6000 && count("workflows") == 0; ++i) ::usleep(10000);
   const pid_t reader = spawn_reader(schema, first_path, 0);
   // The reader is killed once it has written 5 values, the writer once 10 are in the stream
-  // (whichever comes first is killed first; both before the stream is closed).
+  // (it then waits for "go-on", which only its taker sends): both before the stream is closed.
   bool reader_killed = false, writer_killed = false;
   for (int i = 0; i < 6000 && !(reader_killed && writer_killed); ++i) {
     if (!reader_killed && read_lines(first_path).size() >= 5) {

@@ -53,6 +53,7 @@ struct stream_cursor {
   std::string finished_status;         ///< the workflow's, when it ends as finished
   bool reading = false;                ///< a next() is under way
   bool marked = false;  ///< the workflow is marked awaited: each append is told (migration 19)
+  std::optional<std::int64_t> closed_at;  ///< the close's offset, once a read saw it
   [[nodiscard]] std::int64_t offset() const noexcept {
     return buffered.empty() ? next : buffered.front().first;
   }
@@ -93,6 +94,9 @@ public:
       : c_(std::make_shared<detail::stream_cursor>()) {
     detail::refuse_nul("read_stream()", "workflow id", workflow_id);
     detail::refuse_nul("read_stream()", "key", key);
+    if (key.empty())
+      throw error("read_stream('" + workflow_id +
+                  "', ''): the key is empty; a stream is named by a key; nothing was read");
     if (from_offset < 0)
       throw error("read_stream('" + workflow_id + "', '" + key + "'): the offset " +
                   std::to_string(from_offset) +
@@ -111,6 +115,8 @@ public:
   [[nodiscard]] stream_end ended() const noexcept { return c_->end; }
   /// The workflow's status when the stream ended because it finished ("succeeded", ...).
   [[nodiscard]] const std::string& finished_status() const noexcept { return c_->finished_status; }
+  /// The offset of the stream's close (the number of values in it), once a read saw it.
+  [[nodiscard]] std::optional<std::int64_t> closed_at() const noexcept { return c_->closed_at; }
 
   /// The next value, waiting as long as it takes; nullopt once the stream has ended. Throws
   /// durable::error if the workflow does not exist (not started, or deleted by retention), and

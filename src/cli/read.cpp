@@ -511,16 +511,20 @@ int cmd_stream(session& s, const settings& g, const stream_args& a) {
   if (!s.record_of(a.id)) s.unknown(a.id);
   auto r = s.eng.read_stream<nlohmann::json>(a.id, a.key, a.from);
   bool timed_out = false;
-  if (!run(s.io, print_stream(r, a.follow, a.timeout_s, a.offsets, g.json, timed_out)))
-    return not_done;  // interrupted (a signal)
   const std::string which = "stream '" + one_line(a.key) + "' of '" + one_line(a.id) + "'";
+  if (!run(s.io, print_stream(r, a.follow, a.timeout_s, a.offsets, g.json, timed_out))) {
+    std::fprintf(stderr, "%s: interrupted; go on with --from %lld\n", which.c_str(),
+                 static_cast<long long>(r.offset()));
+    return not_done;  // a signal
+  }
   switch (r.ended()) {
     case durable::stream_end::closed:
       std::fprintf(stderr, "%s is closed: %lld values\n", which.c_str(),
-                   static_cast<long long>(r.offset()));
+                   static_cast<long long>(r.closed_at().value_or(r.offset())));
       return done;
     case durable::stream_end::finished:
-      std::fprintf(stderr, "%s ended with its workflow (%s) without a close: %lld values\n",
+      std::fprintf(stderr,
+                   "%s ended with its workflow (%s) without a close; the next offset is %lld\n",
                    which.c_str(), r.finished_status().c_str(), static_cast<long long>(r.offset()));
       return done;
     case durable::stream_end::open:

@@ -460,7 +460,8 @@ def stream_page(b, base, cli, schema):
     b.wait(lambda d: "story" in b.rows_by_data("#wf-streams tr.stream-row", "data-key"),
            "the workflow page lists its stream")
     row = b.rows_by_data("#wf-streams tr.stream-row", "data-key")["story"]
-    check("2" in row.text and "open" in row.text, f"the stream shows 2 values, open ({row.text!r})")
+    cells = [c.text for c in row.find_elements(By.CSS_SELECTOR, "td")]
+    check(cells[1] == "2" and cells[2] == "open", f"the stream shows 2 values, open ({cells})")
     row.find_element(By.CSS_SELECTOR, "a").click()
     b.ready("stream-open")
     check(b.text("#stream-key") == "story" and b.text("#stream-workflow") == "story-1",
@@ -483,7 +484,8 @@ def stream_page(b, base, cli, schema):
     check(len(b.css("#values tr.value-row")) == 3, "each value is shown once")
     # The API under the page: values from an offset, and its refusals.
     d = api(base, "api/stream?id=story-1&key=story&from=1")
-    check([v["offset"] for v in d["values"]] == [1, 2] and d["closed_at"] == 3 and d["next"] == 3,
+    check([v["offset"] for v in d["values"]] == [1, 2] and d["closed_at"] == 3 and d["next"] == 3
+          and d["length"] == 3,
           f"api/stream reads from an offset ({d})")
     status, _, body = http(base + "api/stream?id=story-1&key=story&from=-1")
     check(status == 400 and "not an offset" in body, f"a negative offset is a 400 ({status} {body})")

@@ -1660,12 +1660,16 @@ SELECT json_build_object(
 SELECT position, value IS NULL AS closes FROM :"schema".streams
  WHERE workflow_id = $1 AND key = $2 ORDER BY position DESC LIMIT 1),
 v AS (
-SELECT position, value FROM :"schema".streams
- WHERE workflow_id = $1 AND key = $2 AND position >= $3 AND value IS NOT NULL
- ORDER BY position LIMIT $4)
+SELECT b.position, b.value FROM (
+  SELECT a.position, a.value, a.size, sum(a.size) OVER (ORDER BY a.position) AS upto
+    FROM (SELECT position, value, pg_column_size(value) AS size FROM :"schema".streams
+           WHERE workflow_id = $1 AND key = $2 AND position >= $3 AND value IS NOT NULL
+           ORDER BY position LIMIT $4) a) b
+ WHERE b.upto - b.size < 4194304)
 SELECT json_build_object(
   'status', (SELECT status FROM :"schema".workflows WHERE id = $1),
   'closed_at', (SELECT position FROM last WHERE closes),
+  'length', coalesce((SELECT CASE WHEN closes THEN position ELSE position + 1 END FROM last), 0),
   'values', coalesce((SELECT json_agg(json_build_object('offset', position, 'value', value)
                                       ORDER BY position) FROM v), '[]'),
   'next', coalesce((SELECT max(position) + 1 FROM v), $3))::text)durable_sql"},
@@ -2037,15 +2041,20 @@ SELECT w.id, $3, $4, $5, $6, $7::jsonb, $8::jsonb, $9, w.epoch,
 $1::text[], $2::bigint[], $3::integer[], $4::text[], $5::text[], $6::text[], $7::jsonb[],
 $8::jsonb[], $9::integer[], $10::double precision[]))durable_sql"},
   {"stream_read",
-   R"durable_sql(SELECT w.status, CASE WHEN l.closes THEN l.position END, s.position, s.value::text
+   R"durable_sql(SELECT w.status, w.awaited, CASE WHEN l.closes THEN l.position END, s.position, s.value::text
   FROM (SELECT 1) AS one
   LEFT JOIN :"schema".workflows w ON w.id = $1
   LEFT JOIN LATERAL (SELECT position, value IS NULL AS closes FROM :"schema".streams
                       WHERE workflow_id = $1 AND key = $2
                       ORDER BY position DESC LIMIT 1) l ON true
-  LEFT JOIN LATERAL (SELECT position, value FROM :"schema".streams
-                      WHERE workflow_id = $1 AND key = $2 AND position >= $3
-                      ORDER BY position LIMIT $4) s ON true
+  LEFT JOIN LATERAL (
+    SELECT b.position, b.value FROM (
+      SELECT a.position, a.value, a.size, sum(a.size) OVER (ORDER BY a.position) AS upto
+        FROM (SELECT position, value, coalesce(pg_column_size(value), 0) AS size
+                FROM :"schema".streams
+               WHERE workflow_id = $1 AND key = $2 AND position >= $3
+               ORDER BY position LIMIT $4) a) b
+     WHERE b.upto - b.size < 8388608) s ON true
  ORDER BY s.position)durable_sql"},
   {"stream_write",
    R"durable_sql(SELECT written, at_position, closed_by, closed_generation

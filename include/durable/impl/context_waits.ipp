@@ -161,6 +161,10 @@ DURABLE_DECL asio::awaitable<std::int64_t> append_to_stream(run_state& s, int se
   require_live(s, seq, key);
   const std::string what = "step " + std::to_string(seq) + " (" +
                            (value ? "write_stream" : "close_stream") + " '" + key + "')";
+  if (key.empty())
+    throw misuse(s, "workflow '" + s.id + "' (" + s.name + "): " + what +
+                        " names no stream: the key is empty. Give every stream a name. The "
+                        "workflow is parked: fix the code, then resume it");
   if (s.anys_running > 0) {
     throw misuse(s, "workflow '" + s.id + "' (" + s.name + "): " + what +
                         " is a branch of ctx.any. A losing branch's write may already have "
@@ -171,8 +175,8 @@ DURABLE_DECL asio::awaitable<std::int64_t> append_to_stream(run_state& s, int se
   if (value) check_value_size(s, value->size(), "the value of " + what, "the step runs again");
   const double started = journal_started_at(s);
   span_guard writing(s, span_kind::step, seq, key, kind);
+  reserve_row(s, seq, key);  // (before the turn: a full journal throws, holding no turn)
   const std::shared_ptr<asio::steady_timer> turn = co_await begin_stream_write(s, key);
-  reserve_row(s, seq, key);
   stream_write_outcome out;
   try {
     out = co_await journaling(s, seq, key,

@@ -30,8 +30,10 @@ inline void take_stream_rows(stream_cursor& c, std::vector<store::stream_row>& r
     c.next = *r.position + 1;
   }
   // A close before the offset (a reader that starts past it): nothing more will come.
+  if (rows.front().closed_at) c.closed_at = rows.front().closed_at;
   if (c.ends == stream_end::open && rows.front().closed_at && *rows.front().closed_at < c.next)
     c.ends = stream_end::closed;
+  if (rows.front().awaited) c.marked = true;  // a reader marked it already: no mark needed
   // One snapshot: a finished workflow with nothing after the offset wrote its last value.
   const auto status = parse_workflow_state(*rows.front().status);
   if (c.ends == stream_end::open && !any && status && is_finished(*status)) {
@@ -91,15 +93,21 @@ DURABLE_DECL asio::awaitable<stream_text> stream_next(std::shared_ptr<stream_cur
       unanswered_reads = 0;
       take_stream_rows(*c, rows);
       if (stream_text v = next_buffered(*c); v || c->end != stream_end::open) co_return v;
-      // About to wait: mark the workflow once the listener listens, so that each append is
-      // told (a mark while nobody listens would only cost NOTIFYs). The mark and an append
-      // both lock the workflow's row: an append either sees the mark or is seen by the read
-      // after it, which comes at once.
-      if (!c->marked && pushable && s->listening) {
+      // About to wait (and there is time to): mark the workflow once the listener listens,
+      // so that each append is told (a mark while nobody listens would only cost NOTIFYs, and
+      // `awaited` stays set). The mark and an append both lock the workflow's row: an append
+      // either sees the mark or is seen by the read after it, which comes at once. A parked
+      // or dead-lettered workflow is not marked (workflow_await leaves it): tried again at
+      // the next wait.
+      const bool time_left =
+          timeout == forever || std::chrono::steady_clock::now() - start < timeout;
+      if (!c->marked && pushable && s->listening && time_left) {
         auto mark = s->st.workflow_await(c->id);
-        (void)co_await store::fetch(*conn, std::move(mark));
-        c->marked = true;
-        continue;
+        const auto marked = co_await store::fetch(*conn, std::move(mark));
+        if (!marked.empty()) {
+          c->marked = true;
+          continue;
+        }
       }
     } catch (const pg::error& e) {
       if (classify(e) == io_verdict::permanent || s->stopping) throw;

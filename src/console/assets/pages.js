@@ -434,6 +434,7 @@ const streamPage = {
     ctx.values = [];
     ctx.next = 0;
     ctx.ended = false;
+    ctx.started = false;  // the first read tells the stream's length
   },
   async load(ctx) {
     const { id, key } = ctx.params;
@@ -441,6 +442,13 @@ const streamPage = {
     let d = null;
     for (let round = 0; round < 20; ++round) {  // a page behind catches up in a few reads
       d = await api('/api/stream', { id, key, from: ctx.next });
+      // A long stream: the page shows its newest values, so it starts that far from the end.
+      if (!ctx.started && num(d.length) > STREAM_KEPT) {
+        ctx.started = true;
+        ctx.next = num(d.length) - STREAM_KEPT;
+        continue;
+      }
+      ctx.started = true;
       const got = arr(d.values);
       ctx.values.push(...got);
       if (ctx.values.length > STREAM_KEPT) ctx.values.splice(0, ctx.values.length - STREAM_KEPT);
@@ -453,10 +461,11 @@ const streamPage = {
   },
   render(ctx, d) {
     const closed = d.closed_at !== null && d.closed_at !== undefined;
-    const words = closed ? `closed after ${num(d.closed_at)} values`
-      : d.ended ? `ended with its workflow (${text(d.status)}) without a close`
+    const words = d.ended ? (closed ? `closed after ${num(d.closed_at)} values`
+      : `ended with its workflow (${text(d.status)}) without a close`)
+      : closed ? `closed after ${num(d.closed_at)} values; reading them`
         : 'open: new values appear as they are written';
-    const shown = d.values.length < d.next ? `, the newest ${d.values.length}` : '';
+    const shown = d.values.length && d.values[0].offset > 0 ? `, the newest ${d.values.length}` : '';
     ctx.root.replaceChildren(
       el('div', { class: 'wf-head' }, el('code', { id: 'stream-key' }, String(ctx.params.key)), ' of ',
         link(hashOf('workflow', { id: ctx.params.id }), el('code', { id: 'stream-workflow' }, String(ctx.params.id))),

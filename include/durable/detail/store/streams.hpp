@@ -26,16 +26,19 @@ public:
               r.get<std::optional<int>>(3)};
     }
   };
-  /// stream_read: the workflow's status (none: no such workflow), the offset of the stream's
-  /// close (none: not closed), and a row of the stream, if any (`value` none: the close).
+  /// stream_read: the workflow's status (none: no such workflow) and mark, the offset of the
+  /// stream's close (none: not closed), and a row of the stream, if any (`value` none: the
+  /// close).
   struct stream_row {
     std::optional<std::string> status;
+    bool awaited = false;  ///< a reader marked the workflow: each append is told
     std::optional<std::int64_t> closed_at;
     std::optional<std::int64_t> position;
     std::optional<std::string> value;
     static stream_row from(const pg::row& r) {
-      return {r.get<std::optional<std::string>>(0), r.get<std::optional<std::int64_t>>(1),
-              r.get<std::optional<std::int64_t>>(2), r.get<std::optional<std::string>>(3)};
+      return {r.get<std::optional<std::string>>(0), r.get<std::optional<bool>>(1).value_or(false),
+              r.get<std::optional<std::int64_t>>(2), r.get<std::optional<std::int64_t>>(3),
+              r.get<std::optional<std::string>>(4)};
     }
   };
 
