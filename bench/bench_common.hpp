@@ -185,6 +185,31 @@ void blocking_loop(benchmark::State& state, F once) {
   }
 }
 
+/// The `p` quantile of `v` (the sample nearest it), or 0 when empty.
+inline double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t i = std::min(v.size() - 1, std::size_t(p * double(v.size() - 1) + 0.5));
+  return v[i];
+}
+
+/// The floor of a benchmark: a prepared INSERT into `table` (id bigint, name text, output
+/// jsonb) and its commit, one round trip per iteration on a connection of its own; the table
+/// is emptied afterwards through `db`.
+inline void raw_commit_latency(benchmark::State& state, raw_connection& db,
+                               const std::string& table) {
+  raw_connection c(conninfo());
+  const std::string insert = "INSERT INTO " + table + " VALUES ($1, $2, $3)";
+  c.prepare("floor", insert.c_str());
+  std::int64_t next = 0;
+  blocking_loop(state, [&] {
+    const std::string id = std::to_string(next++);
+    const char* v[] = {id.c_str(), "a", "1"};
+    exec_prepared(c.get(), "floor", 3, v, PGRES_COMMAND_OK);
+  });
+  db.exec("TRUNCATE " + table);
+}
+
 inline std::optional<double> median_of(std::vector<double>& v) {
   if (v.empty()) return std::nullopt;
   std::sort(v.begin(), v.end());

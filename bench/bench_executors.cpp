@@ -443,16 +443,7 @@ void BM_wake_cost(benchmark::State& state) {
 }
 
 void BM_raw_commit_latency(benchmark::State& state) {
-  auto& f = fx();
-  bench::raw_connection c(bench::conninfo());
-  c.prepare("floor", "INSERT INTO bench_executors_floor VALUES ($1, $2, $3)");
-  std::int64_t next = 0;
-  bench::blocking_loop(state, [&] {
-    const std::string id = std::to_string(next++);
-    const char* v[] = {id.c_str(), "a", "1"};
-    bench::exec_prepared(c.get(), "floor", 3, v, PGRES_COMMAND_OK);
-  });
-  f.db->exec("TRUNCATE bench_executors_floor");
+  bench::raw_commit_latency(state, *fx().db, "bench_executors_floor");
 }
 
 std::vector<double> latency_samples;  // seconds, BM_enqueue_to_start
@@ -721,12 +712,7 @@ void BM_takeover(benchmark::State& state) {
   }
 }
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t i = std::min(v.size() - 1, std::size_t(p * double(v.size() - 1) + 0.5));
-  return v[i];
-}
+using bench::percentile;
 
 }  // namespace
 

@@ -395,12 +395,7 @@ std::vector<double> sequential_samples;               // seconds per iteration, 
 std::vector<double> map_samples;                      // seconds per iteration, BM_map
 std::map<int, std::vector<double>> continue_samples;  // K: seconds per generation
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t i = std::min(v.size() - 1, std::size_t(p * double(v.size() - 1) + 0.5));
-  return v[i];
-}
+using bench::percentile;
 
 /// The engine's round trips per iteration since `before` (pool statistics).
 void report_round_trips(benchmark::State& state, fixture& f, const durable::engine_stats& before) {
@@ -411,16 +406,7 @@ void report_round_trips(benchmark::State& state, fixture& f, const durable::engi
 // ---- floors -------------------------------------------------------------------------------
 
 void BM_raw_commit_latency(benchmark::State& state) {
-  auto& f = fx();
-  bench::raw_connection c(bench::conninfo());
-  c.prepare("floor", "INSERT INTO bench_primitives_floor VALUES ($1, $2, $3)");
-  std::int64_t next = 0;
-  bench::blocking_loop(state, [&] {
-    const std::string id = std::to_string(next++);
-    const char* v[] = {id.c_str(), "a", "1"};
-    bench::exec_prepared(c.get(), "floor", 3, v, PGRES_COMMAND_OK);
-  });
-  f.db->exec("TRUNCATE bench_primitives_floor");
+  bench::raw_commit_latency(state, *fx().db, "bench_primitives_floor");
 }
 
 void BM_raw_commits_8_clients(benchmark::State& state) {

@@ -85,23 +85,10 @@ fixture& fx() {
 std::vector<double> value_rates;  // values per second, one per BM_stream_values iteration
 std::vector<double> latencies;    // seconds from a write to its reader, BM_stream_latency
 
-double percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  const std::size_t i = std::min(v.size() - 1, std::size_t(p * double(v.size() - 1) + 0.5));
-  return v[i];
-}
+using bench::percentile;
 
 void BM_raw_commit_latency(benchmark::State& state) {
-  auto& f = fx();
-  bench::raw_connection c(bench::conninfo());
-  c.prepare("floor", "INSERT INTO bench_streams_floor VALUES ($1, $2, $3)");
-  std::int64_t next = 0;
-  bench::blocking_loop(state, [&] {
-    const std::string id = std::to_string(next++);
-    const char* v[] = {id.c_str(), "a", "1"};
-    bench::exec_prepared(c.get(), "floor", 3, v, PGRES_COMMAND_OK);
-  });
-  f.db->exec("TRUNCATE bench_streams_floor");
+  bench::raw_commit_latency(state, *fx().db, "bench_streams_floor");
 }
 
 /// Reads every value of `r` into `got` until the stream ends.

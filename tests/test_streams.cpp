@@ -137,10 +137,8 @@ void add_workflows(engine& eng) {
 /// one starts w-kill with `n` values and runs it until it is killed; the second takes it over
 /// and waits for its result (exit 0 when it closed the stream at `n`).
 pid_t spawn_writer(const std::string& schema, const std::string& executor, bool first, int n) {
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  int code = 1;
-  try {
+  return test::spawn_process("writer " + executor, [&] {
+    int code = 1;
     test::run([&]() -> asio::awaitable<void> {
       auto o = test::preset::live(schema, executor);
       o.lease_timeout = std::chrono::milliseconds(1000);
@@ -157,19 +155,15 @@ pid_t spawn_writer(const std::string& schema, const std::string& executor, bool 
         code = closed_at == n ? 0 : 2;
       }
     }());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "writer %s: %s\n", executor.c_str(), e.what());
-  }
-  ::_exit(code);
+    return code;
+  });
 }
 
 /// A process of its own that reads stream "s" of w-kill from `from` and writes each value to
 /// `path` as "<offset> <value>", a line each, flushed at once; exit 0 once the stream is closed.
 pid_t spawn_reader(const std::string& schema, const std::string& path, std::int64_t from) {
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  int code = 1;
-  try {
+  return test::spawn_process("reader", [&] {
+    int code = 1;
     std::FILE* out = std::fopen(path.c_str(), "w");
     if (!out) throw std::runtime_error("cannot write " + path);
     test::run([&]() -> asio::awaitable<void> {
@@ -184,10 +178,8 @@ pid_t spawn_reader(const std::string& schema, const std::string& path, std::int6
       }
       code = r.ended() == stream_end::closed ? 0 : 3;
     }());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "reader: %s\n", e.what());
-  }
-  ::_exit(code);
+    return code;
+  });
 }
 
 std::vector<std::pair<long long, std::string>> read_lines(const std::string& path) {

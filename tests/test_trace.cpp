@@ -99,10 +99,8 @@ asio::awaitable<int> kill_wf(context& ctx, int n) {
 /// result (exit 0).
 pid_t spawn_traced(const std::string& schema, const std::string& executor, const std::string& path,
                    bool first) {
-  const pid_t pid = ::fork();
-  if (pid != 0) return pid;
-  int code = 1;
-  try {
+  return test::spawn_process("executor " + executor, [&] {
+    int code = 1;
     std::FILE* out = std::fopen(path.c_str(), "w");
     if (!out) throw std::runtime_error("cannot write " + path);
     test::run([&]() -> asio::awaitable<void> {
@@ -138,10 +136,8 @@ pid_t spawn_traced(const std::string& schema, const std::string& executor, const
         code = out_value == 42 ? 0 : 2;
       }
     }());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "executor %s: %s\n", executor.c_str(), e.what());
-  }
-  ::_exit(code);
+    return code;
+  });
 }
 
 /// The spans a process wrote (spawn_traced), as fields.

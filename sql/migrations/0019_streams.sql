@@ -46,6 +46,7 @@ DECLARE
   last_seq integer;
   last_generation integer;
   gen integer;
+  told boolean;
 BEGIN
   PERFORM pg_advisory_xact_lock(wait_lock('stream', p_id, p_key));
   SELECT s.position, s.value IS NULL, s.seq, s.generation
@@ -66,12 +67,12 @@ BEGIN
     RETURN QUERY SELECT true, last_position, NULL::integer, NULL::integer;
     RETURN;
   END IF;
-  SELECT w.generation INTO gen FROM workflows w WHERE w.id = p_id;
+  -- Read after append_step's lock on the row: a reader's mark is either seen here or waits.
+  SELECT w.generation, w.awaited INTO gen, told FROM workflows w WHERE w.id = p_id;
   INSERT INTO streams (workflow_id, key, position, value, generation, seq)
   VALUES (p_id, p_key, last_position, p_value, gen, p_seq);
   -- An id of 7 900 bytes or more cannot be told (NOTIFY's limit): its readers poll.
-  IF octet_length(p_id) < 7900
-     AND EXISTS (SELECT 1 FROM workflows w WHERE w.id = p_id AND w.awaited) THEN
+  IF told AND octet_length(p_id) < 7900 THEN
     PERFORM pg_notify(p_wait_channel, 's:' || p_id);
   END IF;
   RETURN QUERY SELECT true, last_position, NULL::integer, NULL::integer;

@@ -105,6 +105,13 @@ struct column {
 void print_table(const std::vector<ojson>& rows, const std::vector<column>& columns,
                  const std::string& indent = "");
 void print_json(const ojson& v);
+/// `v` as one line of compact JSON, escaped for a terminal as print_json escapes (for jq, and
+/// for JSON lines).
+template <class Json>
+std::string json_line(const Json& v) {
+  return durable::detail::printable_name(v.dump(-1, ' ', false, Json::error_handler_t::replace),
+                                         durable::detail::printable_style::json);
+}
 /// "key  value" lines, keys padded to one width.
 void print_fields(const std::vector<std::pair<std::string, std::string>>& fields);
 

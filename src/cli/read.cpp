@@ -437,11 +437,7 @@ int cmd_wait(session& s, const settings& g, const std::string& id, double timeou
                 {"error", error},
                 {"reason", w->reason ? ojson(*w->reason) : ojson(nullptr)}});
   } else if (ok) {
-    // The output as compact JSON (for jq), escaped for a terminal as print_json does.
-    std::puts(durable::detail::printable_name(
-                  output.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                  durable::detail::printable_style::json)
-                  .c_str());
+    std::puts(json_line(output).c_str());  // the output as compact JSON (for jq)
   }
   if (ok) return done;
   std::string why = w->reason.value_or("");
@@ -457,13 +453,6 @@ int cmd_wait(session& s, const settings& g, const std::string& id, double timeou
 // ---- stream ----------------------------------------------------------------------------------
 
 namespace {
-
-/// A value as one line for a terminal: compact JSON, control characters escaped.
-std::string value_line(const nlohmann::json& v) {
-  return durable::detail::printable_name(
-      v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-      durable::detail::printable_style::json);
-}
 
 /// Prints the values of `r` as they come: until the stream ends, or (not `follow`) until none
 /// is there now, or `timeout_s` passes (< 0: no limit; `timed_out` says so).
@@ -490,9 +479,9 @@ asio::awaitable<void> print_stream(durable::stream_reader<nlohmann::json>& r, bo
     }
     if (json) {  // JSON lines: one compact object a line
       const nlohmann::json line{{"offset", v->offset}, {"value", std::move(v->value)}};
-      std::puts(value_line(line).c_str());
+      std::puts(json_line(line).c_str());
     } else {
-      const std::string line = value_line(v->value);
+      const std::string line = json_line(v->value);
       if (offsets)
         std::printf("%lld\t%s\n", static_cast<long long>(v->offset), line.c_str());
       else

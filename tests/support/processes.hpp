@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 namespace test {
@@ -23,6 +24,22 @@ inline int wait_exit(pid_t pid, int seconds) {
   ::kill(pid, SIGKILL);
   ::waitpid(pid, &status, 0);
   return -1;
+}
+
+/// Runs `body()` (which returns an exit code) in a child process of its own and returns the
+/// child's pid to the parent. An exception leaves the child with exit code 1 and its message on
+/// standard error after `who`.
+template <class Body>
+pid_t spawn_process(const std::string& who, Body body) {
+  const pid_t pid = ::fork();
+  if (pid != 0) return pid;
+  int code = 1;
+  try {
+    code = body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", who.c_str(), e.what());
+  }
+  ::_exit(code);
 }
 
 /// Lets a child block until the parent releases every child at once.

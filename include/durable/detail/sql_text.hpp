@@ -1133,7 +1133,7 @@ ALTER TABLE :"schema".workflows ADD CONSTRAINT workflows_tracestate_check
   NOT VALID;
 )durable_sql"},
   {19, "streams", "durable streams",
-   "996cf089ac291a9d87a5f89e8522497f114af65b033ff6127b6c14701e7145b7",
+   "8e0d15441a2750413cebb73a4017a6b1e23db276cb75fb748d6c181fb172cfb8",
    R"durable_sql(-- durable streams
 -- The values a workflow appends under a key (ctx.write_stream), in order, for readers
 -- outside it (engine::read_stream, `durable stream`). A value's offset is its `position`,
@@ -1182,6 +1182,7 @@ DECLARE
   last_seq integer;
   last_generation integer;
   gen integer;
+  told boolean;
 BEGIN
   PERFORM pg_advisory_xact_lock(wait_lock('stream', p_id, p_key));
   SELECT s.position, s.value IS NULL, s.seq, s.generation
@@ -1202,12 +1203,12 @@ BEGIN
     RETURN QUERY SELECT true, last_position, NULL::integer, NULL::integer;
     RETURN;
   END IF;
-  SELECT w.generation INTO gen FROM workflows w WHERE w.id = p_id;
+  -- Read after append_step's lock on the row: a reader's mark is either seen here or waits.
+  SELECT w.generation, w.awaited INTO gen, told FROM workflows w WHERE w.id = p_id;
   INSERT INTO streams (workflow_id, key, position, value, generation, seq)
   VALUES (p_id, p_key, last_position, p_value, gen, p_seq);
   -- An id of 7 900 bytes or more cannot be told (NOTIFY's limit): its readers poll.
-  IF octet_length(p_id) < 7900
-     AND EXISTS (SELECT 1 FROM workflows w WHERE w.id = p_id AND w.awaited) THEN
+  IF told AND octet_length(p_id) < 7900 THEN
     PERFORM pg_notify(p_wait_channel, 's:' || p_id);
   END IF;
   RETURN QUERY SELECT true, last_position, NULL::integer, NULL::integer;

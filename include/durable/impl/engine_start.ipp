@@ -358,25 +358,9 @@ DURABLE_DECL asio::awaitable<std::optional<std::string>> engine::get_event_on_st
       detail::wait_read_failed(*s, what, workflow_id, reads, e);
       unanswered = std::current_exception();
     }
-    if (unanswered) {
-      const auto cs = co_await asio::this_coro::cancellation_state;
-      if (cs.cancelled() != asio::cancellation_type::none)  // the caller's, not the database's
-        throw asio::system_error(asio::error::operation_aborted);
-    }
-    auto wait =
-        unanswered ? detail::unanswered_pause(++unanswered_reads) : s->options.poll_interval;
-    if (timeout != forever) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          start + timeout - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        if (unanswered) std::rethrow_exception(unanswered);
-        co_return std::nullopt;
-      }
-      wait = std::min(wait, left);
-    }
-    // A notification pokes the wait; polling covers for lost ones (and for engines whose
-    // listener is off or not connected yet).
-    co_await poke.wait(wait);
+    const bool again = co_await detail::pause_before_reading_again(*s, poke, start, timeout,
+                                                                   unanswered, unanswered_reads);
+    if (!again) co_return std::nullopt;
   }
 }
 

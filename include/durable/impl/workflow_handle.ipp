@@ -147,6 +147,39 @@ inline std::chrono::milliseconds unanswered_pause(int failed) {
   return std::chrono::milliseconds(std::min(10 << std::min(std::max(failed - 1, 0), 7), 1000));
 }
 
+/// The pause of a wait that reads another process's data (get_event, read_stream) after a read
+/// that found nothing, or that the database did not answer (`unanswered`): until `poke` is
+/// poked (a notification), or the next poll (poll_interval; after unanswered reads, their
+/// backoff). False once `timeout` from `start` has passed: then the unanswered read's error is
+/// thrown, if there was one, so that only a deadline passing while the database does not
+/// answer throws. A cancellation of the caller's is thrown as operation_aborted.
+inline asio::awaitable<bool> pause_before_reading_again(const engine_state& s,
+                                                        waiter_registry::entry& poke,
+                                                        std::chrono::steady_clock::time_point start,
+                                                        std::chrono::milliseconds timeout,
+                                                        const std::exception_ptr& unanswered,
+                                                        int& unanswered_reads) {
+  if (unanswered) {
+    const auto cs = co_await asio::this_coro::cancellation_state;
+    if (cs.cancelled() != asio::cancellation_type::none)  // the caller's, not the database's
+      throw asio::system_error(asio::error::operation_aborted);
+  }
+  auto wait = unanswered ? unanswered_pause(++unanswered_reads) : s.options.poll_interval;
+  if (timeout != forever) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        start + timeout - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      if (unanswered) std::rethrow_exception(unanswered);
+      co_return false;
+    }
+    wait = std::min(wait, left);
+  }
+  // A notification pokes the wait; polling covers for lost ones (and for engines whose
+  // listener is off or not connected yet).
+  co_await poke.wait(wait);
+  co_return true;
+}
+
 }  // namespace detail
 
 DURABLE_DECL asio::awaitable<std::string> workflow_handle::wait_output_impl(
